@@ -1,0 +1,55 @@
+/* dtype.c - element type facts, one table so that size, spelling and kind
+ * cannot disagree. */
+#include "ttpu.h"
+
+typedef struct {
+  size_t size;
+  const char* mlir;
+  const char* name;
+  unsigned char is_float, is_int;
+} dtype_info;
+
+/* Indexed by ttpu_dtype; the order of ttpu.h's enum. */
+static const dtype_info dtype_table[TTPU_DTYPE_COUNT] = {
+    [TTPU_BOOL] = {1, "i1", "bool", 0, 0},
+    [TTPU_U8] = {1, "ui8", "uint8", 0, 1},
+    [TTPU_I8] = {1, "i8", "int8", 0, 1},
+    [TTPU_I16] = {2, "i16", "int16", 0, 1},
+    [TTPU_I32] = {4, "i32", "int32", 0, 1},
+    [TTPU_I64] = {8, "i64", "int64", 0, 1},
+    [TTPU_F16] = {2, "f16", "float16", 1, 0},
+    [TTPU_BF16] = {2, "bf16", "bfloat16", 1, 0},
+    [TTPU_F32] = {4, "f32", "float32", 1, 0},
+    [TTPU_F64] = {8, "f64", "float64", 1, 0},
+    [TTPU_U16] = {2, "ui16", "uint16", 0, 1},
+    [TTPU_U32] = {4, "ui32", "uint32", 0, 1},
+    [TTPU_U64] = {8, "ui64", "uint64", 0, 1},
+};
+
+static const dtype_info* info(ttpu_dtype t) {
+  if ((int)t < 0 || (int)t >= TTPU_DTYPE_COUNT) return NULL;
+  return &dtype_table[t];
+}
+
+/* Invalid dtypes answer 0 / "?" instead of crashing: callers validate, but
+ * a message that prints a bad dtype should not be the thing that fails. */
+size_t ttpu_dtype_size(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->size : 0;
+}
+const char* ttpu_dtype_mlir(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->mlir : "?";
+}
+const char* ttpu_dtype_name(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->name : "?";
+}
+int ttpu_dtype_is_float(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->is_float : 0;
+}
+int ttpu_dtype_is_int(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->is_int : 0;
+}

@@ -1,0 +1,55 @@
+/* plan.h - what one op call needs, computed before looking in the cache:
+ * the distinct storages it touches, its runtime scalars, and its signature
+ * key (internal). */
+#ifndef TTPU_EXEC_PLAN_H_
+#define TTPU_EXEC_PLAN_H_
+
+#include "internal.h"
+#include "../cache/cache.h"
+
+typedef struct {
+  ttpu_buffer* buf;
+  int read;       /* some input view, or a partial write, needs its value */
+  int written;    /* some output writes into it */
+  int has_param;  /* read and written before: a program parameter */
+  int param;      /* parameter index, or -1 */
+  ttpu_dtype phys_dtype;
+  int phys_ndim;
+  int64_t phys_dims[TTPU_MAX_DIMS];
+} ttpu_slot;
+
+typedef struct {
+  const ttpu_op_call* call;
+  const ttpu_op_def* def;
+  int n_slots;
+  ttpu_slot* slots;
+  int* tensor_slot;  /* per call tensor (-1: none) */
+  int* out_slot;     /* per output */
+  int* out_full;     /* per output: covers its whole storage densely */
+  int n_f, n_i;      /* runtime scalars */
+  double* f;
+  int64_t* i;
+  int* arg_scalar;   /* per arg: first index into f or i */
+  int f_param, i_param, rng_param; /* parameter indices or -1 */
+  int n_params;
+  /* signature */
+  int64_t* key;
+  size_t n_key, cap_key;
+  /* key offsets where each labelled part starts, for recompile reasons */
+  int n_parts, cap_parts;
+  size_t* part_at;
+  const char** part_label;
+  int* part_index;
+} ttpu_plan;
+
+ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
+                             const ttpu_op_def* def, ttpu_plan* p);
+void ttpu_plan_free(ttpu_plan* p);
+
+/* Lowers the call into a program (ops/lower.c). *text is malloc'ed;
+ * results receives the result plan (malloc'ed, caller frees). */
+ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
+                                char** text, size_t* text_len,
+                                ttpu_result_plan** results, int* n_results);
+
+#endif /* TTPU_EXEC_PLAN_H_ */

@@ -1,0 +1,352 @@
+/* runtime.c - the registry object: plugin, client, per-device state, and
+ * the storage objects (ttpu_buffer) that PyTorch's storages point at. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../cache/cache.h"
+
+ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
+                                 ttpu_runtime** out) {
+  *out = NULL;
+  const char* path = options ? options->plugin_path : NULL;
+  char* found = NULL;
+  ttpu_status* s = NULL;
+  if (!path || !*path) {
+    s = ttpu_plugin_find(options ? options->search_dirs : NULL, &found);
+    if (s) return s;
+    path = found;
+  }
+  ttpu_runtime* rt = calloc(1, sizeof(*rt));
+  if (!rt) {
+    free(found);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  pthread_mutex_init(&rt->mu, NULL);
+  s = ttpu_pjrt_plugin_load(path, &rt->plugin);
+  free(found);
+  if (s) goto fail;
+  int count = options && options->cpu_device_count > 0
+                  ? options->cpu_device_count : 1;
+  s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
+  if (s) goto fail;
+  rt->device_count = ttpu_pjrt_client_device_count(rt->client);
+  if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
+  s = ttpu_cache_create(&rt->cache);
+  if (s) goto fail;
+  for (int d = 0; d < rt->device_count; ++d) {
+    s = ttpu_runtime_manual_seed(rt, d, 67280421310721ull);
+    if (s) goto fail;
+  }
+  *out = rt;
+  return NULL;
+fail:
+  ttpu_runtime_destroy(rt);
+  return s;
+}
+
+void ttpu_runtime_destroy(ttpu_runtime* rt) {
+  if (!rt) return;
+  if (rt->client) {
+    ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
+    for (int d = 0; d < rt->device_count; ++d)
+      if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
+    if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
+    ttpu_pjrt_client_destroy(rt->client);
+  }
+  /* The plugin stays loaded: PJRT plugins cannot be unloaded safely. */
+  ttpu_rt_free_last_sigs(rt);
+  free(rt->pending);
+  free(rt->pending_device);
+  ttpu_status_free(rt->async_error);
+  pthread_mutex_destroy(&rt->mu);
+  free(rt);
+}
+
+int ttpu_runtime_device_count(const ttpu_runtime* rt) {
+  return rt->device_count;
+}
+const char* ttpu_runtime_platform_name(const ttpu_runtime* rt) {
+  return ttpu_pjrt_client_platform_name(rt->client);
+}
+const char* ttpu_runtime_platform_version(const ttpu_runtime* rt) {
+  return ttpu_pjrt_client_platform_version(rt->client);
+}
+const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt) {
+  return ttpu_pjrt_plugin_path(rt->plugin);
+}
+void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
+                                     int* minor) {
+  ttpu_pjrt_plugin_version(rt->plugin, major, minor);
+}
+
+void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e) {
+  /* Drop finished events from the front so the list stays short. */
+  int keep = 0;
+  for (int i = 0; i < rt->n_pending; ++i) {
+    ttpu_pjrt_event* p = rt->pending[i];
+    if (i < rt->n_pending - 8 && ttpu_pjrt_event_is_ready(rt->client, p)) {
+      ttpu_status* s = ttpu_pjrt_event_await(rt->client, p);
+      if (s && !rt->async_error) rt->async_error = s;
+      else ttpu_status_free(s);
+      ttpu_pjrt_event_destroy(rt->client, p);
+      continue;
+    }
+    rt->pending[keep] = p;
+    rt->pending_device[keep] = rt->pending_device[i];
+    ++keep;
+  }
+  rt->n_pending = keep;
+  if (rt->n_pending == rt->cap_pending) {
+    int cap = rt->cap_pending ? rt->cap_pending * 2 : 64;
+    ttpu_pjrt_event** p = realloc(rt->pending, cap * sizeof(*p));
+    int* d = realloc(rt->pending_device, cap * sizeof(*d));
+    if (p) rt->pending = p;
+    if (d) rt->pending_device = d;
+    if (!p || !d) {
+      /* Out of host memory: wait for this one now rather than lose it. */
+      ttpu_status_free(ttpu_pjrt_event_await(rt->client, e));
+      ttpu_pjrt_event_destroy(rt->client, e);
+      return;
+    }
+    rt->cap_pending = cap;
+  }
+  rt->pending[rt->n_pending] = e;
+  rt->pending_device[rt->n_pending] = device;
+  rt->n_pending++;
+}
+
+ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
+  pthread_mutex_lock(&rt->mu);
+  int keep = 0;
+  ttpu_status* err = rt->async_error;
+  rt->async_error = NULL;
+  for (int i = 0; i < rt->n_pending; ++i) {
+    if (device >= 0 && rt->pending_device[i] != device) {
+      rt->pending[keep] = rt->pending[i];
+      rt->pending_device[keep++] = rt->pending_device[i];
+      continue;
+    }
+    ttpu_status* s = ttpu_pjrt_event_await(rt->client, rt->pending[i]);
+    if (s && !err) err = s;
+    else ttpu_status_free(s);
+    ttpu_pjrt_event_destroy(rt->client, rt->pending[i]);
+  }
+  rt->n_pending = keep;
+  pthread_mutex_unlock(&rt->mu);
+  return err;
+}
+
+void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
+                     int64_t delta_buffers) {
+  if (device < 0 || device >= TTPU_MAX_DEVICES) return;
+  ttpu_stats* st = &rt->dev[device].stats;
+  st->bytes_in_use += delta_bytes;
+  st->live_buffers += delta_buffers;
+  if (st->bytes_in_use > st->peak_bytes_in_use)
+    st->peak_bytes_in_use = st->bytes_in_use;
+}
+
+void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
+  pthread_mutex_lock(&rt->mu);
+  memset(out, 0, sizeof(*out));
+  for (int d = 0; d < rt->device_count; ++d) {
+    if (device >= 0 && d != device) continue;
+    const ttpu_stats* s = &rt->dev[d].stats;
+    out->compiles += s->compiles;
+    out->compile_seconds += s->compile_seconds;
+    out->cache_hits += s->cache_hits;
+    out->executions += s->executions;
+    out->h2d_bytes += s->h2d_bytes;
+    out->d2h_bytes += s->d2h_bytes;
+    out->bytes_in_use += s->bytes_in_use;
+    out->peak_bytes_in_use += s->peak_bytes_in_use;
+    out->live_buffers += s->live_buffers;
+  }
+  pthread_mutex_unlock(&rt->mu);
+}
+
+void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device) {
+  pthread_mutex_lock(&rt->mu);
+  for (int d = 0; d < rt->device_count; ++d)
+    if (device < 0 || d == device)
+      rt->dev[d].stats.peak_bytes_in_use = rt->dev[d].stats.bytes_in_use;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt) {
+  return rt->last_reason;
+}
+
+/* ------------------------------------------------------------ rng state */
+
+static ttpu_status* check_device(ttpu_runtime* rt, int device) {
+  if (device < 0 || device >= rt->device_count)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "invalid device index %d (have %d tpu devices)",
+                            device, rt->device_count);
+  return NULL;
+}
+
+ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
+                                        const uint64_t state[2]) {
+  ttpu_status* s = check_device(rt, device);
+  if (s) return s;
+  ttpu_buffer* b = rt->dev[device].rng_state;
+  if (!b) {
+    s = ttpu_buffer_create(rt, device, 16, &b);
+    if (s) return s;
+    rt->dev[device].rng_state = b;
+  }
+  int64_t dims[1] = {2};
+  return ttpu_buffer_upload(b, state, TTPU_U64, dims, 1);
+}
+
+ttpu_status* ttpu_runtime_manual_seed(ttpu_runtime* rt, int device,
+                                      uint64_t seed) {
+  /* THREE_FRY's state is (key, counter): the seed is the key. */
+  uint64_t st[2] = {seed, 0};
+  return ttpu_runtime_set_rng_state(rt, device, st);
+}
+
+ttpu_status* ttpu_runtime_get_rng_state(ttpu_runtime* rt, int device,
+                                        uint64_t state[2]) {
+  ttpu_status* s = check_device(rt, device);
+  if (s) return s;
+  return ttpu_buffer_download(rt->dev[device].rng_state, state, 16);
+}
+
+/* ------------------------------------------------------------ buffers */
+
+ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
+                                ttpu_buffer** out) {
+  *out = NULL;
+  ttpu_status* s = check_device(rt, device);
+  if (s) return s;
+  ttpu_buffer* b = calloc(1, sizeof(*b));
+  if (!b) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  atomic_init(&b->refs, 1);
+  b->rt = rt;
+  b->device = device;
+  b->nbytes = nbytes;
+  b->phys_dtype = TTPU_U8;
+  b->phys_ndim = 1;
+  b->phys_dims[0] = (int64_t)nbytes;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_rt_account(rt, device, (int64_t)nbytes, 1);
+  pthread_mutex_unlock(&rt->mu);
+  *out = b;
+  return NULL;
+}
+
+void ttpu_buffer_retain(ttpu_buffer* b) {
+  if (b) atomic_fetch_add(&b->refs, 1);
+}
+
+void ttpu_buffer_release(ttpu_buffer* b) {
+  if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
+  ttpu_runtime* rt = b->rt;
+  pthread_mutex_lock(&rt->mu);
+  if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
+  ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
+  pthread_mutex_unlock(&rt->mu);
+  free(b);
+}
+
+size_t ttpu_buffer_nbytes(const ttpu_buffer* b) { return b->nbytes; }
+int ttpu_buffer_device(const ttpu_buffer* b) { return b->device; }
+
+void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
+                         ttpu_dtype dtype, int ndim, const int64_t* dims) {
+  if (b->pb) ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
+  b->pb = pb;
+  b->phys_dtype = dtype;
+  b->phys_ndim = ndim;
+  for (int i = 0; i < ndim; ++i) b->phys_dims[i] = dims[i];
+}
+
+static ttpu_status* check_cover(const ttpu_buffer* b, ttpu_dtype dtype,
+                                const int64_t* dims, int ndim) {
+  if (ndim < 0 || ndim > TTPU_MAX_DIMS)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "rank %d not supported", ndim);
+  if ((int)dtype < 0 || dtype >= TTPU_DTYPE_COUNT)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+  size_t n = ttpu_dtype_size(dtype);
+  for (int i = 0; i < ndim; ++i) n *= (size_t)dims[i];
+  if (n != b->nbytes)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "upload of %zu bytes into a storage of %zu bytes",
+                            n, b->nbytes);
+  return NULL;
+}
+
+ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
+                                ttpu_dtype dtype, const int64_t* dims,
+                                int ndim) {
+  ttpu_status* s = check_cover(b, dtype, dims, ndim);
+  if (s) return s;
+  ttpu_runtime* rt = b->rt;
+  ttpu_pjrt_buffer* pb = NULL;
+  s = ttpu_pjrt_buffer_from_host(rt->client, b->device, data, dtype, dims, ndim,
+                                 &pb);
+  if (s) return s;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_rt_set_version(b, pb, dtype, ndim, dims);
+  rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
+ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
+  if (nbytes != b->nbytes)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "download of %zu bytes from a storage of %zu bytes",
+                            nbytes, b->nbytes);
+  ttpu_runtime* rt = b->rt;
+  if (nbytes == 0) return NULL;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_pjrt_buffer* pb = b->pb;
+  ttpu_status* s = NULL;
+  if (!pb) {
+    memset(dst, 0, nbytes);
+  } else {
+    /* The lock is held across the read so the version cannot be replaced
+     * (and destroyed) under us; reads are the only place the host waits. */
+    s = ttpu_pjrt_buffer_to_host(rt->client, pb, dst, nbytes);
+    if (!s) rt->dev[b->device].stats.d2h_bytes += (int64_t)nbytes;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
+  if (dst->nbytes != src->nbytes)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "copy of a %zu-byte storage into a %zu-byte one",
+                            src->nbytes, dst->nbytes);
+  if (dst == src) return NULL;
+  ttpu_runtime* rt = dst->rt;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = NULL;
+  ttpu_pjrt_buffer* pb = NULL;
+  if (src->pb)
+    s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
+  if (!s) {
+    if (pb) {
+      ttpu_rt_set_version(dst, pb, src->phys_dtype, src->phys_ndim,
+                          src->phys_dims);
+    } else {
+      ttpu_rt_set_version(dst, NULL, TTPU_U8, 1, (int64_t[]){(int64_t)dst->nbytes});
+    }
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
+  ttpu_runtime* rt = b->rt;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = b->pb ? ttpu_pjrt_buffer_await(rt->client, b->pb) : NULL;
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}

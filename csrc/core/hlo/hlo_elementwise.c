@@ -1,0 +1,273 @@
+/* hlo_elementwise.c - binary/unary/compare/select/clamp/convert/bitcast. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hlo_internal.h"
+#include "ttpu_hlo.h"
+
+static const char* binop_name(ttpu_binop op) {
+  switch (op) {
+    case TTPU_ADD: return "stablehlo.add";
+    case TTPU_SUB: return "stablehlo.subtract";
+    case TTPU_MUL: return "stablehlo.multiply";
+    case TTPU_DIV: return "stablehlo.divide";
+    case TTPU_REM: return "stablehlo.remainder";
+    case TTPU_POW: return "stablehlo.power";
+    case TTPU_MAX: return "stablehlo.maximum";
+    case TTPU_MIN: return "stablehlo.minimum";
+    case TTPU_AND: return "stablehlo.and";
+    case TTPU_OR: return "stablehlo.or";
+    case TTPU_XOR: return "stablehlo.xor";
+    case TTPU_ATAN2: return "stablehlo.atan2";
+    case TTPU_SHL: return "stablehlo.shift_left";
+    case TTPU_SHR_A: return "stablehlo.shift_right_arithmetic";
+    case TTPU_SHR_L: return "stablehlo.shift_right_logical";
+  }
+  return NULL;
+}
+
+/* Which element kinds an op accepts, so a bad call fails here with the op's
+ * name instead of deep inside the plugin's verifier. */
+static int binop_accepts(ttpu_binop op, ttpu_dtype dt) {
+  int fl = ttpu_hloi_is_floatlike(dt), in = ttpu_hloi_is_intlike(dt);
+  int bo = dt == TTPU_BOOL;
+  switch (op) {
+    case TTPU_ADD: case TTPU_MUL: case TTPU_MAX: case TTPU_MIN:
+      return fl || in || bo; /* on i1: or / and / or / and */
+    case TTPU_SUB: case TTPU_DIV: case TTPU_REM: case TTPU_POW:
+      return fl || in;
+    case TTPU_AND: case TTPU_OR: case TTPU_XOR:
+      return in || bo;
+    case TTPU_ATAN2:
+      return fl;
+    case TTPU_SHL: case TTPU_SHR_A: case TTPU_SHR_L:
+      return in;
+  }
+  return 0;
+}
+
+static ttpu_val type_mismatch(ttpu_hlo* b, const char* what,
+                              const ttpu_type* x, const ttpu_type* y) {
+  char dx[160], dy[160];
+  ttpu_hloi_type_desc(x, dx, sizeof dx);
+  ttpu_hloi_type_desc(y, dy, sizeof dy);
+  return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                       "%s: operand types differ (%s vs %s)", what, dx, dy);
+}
+
+ttpu_val ttpu_hlo_binary(ttpu_hlo* b, ttpu_binop op, ttpu_val x, ttpu_val y) {
+  const char* name = binop_name(op);
+  if (!name)
+    return ttpu_hlo_fail(b, TTPU_INTERNAL, "binary: unknown op %d", (int)op);
+  const ttpu_type* tx = ttpu_hloi_check(b, x, name);
+  const ttpu_type* ty = ttpu_hloi_check(b, y, name);
+  if (!tx || !ty) return TTPU_VAL_ERROR;
+  if (!ttpu_hloi_same_type(tx, ty)) return type_mismatch(b, name, tx, ty);
+  if (!binop_accepts(op, tx->dtype))
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s: dtype %s not supported",
+                         name, ttpu_dtype_name(tx->dtype));
+  ttpu_type t = *tx;
+  ttpu_val ops[2] = {x, y};
+  return ttpu_hloi_op(b, name, ops, 2, NULL, t);
+}
+
+static const char* unop_name(ttpu_unop op) {
+  switch (op) {
+    case TTPU_NEG: return "stablehlo.negate";
+    case TTPU_ABS: return "stablehlo.abs";
+    case TTPU_EXP: return "stablehlo.exponential";
+    case TTPU_EXPM1: return "stablehlo.exponential_minus_one";
+    case TTPU_LOG: return "stablehlo.log";
+    case TTPU_LOG1P: return "stablehlo.log_plus_one";
+    case TTPU_SQRT: return "stablehlo.sqrt";
+    case TTPU_RSQRT: return "stablehlo.rsqrt";
+    case TTPU_CBRT: return "stablehlo.cbrt";
+    case TTPU_SIN: return "stablehlo.sine";
+    case TTPU_COS: return "stablehlo.cosine";
+    case TTPU_TAN: return "stablehlo.tan";
+    case TTPU_TANH: return "stablehlo.tanh";
+    case TTPU_LOGISTIC: return "stablehlo.logistic";
+    case TTPU_FLOOR: return "stablehlo.floor";
+    case TTPU_CEIL: return "stablehlo.ceil";
+    case TTPU_ROUND_EVEN: return "stablehlo.round_nearest_even";
+    case TTPU_SIGN: return "stablehlo.sign";
+    case TTPU_NOT: return "stablehlo.not";
+    case TTPU_IS_FINITE: return "stablehlo.is_finite";
+    /* The CPU plugin (and libtpu) legalize chlo.erf with XLA's own
+     * rational approximation; it is both exact to ~1 ulp and what JAX
+     * emits, so it is the safest choice over a home-made polynomial. */
+    case TTPU_ERF: return "chlo.erf";
+  }
+  return NULL;
+}
+
+ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
+  const char* name = unop_name(op);
+  if (!name)
+    return ttpu_hlo_fail(b, TTPU_INTERNAL, "unary: unknown op %d", (int)op);
+  const ttpu_type* tx = ttpu_hloi_check(b, x, name);
+  if (!tx) return TTPU_VAL_ERROR;
+  ttpu_type t = *tx;
+  ttpu_dtype dt = t.dtype;
+  int fl = ttpu_hloi_is_floatlike(dt);
+  int bo = dt == TTPU_BOOL, un = ttpu_hloi_is_unsigned(dt);
+  switch (op) {
+    case TTPU_NEG:
+      if (bo) break;
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+    case TTPU_ABS:
+      /* stablehlo.abs rejects unsigned and bool; both are their own abs. */
+      if (un || bo) return x;
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+    case TTPU_SIGN:
+      if (bo) return x;
+      if (un) { /* sign of an unsigned value is x != 0 */
+        ttpu_val z = ttpu_hlo_const(b, t, 0.0, 0);
+        ttpu_val ne = ttpu_hlo_compare(b, TTPU_NE, x, z);
+        return ttpu_hlo_convert(b, ne, dt);
+      }
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+    case TTPU_FLOOR: case TTPU_CEIL: case TTPU_ROUND_EVEN:
+      /* Integers are already integral; PyTorch returns them unchanged. */
+      if (!fl) return x;
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+    case TTPU_NOT:
+      if (fl) break;
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+    case TTPU_IS_FINITE: {
+      ttpu_type r = t;
+      r.dtype = TTPU_BOOL;
+      if (!fl) return ttpu_hlo_const(b, r, 0.0, 1);
+      return ttpu_hloi_op(b, name, &x, 1, NULL, r);
+    }
+    default:
+      if (!fl) break;
+      return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+  }
+  return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s: dtype %s not supported",
+                       name, ttpu_dtype_name(dt));
+}
+
+static const char* cmp_dir(ttpu_cmp c) {
+  switch (c) {
+    case TTPU_EQ: return "EQ";
+    case TTPU_NE: return "NE";
+    case TTPU_LT: return "LT";
+    case TTPU_LE: return "LE";
+    case TTPU_GT: return "GT";
+    case TTPU_GE: return "GE";
+  }
+  return NULL;
+}
+
+ttpu_val ttpu_hlo_compare(ttpu_hlo* b, ttpu_cmp dir, ttpu_val x, ttpu_val y) {
+  const char* d = cmp_dir(dir);
+  if (!d)
+    return ttpu_hlo_fail(b, TTPU_INTERNAL, "compare: bad direction %d",
+                         (int)dir);
+  const ttpu_type* tx = ttpu_hloi_check(b, x, "stablehlo.compare");
+  const ttpu_type* ty = ttpu_hloi_check(b, y, "stablehlo.compare");
+  if (!tx || !ty) return TTPU_VAL_ERROR;
+  if (!ttpu_hloi_same_type(tx, ty))
+    return type_mismatch(b, "stablehlo.compare", tx, ty);
+  const char* kind = ttpu_hloi_is_floatlike(tx->dtype) ? "FLOAT"
+                     : ttpu_hloi_is_signed_int(tx->dtype) ? "SIGNED"
+                                                          : "UNSIGNED";
+  char attrs[200];
+  snprintf(attrs, sizeof attrs,
+           "comparison_direction = #stablehlo<comparison_direction %s>, "
+           "compare_type = #stablehlo<comparison_type %s>",
+           d, kind);
+  ttpu_type r = *tx;
+  r.dtype = TTPU_BOOL;
+  ttpu_val ops[2] = {x, y};
+  return ttpu_hloi_op(b, "stablehlo.compare", ops, 2, attrs, r);
+}
+
+ttpu_val ttpu_hlo_select(ttpu_hlo* b, ttpu_val pred, ttpu_val on_true,
+                         ttpu_val on_false) {
+  const ttpu_type* tp = ttpu_hloi_check(b, pred, "stablehlo.select");
+  const ttpu_type* tt = ttpu_hloi_check(b, on_true, "stablehlo.select");
+  const ttpu_type* tf = ttpu_hloi_check(b, on_false, "stablehlo.select");
+  if (!tp || !tt || !tf) return TTPU_VAL_ERROR;
+  if (tp->dtype != TTPU_BOOL)
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.select: predicate must be bool, got %s",
+                         ttpu_dtype_name(tp->dtype));
+  if (!ttpu_hloi_same_type(tt, tf))
+    return type_mismatch(b, "stablehlo.select", tt, tf);
+  /* StableHLO also allows a 0-d predicate choosing whole tensors. */
+  if (tp->ndim != 0 && !ttpu_hloi_same_dims(tp, tt))
+    return type_mismatch(b, "stablehlo.select (predicate)", tp, tt);
+  ttpu_type r = *tt;
+  ttpu_val ops[3] = {pred, on_true, on_false};
+  return ttpu_hloi_op(b, "stablehlo.select", ops, 3, NULL, r);
+}
+
+ttpu_val ttpu_hlo_clamp(ttpu_hlo* b, ttpu_val lo, ttpu_val x, ttpu_val hi) {
+  const ttpu_type* tl = ttpu_hloi_check(b, lo, "stablehlo.clamp");
+  const ttpu_type* tx = ttpu_hloi_check(b, x, "stablehlo.clamp");
+  const ttpu_type* th = ttpu_hloi_check(b, hi, "stablehlo.clamp");
+  if (!tl || !tx || !th) return TTPU_VAL_ERROR;
+  const ttpu_type* bounds[2] = {tl, th};
+  for (int i = 0; i < 2; i++) {
+    if (bounds[i]->dtype != tx->dtype ||
+        (bounds[i]->ndim != 0 && !ttpu_hloi_same_dims(bounds[i], tx)))
+      return type_mismatch(b, "stablehlo.clamp", bounds[i], tx);
+  }
+  if (tx->dtype == TTPU_BOOL)
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.clamp: bool not supported");
+  ttpu_type r = *tx;
+  ttpu_val ops[3] = {lo, x, hi};
+  return ttpu_hloi_op(b, "stablehlo.clamp", ops, 3, NULL, r);
+}
+
+ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
+  const ttpu_type* tx = ttpu_hloi_check(b, x, "stablehlo.convert");
+  if (!tx) return TTPU_VAL_ERROR;
+  if (!ttpu_hloi_dtype_valid(to))
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "convert: bad dtype %d",
+                         (int)to);
+  if (tx->dtype == to) return x;
+  ttpu_type r = *tx;
+  if (to == TTPU_BOOL) {
+    /* A plain convert to i1 truncates to the low bit on some backends;
+     * PyTorch's bool() is x != 0 (NaN is true). */
+    ttpu_val z = ttpu_hlo_const(b, r, 0.0, 0);
+    return ttpu_hlo_compare(b, TTPU_NE, x, z);
+  }
+  r.dtype = to;
+  return ttpu_hloi_op(b, "stablehlo.convert", &x, 1, NULL, r);
+}
+
+ttpu_val ttpu_hlo_bitcast(ttpu_hlo* b, ttpu_val x, ttpu_type to) {
+  const ttpu_type* tx = ttpu_hloi_check(b, x, "stablehlo.bitcast_convert");
+  if (!tx || !ttpu_hloi_type_ok(b, &to, "stablehlo.bitcast_convert"))
+    return TTPU_VAL_ERROR;
+  if (tx->dtype == TTPU_BOOL || to.dtype == TTPU_BOOL)
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.bitcast_convert: bool has no bit layout");
+  int bi = ttpu_hloi_bits(tx->dtype), bo = ttpu_hloi_bits(to.dtype);
+  int ok;
+  if (bi == bo) {
+    ok = ttpu_hloi_same_dims(tx, &to);
+  } else if (bi > bo) { /* a trailing dim of bi/bo appears */
+    ok = to.ndim == tx->ndim + 1 && to.dims[to.ndim - 1] == bi / bo;
+    for (int i = 0; ok && i < tx->ndim; i++) ok = tx->dims[i] == to.dims[i];
+  } else { /* the trailing dim of bo/bi disappears */
+    ok = tx->ndim == to.ndim + 1 && tx->dims[tx->ndim - 1] == bo / bi;
+    for (int i = 0; ok && i < to.ndim; i++) ok = tx->dims[i] == to.dims[i];
+  }
+  if (!ok) {
+    char a[160], c[160];
+    ttpu_hloi_type_desc(tx, a, sizeof a);
+    ttpu_hloi_type_desc(&to, c, sizeof c);
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.bitcast_convert: cannot reinterpret %s "
+                         "as %s",
+                         a, c);
+  }
+  if (ttpu_hloi_same_type(tx, &to)) return x;
+  return ttpu_hloi_op(b, "stablehlo.bitcast_convert", &x, 1, NULL, to);
+}

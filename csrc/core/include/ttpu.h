@@ -1,0 +1,257 @@
+/* ttpu.h - public C API of the torchtpu engine.
+ *
+ * The engine loads an XLA PJRT plugin, keeps device storages as ref-counted
+ * buffer objects, lowers ATen-shaped op calls to StableHLO through one
+ * lowering table, compiles them (with a cache) and runs them asynchronously.
+ * It has no dependency on PyTorch and is usable from plain C.
+ *
+ * Conventions (after pjrt_c_api.h and the IREE runtime):
+ *  - Every function that can fail returns a ttpu_status*; NULL is success.
+ *    A non-NULL status is owned by the caller: free it with
+ *    ttpu_status_free().
+ *  - Outputs are returned through pointer arguments.
+ *  - Ownership is stated per function: "borrowed" (caller keeps it),
+ *    "caller frees", "ref-counted" (retain/release).
+ *  - All exported symbols start with ttpu_ / TTPU_.
+ */
+#ifndef TTPU_H_
+#define TTPU_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TTPU_MAX_DIMS 12
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum {
+  TTPU_OK = 0,
+  TTPU_INVALID_ARGUMENT = 1,  /* bad input: maps to ValueError/RuntimeError */
+  TTPU_NOT_FOUND = 2,         /* missing plugin, missing file */
+  TTPU_UNIMPLEMENTED = 3,     /* op or dtype the engine cannot lower */
+  TTPU_RESOURCE_EXHAUSTED = 4,/* out of device memory */
+  TTPU_FAILED_PRECONDITION = 5, /* plugin too old, engine not initialised */
+  TTPU_INTERNAL = 6,          /* a bug in the engine */
+  TTPU_PLUGIN_ERROR = 7,      /* an error reported by the PJRT plugin */
+  TTPU_INDEX_ERROR = 8,       /* out-of-range index: maps to IndexError */
+} ttpu_code;
+
+typedef struct ttpu_status ttpu_status;
+
+/* Makes a status with a printf-style message. Caller frees. */
+ttpu_status* ttpu_status_make(ttpu_code code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prepends "context: " to the message of s (s may be NULL: returns NULL). */
+ttpu_status* ttpu_status_annotate(ttpu_status* s, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+ttpu_code ttpu_status_code(const ttpu_status* s);
+/* Borrowed; valid until the status is freed. */
+const char* ttpu_status_message(const ttpu_status* s);
+void ttpu_status_free(ttpu_status* s);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum {
+  TTPU_BOOL = 0,
+  TTPU_U8,
+  TTPU_I8,
+  TTPU_I16,
+  TTPU_I32,
+  TTPU_I64,
+  TTPU_F16,
+  TTPU_BF16,
+  TTPU_F32,
+  TTPU_F64,
+  TTPU_U16,   /* the unsigned wide types exist for the engine's own use */
+  TTPU_U32,   /* (random bits, bit casts) */
+  TTPU_U64,
+  TTPU_DTYPE_COUNT,
+  TTPU_DTYPE_NONE = -1,
+} ttpu_dtype;
+
+size_t ttpu_dtype_size(ttpu_dtype t);
+/* MLIR element type spelling: "i1", "ui8", "f32", ... (static string). */
+const char* ttpu_dtype_mlir(ttpu_dtype t);
+/* Readable name: "bool", "uint8", "float32", ... (static string). */
+const char* ttpu_dtype_name(ttpu_dtype t);
+int ttpu_dtype_is_float(ttpu_dtype t);
+int ttpu_dtype_is_int(ttpu_dtype t);   /* signed or unsigned integer, not bool */
+
+/* ------------------------------------------------------------------ runtime */
+
+/* The one registry object: plugin, client, devices, compile cache, stats. */
+typedef struct ttpu_runtime ttpu_runtime;
+
+typedef struct {
+  /* Path of the PJRT plugin library; NULL = discover (see ttpu_plugin_find).*/
+  const char* plugin_path;
+  /* Devices the CPU plugin creates; 0 = plugin default (1 for us). */
+  int cpu_device_count;
+  /* NULL-terminated directories (site-packages) to discover the plugin in
+   * when plugin_path is NULL; may be NULL. */
+  const char* const* search_dirs;
+} ttpu_runtime_options;
+
+/* Loads the plugin, checks its ABI version, creates a client.
+ * *out is owned by the caller (ttpu_runtime_destroy). */
+ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
+                                 ttpu_runtime** out);
+void ttpu_runtime_destroy(ttpu_runtime* rt);
+
+int ttpu_runtime_device_count(const ttpu_runtime* rt);
+/* Borrowed strings, valid for the runtime's lifetime. */
+const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
+const char* ttpu_runtime_platform_version(const ttpu_runtime* rt);
+const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt);
+void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
+                                     int* minor);
+
+/* Waits until all work queued on `device` (-1: all devices) has finished.
+ * Returns the first asynchronous error seen since the last synchronize. */
+ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device);
+
+/* Counters; all monotonic except the *_bytes_in_use / live values. */
+typedef struct {
+  int64_t compiles;           /* programs compiled */
+  double compile_seconds;     /* total compile wall time */
+  int64_t cache_hits;         /* in-memory compile cache hits */
+  int64_t executions;         /* programs executed */
+  int64_t h2d_bytes, d2h_bytes; /* host<->device traffic */
+  int64_t bytes_in_use;       /* bytes held by live device buffers */
+  int64_t peak_bytes_in_use;
+  int64_t live_buffers;
+} ttpu_stats;
+void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
+void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
+
+/* Random state of a device: a ui64[2] state on the device, advanced by
+ * every random op (XLA's rng_bit_generator, THREE_FRY). */
+ttpu_status* ttpu_runtime_manual_seed(ttpu_runtime* rt, int device,
+                                      uint64_t seed);
+ttpu_status* ttpu_runtime_get_rng_state(ttpu_runtime* rt, int device,
+                                        uint64_t state[2]);
+ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
+                                        const uint64_t state[2]);
+
+/* Why the last compile happened (a new op signature), borrowed, may be "". */
+const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
+
+/* ------------------------------------------------------------------ buffers */
+
+/* A device storage: a flat array of nbytes bytes on one device. Backed by a
+ * PJRT buffer once written; may be pending (produced by queued work). The
+ * PJRT buffer is replaced, not mutated, by in-place writes, so every view of
+ * the storage sees the new version. Ref-counted. */
+typedef struct ttpu_buffer ttpu_buffer;
+
+/* Creates an unwritten storage (reads as zeros). Refcount 1. */
+ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
+                                ttpu_buffer** out);
+void ttpu_buffer_retain(ttpu_buffer* b);
+void ttpu_buffer_release(ttpu_buffer* b);
+size_t ttpu_buffer_nbytes(const ttpu_buffer* b);
+int ttpu_buffer_device(const ttpu_buffer* b);
+
+/* Replaces the whole storage with host data of `dtype` laid out row-major
+ * as `dims` (product * dtype size must equal nbytes). `data` is borrowed
+ * and may be freed once this returns. */
+ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
+                                ttpu_dtype dtype, const int64_t* dims,
+                                int ndim);
+/* Copies the whole storage (its nbytes, in storage order) to host `dst`.
+ * Waits for pending work. */
+ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes);
+/* Makes dst's content a copy of src's (same nbytes; may cross devices). */
+ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src);
+/* Waits until the storage's current version is computed. */
+ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
+
+/* ------------------------------------------------------------------ op calls */
+
+/* A strided view of a storage: exactly PyTorch's tensor geometry. Sizes,
+ * strides and offset are in elements of `dtype`. Borrowed. */
+typedef struct {
+  ttpu_buffer* buffer;
+  ttpu_dtype dtype;
+  int ndim;
+  const int64_t* sizes;
+  const int64_t* strides;
+  int64_t offset;
+} ttpu_tensor;
+
+typedef enum {
+  TTPU_ARG_NONE = 0,   /* None / undefined tensor */
+  TTPU_ARG_TENSOR,     /* tensors[tensor] */
+  TTPU_ARG_TENSORS,    /* tensors[tensor .. tensor+n); a None entry in an
+                          optional-tensor list has buffer == NULL */
+  TTPU_ARG_INT,        /* i: compile-time int (dims, sizes, enums) */
+  TTPU_ARG_BOOL,       /* i: 0/1, compile-time */
+  TTPU_ARG_FLOAT,      /* f: compile-time float (eps, p, momentum) */
+  TTPU_ARG_SCALAR,     /* a runtime Scalar (alpha, other, value): passed to
+                          the program as data, so a new value never
+                          recompiles. f holds it, or i when scalar_dtype is
+                          integral/bool. scalar_dtype is its PyTorch type
+                          (I64/F64/BOOL for Python numbers, the tensor's
+                          dtype for a 0-d CPU tensor). */
+  TTPU_ARG_INTS,       /* ints[0..n) */
+  TTPU_ARG_FLOATS,     /* floats[0..n) */
+  TTPU_ARG_SCALARS,    /* runtime Scalar list: floats[0..n) (exact for
+                          ints up to 2^53), scalar_dtype gives the kind */
+  TTPU_ARG_STR,        /* str */
+} ttpu_arg_kind;
+
+typedef struct {
+  ttpu_arg_kind kind;
+  int64_t i;
+  double f;
+  ttpu_dtype scalar_dtype;
+  int n;
+  const int64_t* ints;
+  const double* floats;
+  int tensor;
+  const char* str;
+} ttpu_arg;
+
+/* One ATen call, packed by the PyTorch glue. `op` is the id of an ATen
+ * overload ("add.Tensor") from ttpu_op_lookup. args follow the ATen schema
+ * in order. outputs are where results go, in this order: one per schema
+ * return (a fresh tensor, or the aliased `self`/`out` argument of in-place
+ * and out= overloads, possibly a view), then every other mutable argument
+ * (Tensor(a!)) that no return aliases, in schema order (e.g. the running
+ * statistics of batch norm). */
+typedef struct {
+  int op;
+  int n_args;
+  const ttpu_arg* args;
+  int n_tensors;
+  const ttpu_tensor* tensors;
+  int n_outputs;
+  const ttpu_tensor* outputs;
+  /* PyTorch's result_type over the tensor and Scalar args (promotion as
+   * on CPU), or TTPU_DTYPE_NONE when the glue did not compute it. */
+  ttpu_dtype common_dtype;
+  int device;
+} ttpu_op_call;
+
+/* Id of an ATen overload name ("add.Tensor", "relu.default" is "relu"),
+ * or -1 if the engine has no lowering for it. */
+int ttpu_op_lookup(const char* name);
+/* Name of op id; static string. */
+const char* ttpu_op_name(int op);
+/* Number of ops in the lowering table; ids are 0..count-1. */
+int ttpu_op_count(void);
+
+/* Runs one op: lowers (or finds in the cache), compiles, enqueues. Output
+ * storages get their new versions immediately (pending until the program
+ * finishes). Inputs are borrowed. */
+ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_H_ */

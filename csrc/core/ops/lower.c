@@ -1,0 +1,751 @@
+/* lower.c - turns one planned op call into a StableHLO program:
+ * parameters for the storages it reads, strided views read out of them,
+ * the op's lowering, and results written back into the storages (in place
+ * through views, with the storage's parameter donated). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ttpu_lower.h"
+#include "../exec/plan.h"
+
+struct ttpu_lower {
+  ttpu_hlo* b;
+  const ttpu_plan* p;
+  const ttpu_op_call* call;
+  ttpu_val* in;      /* per call tensor, valid when in_done */
+  char* in_done;
+  ttpu_val* out;     /* per output, set by the lowering */
+  ttpu_val* slot_val; /* per slot: parameter value, or ERROR */
+  ttpu_val fpack, ipack;
+  ttpu_val rng_state; /* current rng state value (advanced by draws) */
+};
+
+ttpu_hlo* ttpu_l_hlo(ttpu_lower* L) { return L->b; }
+const ttpu_op_call* ttpu_l_call(ttpu_lower* L) { return L->call; }
+int ttpu_l_nargs(ttpu_lower* L) { return L->call->n_args; }
+ttpu_dtype ttpu_l_common_dtype(ttpu_lower* L) { return L->call->common_dtype; }
+int ttpu_l_nout(ttpu_lower* L) { return L->call->n_outputs; }
+
+static const ttpu_arg* arg_at(ttpu_lower* L, int a) {
+  if (a < 0 || a >= L->call->n_args) return NULL;
+  return &L->call->args[a];
+}
+
+ttpu_arg_kind ttpu_l_kind(ttpu_lower* L, int arg) {
+  const ttpu_arg* g = arg_at(L, arg);
+  return g ? g->kind : TTPU_ARG_NONE;
+}
+
+int ttpu_l_is_none(ttpu_lower* L, int arg) {
+  return ttpu_l_kind(L, arg) == TTPU_ARG_NONE;
+}
+
+/* ------------------------------------------------------------ geometry */
+
+typedef struct {
+  int m;                      /* dims with size > 1 and stride != 0 */
+  int idx[TTPU_MAX_DIMS];     /* their original positions, by stride desc */
+  int64_t size[TTPU_MAX_DIMS], stride[TTPU_MAX_DIMS];
+  int dense;                  /* a contiguous block in stride order */
+  int divisible;              /* non-overlapping, each stride a multiple of
+                                 the next: reachable by reshape + slice */
+  int has_bcast;              /* a dim of size > 1 with stride 0 */
+} geom;
+
+static void analyse(const ttpu_tensor* t, geom* g) {
+  memset(g, 0, sizeof(*g));
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->sizes[d] <= 1) continue;
+    if (t->strides[d] == 0) {
+      g->has_bcast = 1;
+      continue;
+    }
+    int k = g->m++;
+    /* insertion by stride, descending; equal strides keep original order */
+    while (k > 0 && g->stride[k - 1] < t->strides[d]) {
+      g->idx[k] = g->idx[k - 1];
+      g->size[k] = g->size[k - 1];
+      g->stride[k] = g->stride[k - 1];
+      --k;
+    }
+    g->idx[k] = d;
+    g->size[k] = t->sizes[d];
+    g->stride[k] = t->strides[d];
+  }
+  g->dense = 1;
+  g->divisible = 1;
+  for (int k = 0; k < g->m; ++k) {
+    if (g->stride[k] < 0) g->dense = g->divisible = 0;
+    int64_t inner = k + 1 < g->m ? g->stride[k + 1] * g->size[k + 1] : 1;
+    int64_t next = k + 1 < g->m ? g->stride[k + 1] : 1;
+    if (g->stride[k] != inner) g->dense = 0;
+    if (g->stride[k] < inner || next <= 0 || g->stride[k] % next) g->divisible = 0;
+  }
+}
+
+static int64_t numel(const ttpu_tensor* t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; ++d) n *= t->sizes[d];
+  return n;
+}
+
+/* offset + sum(iota_d * stride_d) over dims, as an i64 tensor of `sizes`. */
+static ttpu_val flat_index(ttpu_hlo* b, int ndim, const int64_t* sizes,
+                           const int64_t* strides, int64_t offset) {
+  ttpu_type t = ttpu_type_make(TTPU_I64, ndim, sizes);
+  ttpu_val acc = ttpu_hlo_const(b, t, 0, offset);
+  for (int d = 0; d < ndim; ++d) {
+    if (sizes[d] <= 1 || strides[d] == 0) continue;
+    ttpu_val io = ttpu_hlo_iota(b, t, d);
+    ttpu_val st = ttpu_hlo_const(b, t, 0, strides[d]);
+    acc = ttpu_hlo_binary(b, TTPU_ADD, acc, ttpu_hlo_binary(b, TTPU_MUL, io, st));
+  }
+  return acc;
+}
+
+/* ------------------------------------------------------------ storages */
+
+/* A storage value v (phys dtype pd, any shape, nbytes in all) as a flat
+ * 1-d value of dtype dt. */
+static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
+                          size_t nbytes, ttpu_dtype dt) {
+  size_t es = ttpu_dtype_size(dt), ps = ttpu_dtype_size(pd);
+  if (nbytes % es)
+    return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                         "a %zu-byte storage cannot be viewed as %s", nbytes,
+                         ttpu_dtype_name(dt));
+  int64_t n = (int64_t)(nbytes / es), pn = (int64_t)(nbytes / ps);
+  v = ttpu_hlo_reshape(b, v, 1, &pn);
+  if (pd == dt) return v;
+  if (pd == TTPU_BOOL || dt == TTPU_BOOL) {
+    /* i1 has no bit width to cast through; bool storages hold 0/1 bytes */
+    if (ps == 1 && es == 1) return ttpu_hlo_convert(b, v, dt);
+    return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                         "reinterpreting %s storage as %s",
+                         ttpu_dtype_name(pd), ttpu_dtype_name(dt));
+  }
+  if (ps == es) return ttpu_hlo_bitcast(b, v, ttpu_type_make(dt, 1, &n));
+  if (ps > es) {
+    int64_t d2[2] = {pn, (int64_t)(ps / es)};
+    v = ttpu_hlo_bitcast(b, v, ttpu_type_make(dt, 2, d2));
+    return ttpu_hlo_reshape(b, v, 1, &n);
+  }
+  int64_t d2[2] = {n, (int64_t)(es / ps)};
+  v = ttpu_hlo_reshape(b, v, 2, d2);
+  return ttpu_hlo_bitcast(b, v, ttpu_type_make(dt, 1, &n));
+}
+
+/* The storage of slot s as a flat 1-d value of dtype dt. */
+static ttpu_val flat_of(ttpu_lower* L, int s, ttpu_dtype dt) {
+  const ttpu_slot* sl = &L->p->slots[s];
+  if (L->slot_val[s] == TTPU_VAL_ERROR) {
+    int64_t n = (int64_t)(sl->buf->nbytes / ttpu_dtype_size(dt));
+    return ttpu_hlo_const(L->b, ttpu_type_make(dt, 1, &n), 0, 0); /* unwritten */
+  }
+  return flat_from(L->b, L->slot_val[s], sl->phys_dtype, sl->buf->nbytes, dt);
+}
+
+/* Inverse of flat_of: a flat value of dtype dt back into phys dtype pd,
+ * shaped as dims. */
+static ttpu_val unflat(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt, ttpu_dtype pd,
+                       int ndim, const int64_t* dims, size_t nbytes) {
+  size_t es = ttpu_dtype_size(dt), ps = ttpu_dtype_size(pd);
+  int64_t pn = (int64_t)(nbytes / ps);
+  if (pd != dt) {
+    if (pd == TTPU_BOOL || dt == TTPU_BOOL) {
+      v = ttpu_hlo_convert(b, v, pd);
+    } else if (ps == es) {
+      v = ttpu_hlo_bitcast(b, v, ttpu_type_make(pd, 1, &pn));
+    } else if (es > ps) {
+      int64_t d2[2] = {(int64_t)(nbytes / es), (int64_t)(es / ps)};
+      v = ttpu_hlo_bitcast(b, v, ttpu_type_make(pd, 2, d2));
+      v = ttpu_hlo_reshape(b, v, 1, &pn);
+    } else {
+      int64_t d2[2] = {pn, (int64_t)(ps / es)};
+      v = ttpu_hlo_reshape(b, v, 2, d2);
+      v = ttpu_hlo_bitcast(b, v, ttpu_type_make(pd, 1, &pn));
+    }
+  }
+  return ttpu_hlo_reshape(b, v, ndim, dims);
+}
+
+/* ------------------------------------------------------------ views */
+
+/* From a value laid out in stride order (dims g->size), the view's value:
+ * back to the original dim order, size-1 dims restored, broadcasts done. */
+static ttpu_val from_stride_order(ttpu_hlo* b, ttpu_val v, const geom* g,
+                                  const ttpu_tensor* t) {
+  if (g->m > 1) {
+    int64_t perm[TTPU_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < t->ndim; ++d)
+      for (int j = 0; j < g->m; ++j)
+        if (g->idx[j] == d) perm[k++] = j;
+    int ident = 1;
+    for (int j = 0; j < g->m; ++j) ident &= perm[j] == j;
+    if (!ident) v = ttpu_hlo_transpose(b, v, perm);
+  }
+  int64_t dims[TTPU_MAX_DIMS];
+  for (int d = 0; d < t->ndim; ++d)
+    dims[d] = t->strides[d] == 0 && t->sizes[d] > 1 ? 1 : t->sizes[d];
+  v = ttpu_hlo_reshape(b, v, t->ndim, dims);
+  if (g->has_bcast) {
+    int64_t map[TTPU_MAX_DIMS];
+    for (int d = 0; d < t->ndim; ++d) map[d] = d;
+    v = ttpu_hlo_broadcast_in_dim(
+        b, v, ttpu_type_make(t->dtype, t->ndim, t->sizes), map);
+  }
+  return v;
+}
+
+static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
+  ttpu_hlo* b = L->b;
+  const ttpu_slot* sl = &L->p->slots[s];
+  int64_t n = numel(t);
+  if (n == 0)
+    return ttpu_hlo_const(b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
+  geom g;
+  analyse(t, &g);
+  size_t es = ttpu_dtype_size(t->dtype);
+  int64_t total = (int64_t)(sl->buf->nbytes / es);
+  /* The common case: the whole storage, as it was written. */
+  if (L->slot_val[s] != TTPU_VAL_ERROR && sl->phys_dtype == t->dtype &&
+      t->offset == 0 && n == total && g.dense && !g.has_bcast) {
+    int64_t sorted[TTPU_MAX_DIMS];
+    for (int k = 0; k < g.m; ++k) sorted[k] = g.size[k];
+    ttpu_val v = L->slot_val[s];
+    v = ttpu_hlo_reshape(b, v, g.m, sorted);
+    return from_stride_order(b, v, &g, t);
+  }
+  ttpu_val flat = flat_of(L, s, t->dtype);
+  if (g.dense) {
+    int64_t lo = t->offset, hi = t->offset + n, one = 1;
+    if (lo != 0 || hi != total) flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
+    int64_t sorted[TTPU_MAX_DIMS];
+    for (int k = 0; k < g.m; ++k) sorted[k] = g.size[k];
+    ttpu_val v = ttpu_hlo_reshape(b, flat, g.m, sorted);
+    return from_stride_order(b, v, &g, t);
+  }
+  if (g.divisible) {
+    /* Take the span [offset, offset + size0*stride0), reshape it so each
+     * stride becomes a dim, and slice the sizes out. */
+    int64_t span = g.size[0] * g.stride[0];
+    int64_t need = t->offset + span;
+    if (need > total) {
+      int64_t lo = 0, hi = need - total, in = 0;
+      flat = ttpu_hlo_pad(b, flat, ttpu_hlo_const_i(b, t->dtype, 0), &lo, &hi,
+                          &in);
+    }
+    int64_t lo = t->offset, hi = need, one = 1;
+    flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
+    int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1],
+        limit[TTPU_MAX_DIMS + 1], step[TTPU_MAX_DIMS + 1];
+    shape[0] = g.size[0];
+    for (int k = 1; k < g.m; ++k) shape[k] = g.stride[k - 1] / g.stride[k];
+    shape[g.m] = g.stride[g.m - 1];
+    for (int k = 0; k <= g.m; ++k) {
+      start[k] = 0;
+      step[k] = 1;
+      limit[k] = k < g.m ? g.size[k] : 1;
+    }
+    ttpu_val v = ttpu_hlo_reshape(b, flat, g.m + 1, shape);
+    v = ttpu_hlo_slice(b, v, start, limit, step);
+    v = ttpu_hlo_reshape(b, v, g.m, g.size);
+    return from_stride_order(b, v, &g, t);
+  }
+  /* Overlapping or irregular (as_strided windows): gather every element. */
+  ttpu_val idx = flat_index(b, t->ndim, t->sizes, t->strides, t->offset);
+  return ttpu_hlo_take(b, flat, idx);
+}
+
+/* Writes v (the view's value, dtype t->dtype) into the flat storage value
+ * `flat` (same dtype); returns the updated flat value. */
+static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
+                           const ttpu_tensor* t, int64_t total) {
+  int64_t n = numel(t);
+  if (n == 0) return flat;
+  geom g;
+  analyse(t, &g);
+  /* Broadcast dims hold one element: keep index 0 of them. */
+  if (g.has_bcast) {
+    int64_t start[TTPU_MAX_DIMS], limit[TTPU_MAX_DIMS], step[TTPU_MAX_DIMS];
+    for (int d = 0; d < t->ndim; ++d) {
+      start[d] = 0;
+      step[d] = 1;
+      limit[d] = t->strides[d] == 0 ? 1 : t->sizes[d];
+    }
+    v = ttpu_hlo_slice(b, v, start, limit, step);
+  }
+  /* To stride order. */
+  int64_t kept[TTPU_MAX_DIMS];
+  int nk = 0;
+  for (int d = 0; d < t->ndim; ++d)
+    if (t->sizes[d] > 1 && t->strides[d] != 0) kept[nk++] = t->sizes[d];
+  v = ttpu_hlo_reshape(b, v, nk, kept);
+  if (g.m > 1) {
+    /* position of each stride-ordered dim among kept dims (orig order) */
+    int64_t perm[TTPU_MAX_DIMS];
+    for (int j = 0; j < g.m; ++j) {
+      int pos = 0;
+      for (int q = 0; q < g.m; ++q) pos += g.idx[q] < g.idx[j];
+      perm[j] = pos;
+    }
+    int ident = 1;
+    for (int j = 0; j < g.m; ++j) ident &= perm[j] == j;
+    if (!ident) v = ttpu_hlo_transpose(b, v, perm);
+  }
+  int64_t cnt = 1;
+  for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
+  if (g.dense) {
+    v = ttpu_hlo_reshape(b, v, 1, &cnt);
+    if (t->offset == 0 && cnt == total) return v;
+    ttpu_val st = ttpu_hlo_const_i(b, TTPU_I64, t->offset);
+    return ttpu_hlo_dynamic_update_slice(b, flat, v, &st);
+  }
+  ttpu_val idx = flat_index(b, g.m, g.size, g.stride, t->offset);
+  return ttpu_hlo_put(b, flat, idx, v, TTPU_SCATTER_SET);
+}
+
+/* ------------------------------------------------------------ arg helpers */
+
+ttpu_val ttpu_l_tensor(ttpu_lower* L, int arg) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g || g->kind != TTPU_ARG_TENSOR)
+    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: argument %d is not a tensor",
+                         ttpu_op_name(L->call->op), arg);
+  return ttpu_l_tensor_at(L, arg, -1);
+}
+
+int ttpu_l_count(ttpu_lower* L, int arg) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g) return 0;
+  if (g->kind == TTPU_ARG_TENSORS || g->kind == TTPU_ARG_INTS ||
+      g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS)
+    return g->n;
+  return g->kind == TTPU_ARG_NONE ? 0 : 1;
+}
+
+static int tensor_index(ttpu_lower* L, int arg, int k) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g) return -1;
+  if (g->kind == TTPU_ARG_TENSOR && k < 0) return g->tensor;
+  if (g->kind == TTPU_ARG_TENSORS && k >= 0 && k < g->n) return g->tensor + k;
+  if (g->kind == TTPU_ARG_TENSOR && k == 0) return g->tensor;
+  return -1;
+}
+
+const ttpu_tensor* ttpu_l_tensor_desc(ttpu_lower* L, int arg, int k) {
+  int i = tensor_index(L, arg, k);
+  return i < 0 ? NULL : &L->call->tensors[i];
+}
+
+ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
+  int i = tensor_index(L, arg, k);
+  if (i < 0 || i >= L->call->n_tensors)
+    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no tensor at argument %d[%d]",
+                         ttpu_op_name(L->call->op), arg, k);
+  if (L->p->tensor_slot[i] < 0) return TTPU_VAL_ERROR; /* None in a list */
+  if (!L->in_done[i]) {
+    L->in[i] = read_view(L, L->p->tensor_slot[i], &L->call->tensors[i]);
+    L->in_done[i] = 1;
+  }
+  return L->in[i];
+}
+
+int64_t ttpu_l_int(ttpu_lower* L, int arg, int64_t dflt) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g) return dflt;
+  switch (g->kind) {
+    case TTPU_ARG_INT:
+    case TTPU_ARG_BOOL:
+      return g->i;
+    case TTPU_ARG_FLOAT:
+      return (int64_t)g->f;
+    default:
+      return dflt;
+  }
+}
+
+double ttpu_l_float(ttpu_lower* L, int arg, double dflt) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g) return dflt;
+  switch (g->kind) {
+    case TTPU_ARG_INT:
+    case TTPU_ARG_BOOL:
+      return (double)g->i;
+    case TTPU_ARG_FLOAT:
+      return g->f;
+    default:
+      return dflt;
+  }
+}
+
+int ttpu_l_bool(ttpu_lower* L, int arg, int dflt) {
+  return ttpu_l_int(L, arg, dflt) != 0;
+}
+
+const char* ttpu_l_str(ttpu_lower* L, int arg, const char* dflt) {
+  const ttpu_arg* g = arg_at(L, arg);
+  return g && g->kind == TTPU_ARG_STR ? g->str : dflt;
+}
+
+const int64_t* ttpu_l_ints(ttpu_lower* L, int arg, int* n) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g || g->kind != TTPU_ARG_INTS) {
+    if (g && (g->kind == TTPU_ARG_INT)) {
+      *n = 1;
+      return &g->i;
+    }
+    *n = 0;
+    return NULL;
+  }
+  *n = g->n;
+  return g->ints;
+}
+
+const double* ttpu_l_floats(ttpu_lower* L, int arg, int* n) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g || (g->kind != TTPU_ARG_FLOATS)) {
+    *n = 0;
+    return NULL;
+  }
+  *n = g->n;
+  return g->floats;
+}
+
+ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g) return TTPU_DTYPE_NONE;
+  switch (g->kind) {
+    case TTPU_ARG_SCALAR:
+    case TTPU_ARG_SCALARS:
+      return g->scalar_dtype;
+    case TTPU_ARG_INT:
+      return TTPU_I64;
+    case TTPU_ARG_BOOL:
+      return TTPU_BOOL;
+    case TTPU_ARG_FLOAT:
+      return TTPU_F64;
+    default:
+      return TTPU_DTYPE_NONE;
+  }
+}
+
+static ttpu_val pack_element(ttpu_lower* L, ttpu_val pack, int index,
+                             ttpu_dtype dt) {
+  int64_t lo = index, hi = index + 1, one = 1;
+  ttpu_val v = ttpu_hlo_slice(L->b, pack, &lo, &hi, &one);
+  v = ttpu_hlo_reshape(L->b, v, 0, NULL);
+  return ttpu_hlo_convert(L->b, v, dt);
+}
+
+ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g)
+    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no argument %d",
+                         ttpu_op_name(L->call->op), arg);
+  switch (g->kind) {
+    case TTPU_ARG_SCALAR:
+      if (ttpu_dtype_is_float(g->scalar_dtype))
+        return pack_element(L, L->fpack, L->p->arg_scalar[arg], dt);
+      return pack_element(L, L->ipack, L->p->arg_scalar[arg], dt);
+    case TTPU_ARG_SCALARS:
+      if (k < 0 || k >= g->n)
+        return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "scalar list index %d", k);
+      return pack_element(L, L->fpack, L->p->arg_scalar[arg] + k, dt);
+    case TTPU_ARG_INT:
+    case TTPU_ARG_BOOL:
+      if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, (double)g->i);
+      return ttpu_hlo_const_i(L->b, dt, g->i);
+    case TTPU_ARG_FLOAT:
+      if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, g->f);
+      return ttpu_hlo_const_i(L->b, dt, (int64_t)g->f);
+    case TTPU_ARG_INTS:
+      if (k >= 0 && k < g->n) {
+        if (ttpu_dtype_is_float(dt))
+          return ttpu_hlo_const_f(L->b, dt, (double)g->ints[k]);
+        return ttpu_hlo_const_i(L->b, dt, g->ints[k]);
+      }
+      break;
+    case TTPU_ARG_FLOATS:
+      if (k >= 0 && k < g->n) {
+        if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, g->floats[k]);
+        return ttpu_hlo_const_i(L->b, dt, (int64_t)g->floats[k]);
+      }
+      break;
+    default:
+      break;
+  }
+  return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: argument %d is not a scalar",
+                       ttpu_op_name(L->call->op), arg);
+}
+
+ttpu_val ttpu_l_scalar(ttpu_lower* L, int arg, ttpu_dtype dt) {
+  return ttpu_l_scalar_at(L, arg, 0, dt);
+}
+
+ttpu_type ttpu_l_out_type(ttpu_lower* L, int k) {
+  if (k < 0 || k >= L->call->n_outputs) {
+    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no output %d",
+                  ttpu_op_name(L->call->op), k);
+    ttpu_type e = {TTPU_F32, 0, {0}};
+    return e;
+  }
+  const ttpu_tensor* t = &L->call->outputs[k];
+  return ttpu_type_make(t->dtype, t->ndim, t->sizes);
+}
+
+void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v) {
+  if (k < 0 || k >= L->call->n_outputs) {
+    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no output %d",
+                  ttpu_op_name(L->call->op), k);
+    return;
+  }
+  L->out[k] = v;
+}
+
+/* ------------------------------------------------------------ random */
+
+ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t) {
+  if (L->rng_state == TTPU_VAL_ERROR)
+    return ttpu_hlo_fail(L->b, TTPU_INTERNAL,
+                         "%s draws random bits but is not marked TTPU_OP_RANDOM",
+                         ttpu_op_name(L->call->op));
+  ttpu_val st, bits;
+  ttpu_hlo_rng_bits(L->b, L->rng_state, t, &st, &bits);
+  L->rng_state = st;
+  return bits;
+}
+
+ttpu_val ttpu_l_random_uniform(ttpu_lower* L, ttpu_type t) {
+  ttpu_hlo* b = L->b;
+  if (t.dtype == TTPU_F64) {
+    /* 53 random mantissa bits scaled into [0, 1). */
+    ttpu_type bt = t;
+    bt.dtype = TTPU_U64;
+    ttpu_val bits = ttpu_l_random_bits(L, bt);
+    bits = ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, bt, 0, 11));
+    ttpu_val f = ttpu_hlo_convert(b, bits, TTPU_F64);
+    return ttpu_hlo_binary(b, TTPU_MUL, f,
+                           ttpu_hlo_const(b, t, 1.0 / 9007199254740992.0, 0));
+  }
+  ttpu_type bt = t;
+  bt.dtype = TTPU_U32;
+  ttpu_val bits = ttpu_l_random_bits(L, bt);
+  bits = ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, bt, 0, 8));
+  ttpu_type ft = t;
+  ft.dtype = TTPU_F32;
+  ttpu_val f = ttpu_hlo_convert(b, bits, TTPU_F32);
+  f = ttpu_hlo_binary(b, TTPU_MUL, f, ttpu_hlo_const(b, ft, 1.0 / 16777216.0, 0));
+  if (t.dtype == TTPU_F32) return f;
+  /* Rounding to a narrower float may reach 1.0: keep the interval open. */
+  ttpu_val r = ttpu_hlo_convert(b, f, t.dtype);
+  ttpu_val one = ttpu_hlo_const(b, t, 1.0, 0);
+  double below = t.dtype == TTPU_BF16 ? 0.99609375 : 0.99951171875;
+  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, r, one),
+                         ttpu_hlo_const(b, t, below, 0), r);
+}
+
+/* ------------------------------------------------------------ program */
+
+ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
+                                char** text, size_t* text_len,
+                                ttpu_result_plan** results, int* n_results) {
+  (void)rt;
+  *text = NULL;
+  *results = NULL;
+  *n_results = 0;
+  const ttpu_op_call* call = p->call;
+  ttpu_lower L;
+  memset(&L, 0, sizeof(L));
+  L.p = p;
+  L.call = call;
+  L.b = ttpu_hlo_create();
+  L.in = calloc((size_t)call->n_tensors + 1, sizeof(ttpu_val));
+  L.in_done = calloc((size_t)call->n_tensors + 1, 1);
+  L.out = malloc(((size_t)call->n_outputs + 1) * sizeof(ttpu_val));
+  L.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
+  int n_written = 0;
+  for (int s = 0; s < p->n_slots; ++s) n_written += p->slots[s].written;
+  int n_res = n_written + (p->rng_param >= 0);
+  ttpu_result_plan* res = calloc((size_t)n_res + 1, sizeof(*res));
+  ttpu_val* rvals = malloc(((size_t)n_res + 1) * sizeof(ttpu_val));
+  ttpu_status* s = NULL;
+  if (!L.b || !L.in || !L.in_done || !L.out || !L.slot_val || !res || !rvals) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
+  L.fpack = L.ipack = L.rng_state = TTPU_VAL_ERROR;
+
+  /* Parameters, in index order. Written storages donate their parameter
+   * to their result; result r is the r-th written slot, then the rng. */
+  int* result_of_slot = calloc((size_t)p->n_slots + 1, sizeof(int));
+  if (!result_of_slot) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  for (int sl = 0, r = 0; sl < p->n_slots; ++sl)
+    result_of_slot[sl] = p->slots[sl].written ? r++ : -1;
+  for (int param = 0; param < p->n_params; ++param) {
+    for (int sl = 0; sl < p->n_slots; ++sl) {
+      const ttpu_slot* x = &p->slots[sl];
+      if (x->param != param) continue;
+      L.slot_val[sl] = ttpu_hlo_param(
+          L.b, ttpu_type_make(x->phys_dtype, x->phys_ndim, x->phys_dims),
+          x->written ? result_of_slot[sl] : -1);
+    }
+    if (param == p->f_param) {
+      int64_t n = p->n_f;
+      L.fpack = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_F64, 1, &n), -1);
+    }
+    if (param == p->i_param) {
+      int64_t n = p->n_i;
+      L.ipack = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_I64, 1, &n), -1);
+    }
+    if (param == p->rng_param) {
+      int64_t two = 2;
+      L.rng_state = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_U64, 1, &two),
+                                   n_written);
+    }
+  }
+  for (int sl = 0; sl < p->n_slots; ++sl)
+    if (!p->slots[sl].has_param) L.slot_val[sl] = TTPU_VAL_ERROR;
+
+  s = p->def->fn(&L);
+  if (!s) s = ttpu_hlo_take_status(L.b);
+  if (s) {
+    free(result_of_slot);
+    goto done;
+  }
+
+  /* Write each output into its storage, in output order. A slot's running
+   * value is its phys-shaped value; `cur_*` describe it. */
+  for (int sl = 0; sl < p->n_slots; ++sl) {
+    const ttpu_slot* x = &p->slots[sl];
+    if (!x->written) continue;
+    int r = result_of_slot[sl];
+    ttpu_val cur = L.slot_val[sl];
+    ttpu_dtype cur_dt = x->phys_dtype;
+    int cur_nd = x->phys_ndim;
+    int64_t cur_dims[TTPU_MAX_DIMS];
+    memcpy(cur_dims, x->phys_dims, sizeof(cur_dims));
+    int have = cur != TTPU_VAL_ERROR;
+    for (int o = 0; o < call->n_outputs; ++o) {
+      if (p->out_slot[o] != sl) continue;
+      const ttpu_tensor* t = &call->outputs[o];
+      ttpu_val v = L.out[o];
+      if (v == TTPU_VAL_ERROR) {
+        s = ttpu_status_make(TTPU_INTERNAL, "%s did not set output %d",
+                             ttpu_op_name(call->op), o);
+        break;
+      }
+      const ttpu_type* vt = ttpu_hlo_type(L.b, v);
+      if (!vt) break;
+      int same_shape = vt->ndim == t->ndim;
+      for (int d = 0; same_shape && d < t->ndim; ++d)
+        same_shape = vt->dims[d] == t->sizes[d];
+      if (!same_shape) {
+        s = ttpu_status_make(TTPU_INTERNAL,
+                             "%s produced output %d with the wrong shape",
+                             ttpu_op_name(call->op), o);
+        break;
+      }
+      v = ttpu_hlo_convert(L.b, v, t->dtype);
+      if (p->out_full[o]) {
+        geom g;
+        analyse(t, &g);
+        /* Keep the row-major shape of a contiguous result as the
+         * storage's shape; a permuted dense result is stored in stride
+         * order. */
+        int contiguous = 1;
+        for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
+        if (contiguous) {
+          cur = v;
+          cur_nd = t->ndim;
+          memcpy(cur_dims, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+        } else {
+          int64_t kept[TTPU_MAX_DIMS], perm[TTPU_MAX_DIMS];
+          int nk = 0;
+          for (int d = 0; d < t->ndim; ++d)
+            if (t->sizes[d] > 1) kept[nk++] = t->sizes[d];
+          cur = ttpu_hlo_reshape(L.b, v, nk, kept);
+          for (int j = 0; j < g.m; ++j) {
+            int pos = 0;
+            for (int q = 0; q < g.m; ++q) pos += g.idx[q] < g.idx[j];
+            perm[j] = pos;
+          }
+          cur = ttpu_hlo_transpose(L.b, cur, perm);
+          cur_nd = g.m;
+          memcpy(cur_dims, g.size, sizeof(int64_t) * (size_t)g.m);
+        }
+        cur_dt = t->dtype;
+        have = 1;
+      } else {
+        size_t es = ttpu_dtype_size(t->dtype);
+        int64_t total = (int64_t)(x->buf->nbytes / es);
+        ttpu_val flat;
+        if (have) {
+          flat = flat_from(L.b, cur, cur_dt, x->buf->nbytes, t->dtype);
+        } else {
+          int64_t n = total;
+          flat = ttpu_hlo_const(L.b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
+        }
+        flat = write_view(L.b, flat, v, t, total);
+        if (have) {
+          cur = unflat(L.b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
+                       x->buf->nbytes);
+        } else {
+          cur = flat;
+          cur_dt = t->dtype;
+          cur_nd = 1;
+          cur_dims[0] = total;
+        }
+        have = 1;
+      }
+    }
+    if (s) break;
+    if (!have) { /* only empty outputs: keep the storage's version */
+      int64_t n = (int64_t)x->buf->nbytes;
+      cur = ttpu_hlo_const(L.b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
+      cur_dt = TTPU_U8;
+      cur_nd = 1;
+      cur_dims[0] = n;
+    }
+    rvals[r] = cur;
+    res[r].slot = sl;
+    res[r].dtype = cur_dt;
+    res[r].ndim = cur_nd;
+    memcpy(res[r].dims, cur_dims, sizeof(cur_dims));
+  }
+  free(result_of_slot);
+  if (s) goto done;
+  if (p->rng_param >= 0) {
+    rvals[n_written] = L.rng_state;
+    res[n_written].slot = -1;
+    res[n_written].dtype = TTPU_U64;
+    res[n_written].ndim = 1;
+    res[n_written].dims[0] = 2;
+  }
+  ttpu_hlo_return(L.b, rvals, n_res);
+  s = ttpu_hlo_take_status(L.b);
+  if (!s) s = ttpu_hlo_print(L.b, text, text_len);
+  if (!s) {
+    *results = res;
+    *n_results = n_res;
+    res = NULL;
+  }
+done:
+  if (s && L.b) {
+    ttpu_status* hs = ttpu_hlo_take_status(L.b);
+    ttpu_status_free(hs);
+  }
+  ttpu_hlo_free(L.b);
+  free(L.in);
+  free(L.in_done);
+  free(L.out);
+  free(L.slot_val);
+  free(res);
+  free(rvals);
+  return s;
+}

@@ -1,0 +1,51 @@
+/* table.c - the one lowering table: every op family's definitions, looked
+ * up by ATen overload name. Adding a family: define its array in its own
+ * file and list it in `families` below. */
+#include <string.h>
+
+#include "ttpu_lower.h"
+
+extern const ttpu_op_def ttpu_ops_copy[];
+extern const ttpu_op_def ttpu_ops_elementwise[];
+
+static const ttpu_op_def* const families[] = {
+    ttpu_ops_copy,
+    ttpu_ops_elementwise,
+};
+
+#define N_FAMILIES (sizeof(families) / sizeof(families[0]))
+
+/* Ids are positions in the concatenation of the families, in order. The
+ * table is immutable, so lookups need no lock. */
+static const ttpu_op_def* def_at(int op) {
+  if (op < 0) return NULL;
+  for (size_t f = 0; f < N_FAMILIES; ++f) {
+    int n = 0;
+    while (families[f][n].name) ++n;
+    if (op < n) return &families[f][op];
+    op -= n;
+  }
+  return NULL;
+}
+
+const ttpu_op_def* ttpu_op_def_get(int op) { return def_at(op); }
+
+int ttpu_op_count(void) {
+  int n = 0;
+  for (size_t f = 0; f < N_FAMILIES; ++f)
+    for (int k = 0; families[f][k].name; ++k) ++n;
+  return n;
+}
+
+const char* ttpu_op_name(int op) {
+  const ttpu_op_def* d = def_at(op);
+  return d ? d->name : "?";
+}
+
+int ttpu_op_lookup(const char* name) {
+  int id = 0;
+  for (size_t f = 0; f < N_FAMILIES; ++f)
+    for (int k = 0; families[f][k].name; ++k, ++id)
+      if (!strcmp(families[f][k].name, name)) return id;
+  return -1;
+}

@@ -1,0 +1,111 @@
+/* ttpu_lower.h - the lowering table's interface (internal).
+ *
+ * Each op family lives in its own file (ops/elementwise.c, ops/reduce.c,
+ * ...) and exports one table, e.g.
+ *
+ *   const ttpu_op_def ttpu_ops_elementwise[] = {
+ *     {"add.Tensor", lower_add, 0},
+ *     {NULL, NULL, 0},
+ *   };
+ *
+ * which ops/table.c lists. A lowering reads its inputs as logical values
+ * (the framework has already turned each strided view into a value of the
+ * view's sizes and dtype) and sets one value per call output, of the
+ * output's sizes. If its dtype differs from the output's, the framework
+ * converts it. The framework writes results back into the output storages
+ * (in place through views) and compiles/caches/runs the program.
+ *
+ * Argument helpers index the ATen schema's arguments (0-based). A lowering
+ * must derive everything that changes the program from compile-time args
+ * (ints, floats, bools, shapes, dtypes): runtime Scalars go through
+ * ttpu_l_scalar and never change the program text.
+ */
+#ifndef TTPU_LOWER_H_
+#define TTPU_LOWER_H_
+
+#include "ttpu.h"
+#include "../hlo/ttpu_hlo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ttpu_lower ttpu_lower;
+typedef ttpu_status* (*ttpu_lower_fn)(ttpu_lower* L);
+
+enum {
+  TTPU_OP_RANDOM = 1,  /* takes and advances the device's rng state */
+};
+
+typedef struct {
+  const char* name;   /* ATen overload name: "add.Tensor", "relu" */
+  ttpu_lower_fn fn;
+  int flags;
+} ttpu_op_def;
+
+/* The builder to emit into. */
+ttpu_hlo* ttpu_l_hlo(ttpu_lower* L);
+const ttpu_op_call* ttpu_l_call(ttpu_lower* L);
+int ttpu_l_nargs(ttpu_lower* L);
+ttpu_arg_kind ttpu_l_kind(ttpu_lower* L, int arg);
+int ttpu_l_is_none(ttpu_lower* L, int arg);  /* NONE, or arg out of range */
+
+/* Tensor args: the logical value of the view. */
+ttpu_val ttpu_l_tensor(ttpu_lower* L, int arg);
+/* Tensor-list args: count and k-th element (VAL_ERROR for a None entry). */
+int ttpu_l_count(ttpu_lower* L, int arg);
+ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k);
+/* The ttpu_tensor (geometry) behind a tensor arg / list element. */
+const ttpu_tensor* ttpu_l_tensor_desc(ttpu_lower* L, int arg, int k);
+
+/* Compile-time args. Defaults are returned when the arg is None/absent. */
+int64_t ttpu_l_int(ttpu_lower* L, int arg, int64_t dflt);
+double ttpu_l_float(ttpu_lower* L, int arg, double dflt);
+int ttpu_l_bool(ttpu_lower* L, int arg, int dflt);
+const char* ttpu_l_str(ttpu_lower* L, int arg, const char* dflt);
+/* int[] arg; *n receives the count (0 for None). */
+const int64_t* ttpu_l_ints(ttpu_lower* L, int arg, int* n);
+const double* ttpu_l_floats(ttpu_lower* L, int arg, int* n);
+
+/* Runtime Scalar arg (or Scalar-list element k) as a 0-d value of dtype dt.
+ * Also accepts compile-time INT/FLOAT/BOOL args (emitted as constants). */
+ttpu_val ttpu_l_scalar(ttpu_lower* L, int arg, ttpu_dtype dt);
+ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt);
+/* PyTorch type of a Scalar arg (I64/F64/BOOL for Python numbers). */
+ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg);
+
+/* PyTorch's result_type over the call (TTPU_DTYPE_NONE if not given). */
+ttpu_dtype ttpu_l_common_dtype(ttpu_lower* L);
+
+/* Outputs. */
+int ttpu_l_nout(ttpu_lower* L);
+ttpu_type ttpu_l_out_type(ttpu_lower* L, int k);
+void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v);
+
+/* Random ops (TTPU_OP_RANDOM): `bits` of type t (unsigned dtype), drawn
+ * from and advancing the device's rng state. */
+ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t);
+/* Uniform floats in [0, 1) of type t (float dtype), from random bits. */
+ttpu_val ttpu_l_random_uniform(ttpu_lower* L, ttpu_type t);
+
+/* Convenience: the type of a value / a value's dtype. */
+static inline ttpu_type ttpu_l_type(ttpu_lower* L, ttpu_val v) {
+  const ttpu_type* t = ttpu_hlo_type(ttpu_l_hlo(L), v);
+  if (t) return *t;
+  ttpu_type e = {TTPU_DTYPE_NONE, 0, {0}};
+  return e;
+}
+
+/* Shared lowering helpers (ops/common.c). */
+/* Broadcasts a and b to their common shape and converts both to dt. */
+void ttpu_l_broadcast_pair(ttpu_lower* L, ttpu_val* a, ttpu_val* b,
+                           ttpu_dtype dt);
+/* Normalises a possibly negative dim for rank ndim (rank 0 allows 0/-1);
+ * sets an IndexError in the builder when out of range. */
+int64_t ttpu_l_dim(ttpu_lower* L, int64_t dim, int ndim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_LOWER_H_ */

@@ -1,0 +1,140 @@
+/* client.c - a PJRT client and its addressable devices. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt_internal.h"
+
+static char* dup_n(const char* s, size_t n) {
+  char* r = malloc(n + 1);
+  if (!r) return NULL;
+  if (n) memcpy(r, s, n);
+  r[n] = 0;
+  return r;
+}
+
+/* Asks a client for one of its strings; *out is malloc'ed (NUL-terminated,
+ * the plugin's is not). */
+static ttpu_status* client_string(
+    ttpu_pjrt_client* c,
+    ttpu_pjrt_abi_error* (*fn)(ttpu_pjrt_abi_client_string_args*),
+    const char* what, char** out) {
+  ttpu_pjrt_abi_client_string_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_client_string_args, str_size);
+  a.client = c->client;
+  ttpu_status* s = ttpu_pjrt_status_from_error(c->api, fn(&a), what);
+  if (s) return s;
+  *out = dup_n(a.str ? a.str : "", a.str ? a.str_size : 0);
+  return *out ? NULL
+              : ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
+                                     ttpu_pjrt_client** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!p) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "plugin is NULL");
+  if (cpu_device_count < 0)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "cpu_device_count must be >= 0, got %d",
+                            cpu_device_count);
+  const ttpu_pjrt_abi_api* api = p->api;
+  ttpu_pjrt_client* c = calloc(1, sizeof(*c));
+  if (!c) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  c->plugin = p;
+  c->api = api;
+
+  static const char kDeviceCount[] = "cpu_device_count";
+  ttpu_pjrt_abi_named_value opt;
+  TTPU_PJRT_INIT_ARGS(opt, ttpu_pjrt_abi_named_value, value_size);
+  opt.name = kDeviceCount;
+  opt.name_size = sizeof(kDeviceCount) - 1;
+  opt.type = TTPU_PJRT_NV_INT64;
+  opt.value.int64_value = cpu_device_count;
+  opt.value_size = 1;
+
+  ttpu_pjrt_abi_client_create_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_client_create_args,
+                      kv_try_get_user_arg);
+  if (cpu_device_count > 0) {
+    a.create_options = &opt;
+    a.num_options = 1;
+  }
+  ttpu_status* s = TTPU_PJRT_CALL(api, client_create, a);
+  if (s) {
+    free(c);
+    return ttpu_status_annotate(s, "creating a client of %s", p->path);
+  }
+  c->client = a.client;
+
+  s = client_string(c, api->client_platform_name, "Client_PlatformName",
+                    &c->platform_name);
+  if (!s)
+    s = client_string(c, api->client_platform_version,
+                      "Client_PlatformVersion", &c->platform_version);
+  if (!s) {
+    ttpu_pjrt_abi_client_devices_args d;
+    TTPU_PJRT_INIT_ARGS(d, ttpu_pjrt_abi_client_devices_args, num_devices);
+    d.client = c->client;
+    s = TTPU_PJRT_CALL(api, client_addressable_devices, d);
+    if (!s && d.num_devices == 0)
+      s = ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                           "PJRT plugin %s has no addressable devices",
+                           p->path);
+    if (!s) {
+      /* The plugin's array is only valid while the client lives; a copy
+       * keeps our indices stable and independent of that detail. */
+      c->devices = malloc(d.num_devices * sizeof(*c->devices));
+      if (!c->devices) {
+        s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+      } else {
+        memcpy(c->devices, d.devices, d.num_devices * sizeof(*c->devices));
+        c->num_devices = (int)d.num_devices;
+      }
+    }
+  }
+  if (s) {
+    ttpu_pjrt_client_destroy(c);
+    return s;
+  }
+  *out = c;
+  return NULL;
+}
+
+void ttpu_pjrt_client_destroy(ttpu_pjrt_client* c) {
+  if (!c) return;
+  if (c->client) {
+    ttpu_pjrt_abi_client_args a;
+    TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_client_args, client);
+    a.client = c->client;
+    ttpu_status_free(TTPU_PJRT_CALL(c->api, client_destroy, a));
+  }
+  free(c->devices);
+  free(c->platform_name);
+  free(c->platform_version);
+  free(c);
+}
+
+int ttpu_pjrt_client_device_count(const ttpu_pjrt_client* c) {
+  return c ? c->num_devices : 0;
+}
+
+const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c) {
+  return c && c->platform_name ? c->platform_name : "";
+}
+
+const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c) {
+  return c && c->platform_version ? c->platform_version : "";
+}
+
+ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,
+                                     ttpu_pjrt_abi_device** out) {
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
+  if (device < 0 || device >= c->num_devices)
+    return ttpu_status_make(TTPU_INDEX_ERROR,
+                            "device index %d out of range (the client has %d "
+                            "device%s)",
+                            device, c->num_devices,
+                            c->num_devices == 1 ? "" : "s");
+  *out = c->devices[device];
+  return NULL;
+}

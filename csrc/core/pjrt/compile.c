@@ -1,0 +1,208 @@
+/* compile.c - compiling, (de)serializing and describing executables. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt_internal.h"
+
+/* CompileOptionsProto{
+ *   executable_build_options (3) { num_replicas (4): 1, num_partitions (5): 1 }
+ *   compile_portable_executable (4): true }
+ * An empty proto aborts XLA inside the plugin, so something must be sent.
+ * Portable: the executable has no device assignment and runs on whichever
+ * device ttpu_pjrt_execute names (PJRT's execute_device), so one compile
+ * serves every device. Without it the executable is bound to device 0 and
+ * the CPU plugin refuses execute_device 1 ("ExecuteShard attempted to
+ * execute on device id 1 which is not addressable"); caller-supplied
+ * options must therefore carry the portable flag too. Serialized portable
+ * executables stay portable after deserialization. */
+static const unsigned char kDefaultCompileOptions[] = {0x1a, 0x04, 0x20, 0x01,
+                                                       0x28, 0x01, 0x20, 0x01};
+
+/* Borrows the unloaded view of a loaded executable; caller releases it
+ * with executable_release. */
+static ttpu_status* executable_get(const ttpu_pjrt_abi_api* api,
+                                   ttpu_pjrt_abi_loaded_executable* loaded,
+                                   ttpu_pjrt_abi_executable** out) {
+  ttpu_pjrt_abi_get_executable_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_get_executable_args, executable);
+  a.loaded_executable = loaded;
+  ttpu_status* s = TTPU_PJRT_CALL(api, loaded_executable_get_executable, a);
+  if (!s) *out = a.executable;
+  return s;
+}
+
+static void executable_release(const ttpu_pjrt_abi_api* api,
+                               ttpu_pjrt_abi_executable* e) {
+  if (!e) return;
+  ttpu_pjrt_abi_executable_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_executable_args, executable);
+  a.executable = e;
+  ttpu_status_free(TTPU_PJRT_CALL(api, executable_destroy, a));
+}
+
+static void loaded_destroy(const ttpu_pjrt_abi_api* api,
+                           ttpu_pjrt_abi_loaded_executable* l) {
+  if (!l) return;
+  ttpu_pjrt_abi_loaded_executable_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_loaded_executable_args, executable);
+  a.executable = l;
+  ttpu_status_free(TTPU_PJRT_CALL(api, loaded_executable_destroy, a));
+}
+
+/* Takes ownership of `loaded` (destroyed on failure) and wraps it. */
+static ttpu_status* exec_wrap(ttpu_pjrt_client* c,
+                              ttpu_pjrt_abi_loaded_executable* loaded,
+                              ttpu_pjrt_exec** out) {
+  ttpu_pjrt_abi_executable* ex = NULL;
+  ttpu_status* s = executable_get(c->api, loaded, &ex);
+  if (!s) {
+    ttpu_pjrt_abi_num_outputs_args n;
+    TTPU_PJRT_INIT_ARGS(n, ttpu_pjrt_abi_num_outputs_args, num_outputs);
+    n.executable = ex;
+    s = TTPU_PJRT_CALL(c->api, executable_num_outputs, n);
+    executable_release(c->api, ex);
+    if (!s) {
+      ttpu_pjrt_exec* e = malloc(sizeof(*e));
+      if (!e) {
+        s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+      } else {
+        e->loaded = loaded;
+        e->num_outputs = (int)n.num_outputs;
+        *out = e;
+        return NULL;
+      }
+    }
+  }
+  loaded_destroy(c->api, loaded);
+  return s;
+}
+
+ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
+                               size_t mlir_len, const void* options,
+                               size_t options_len, ttpu_pjrt_exec** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
+  if (!mlir || mlir_len == 0)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "empty program");
+  if (!options || options_len == 0) {
+    options = kDefaultCompileOptions;
+    options_len = sizeof(kDefaultCompileOptions);
+  }
+  static const char kFormat[] = "mlir";
+  ttpu_pjrt_abi_program prog;
+  TTPU_PJRT_INIT_ARGS(prog, ttpu_pjrt_abi_program, format_size);
+  /* The ABI's field is non-const because other calls write it; compile
+   * only reads it. */
+  prog.code = (char*)mlir;
+  prog.code_size = mlir_len;
+  prog.format = kFormat;
+  prog.format_size = sizeof(kFormat) - 1;
+
+  ttpu_pjrt_abi_compile_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_compile_args, executable);
+  a.client = c->client;
+  a.program = &prog;
+  a.compile_options = options;
+  a.compile_options_size = options_len;
+  ttpu_status* s = TTPU_PJRT_CALL(c->api, client_compile, a);
+  if (s) return s;
+  return exec_wrap(c, a.executable, out);
+}
+
+void ttpu_pjrt_exec_destroy(ttpu_pjrt_client* c, ttpu_pjrt_exec* e) {
+  if (!c || !e) return;
+  loaded_destroy(c->api, e->loaded);
+  free(e);
+}
+
+int ttpu_pjrt_exec_num_outputs(ttpu_pjrt_client* c, ttpu_pjrt_exec* e) {
+  (void)c;
+  return e ? e->num_outputs : 0;
+}
+
+ttpu_status* ttpu_pjrt_exec_serialize(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                                      void** out, size_t* out_len) {
+  if (!out || !out_len)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  *out_len = 0;
+  if (!c || !e)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL client or exec");
+  ttpu_pjrt_abi_executable* ex = NULL;
+  ttpu_status* s = executable_get(c->api, e->loaded, &ex);
+  if (s) return s;
+  ttpu_pjrt_abi_serialize_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_serialize_args,
+                      serialized_executable_deleter);
+  a.executable = ex;
+  s = TTPU_PJRT_CALL(c->api, executable_serialize, a);
+  if (!s) {
+    /* The plugin's bytes die with its deleter; hand the caller a copy it
+     * can free() like everything else we return. */
+    size_t n = a.serialized_bytes_size;
+    void* copy = malloc(n ? n : 1);
+    if (!copy) {
+      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      if (n) memcpy(copy, a.serialized_bytes, n);
+      *out = copy;
+      *out_len = n;
+    }
+    if (a.serialized_executable_deleter)
+      a.serialized_executable_deleter(a.serialized_executable);
+  }
+  executable_release(c->api, ex);
+  return s;
+}
+
+ttpu_status* ttpu_pjrt_exec_deserialize(ttpu_pjrt_client* c, const void* data,
+                                        size_t len, ttpu_pjrt_exec** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
+  if (!data || len == 0)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "empty serialized executable");
+  ttpu_pjrt_abi_deserialize_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_deserialize_args,
+                      overridden_serialized_compile_options_size);
+  a.client = c->client;
+  a.serialized_executable = data;
+  a.serialized_executable_size = len;
+  ttpu_status* s = TTPU_PJRT_CALL(c->api, executable_deserialize_and_load, a);
+  if (s) return s;
+  return exec_wrap(c, a.loaded_executable, out);
+}
+
+ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                                         ttpu_pjrt_memory_stats* out) {
+  if (!c || !e || !out)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL argument");
+  if (!TTPU_PJRT_HAS(c->api, executable_get_compiled_memory_stats))
+    return ttpu_pjrt_missing_slot(c->api,
+                                  "executable_get_compiled_memory_stats");
+  ttpu_pjrt_abi_executable* ex = NULL;
+  ttpu_status* s = executable_get(c->api, e->loaded, &ex);
+  if (s) return s;
+  ttpu_pjrt_abi_memory_stats_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_memory_stats_args,
+                      peak_memory_in_bytes);
+  a.executable = ex;
+  s = TTPU_PJRT_CALL(c->api, executable_get_compiled_memory_stats, a);
+  executable_release(c->api, ex);
+  if (s) {
+    /* Plugins that lack the feature answer with an error; callers only
+     * need to know it is unavailable. */
+    ttpu_status* r = ttpu_status_make(TTPU_UNIMPLEMENTED, "%s",
+                                      ttpu_status_message(s));
+    ttpu_status_free(s);
+    return r;
+  }
+  out->argument_bytes = a.argument_size_in_bytes;
+  out->output_bytes = a.output_size_in_bytes;
+  out->alias_bytes = a.alias_size_in_bytes;
+  out->temp_bytes = a.temp_size_in_bytes;
+  out->generated_code_bytes = a.generated_code_size_in_bytes;
+  return NULL;
+}

@@ -1,0 +1,91 @@
+/* execute.c - running an executable on one device. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt_internal.h"
+
+ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                               int device, ttpu_pjrt_buffer* const* args,
+                               int n_args, ttpu_pjrt_buffer** outs, int n_outs,
+                               ttpu_pjrt_event** done) {
+  if (done) *done = NULL;
+  if (!c || !e)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL client or exec");
+  if (n_outs < 0 || (n_outs > 0 && !outs))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "bad outputs array");
+  for (int i = 0; i < n_outs; i++) outs[i] = NULL;
+  /* The plugin writes exactly num_outputs entries; a shorter array would
+   * be overrun, so a mismatch is refused here. */
+  if (n_outs != e->num_outputs)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "execute: program has %d outputs, caller "
+                            "provided room for %d",
+                            e->num_outputs, n_outs);
+  if (n_args < 0 || (n_args > 0 && !args))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "bad arguments array");
+  for (int i = 0; i < n_args; i++)
+    if (!args[i])
+      return ttpu_status_make(TTPU_INVALID_ARGUMENT, "argument %d is NULL",
+                              i);
+  ttpu_pjrt_abi_device* dev;
+  ttpu_status* s = ttpu_pjrt_client_device(c, device, &dev);
+  if (s) return s;
+
+  /* Donation is decided by the program (tf.aliasing_output on a
+   * parameter) and consumes the argument. One exception: the plugin
+   * refuses a call that donates a buffer also passed as another argument
+   * (x.add_(x)). Every argument whose buffer appears more than once is
+   * therefore marked non-donatable for this call; XLA then copies instead
+   * of aliasing, and marking a parameter that is not donated is a no-op. */
+  ttpu_pjrt_abi_execute_options opts;
+  TTPU_PJRT_INIT_ARGS(opts, ttpu_pjrt_abi_execute_options, incarnation_ids);
+  int64_t keep_small[16];
+  int64_t* keep = keep_small;
+  size_t n_keep = 0;
+  for (int i = 0; i < n_args; i++) {
+    int dup = 0;
+    for (int j = 0; j < n_args && !dup; j++) dup = j != i && args[j] == args[i];
+    if (!dup) continue;
+    if (keep == keep_small && n_keep == 16) {
+      keep = malloc((size_t)n_args * sizeof(*keep));
+      if (!keep)
+        return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+      memcpy(keep, keep_small, sizeof(keep_small));
+    }
+    keep[n_keep++] = i;
+  }
+  if (n_keep) {
+    opts.non_donatable_input_indices = keep;
+    opts.num_non_donatable_input_indices = n_keep;
+  }
+
+  /* One device: argument/output lists of length 1. The plugin fills the
+   * raw output pointers straight into `outs` (same representation). */
+  ttpu_pjrt_abi_buffer* const* arg_list = (ttpu_pjrt_abi_buffer* const*)args;
+  static ttpu_pjrt_abi_buffer* const kNoArgs[1] = {NULL};
+  if (n_args == 0) arg_list = kNoArgs;
+  ttpu_pjrt_abi_buffer* no_outs[1] = {NULL};
+  ttpu_pjrt_abi_buffer** out_list =
+      n_outs ? (ttpu_pjrt_abi_buffer**)outs : no_outs;
+  ttpu_pjrt_abi_event* event = NULL;
+
+  ttpu_pjrt_abi_execute_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_execute_args, execute_device);
+  a.executable = e->loaded;
+  a.options = &opts;
+  a.argument_lists = &arg_list;
+  a.num_devices = 1;
+  a.num_args = (size_t)n_args;
+  a.output_lists = &out_list;
+  a.device_complete_events = done ? &event : NULL;
+  /* Portable execution (see compile.c): the device is chosen per call. */
+  a.execute_device = dev;
+  s = TTPU_PJRT_CALL(c->api, loaded_executable_execute, a);
+  if (keep != keep_small) free(keep);
+  if (s) {
+    for (int i = 0; i < n_outs; i++) outs[i] = NULL;
+    return s;
+  }
+  if (done) *done = (ttpu_pjrt_event*)event;
+  return NULL;
+}

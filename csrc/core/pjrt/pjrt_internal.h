@@ -1,0 +1,68 @@
+/* pjrt_internal.h - what the files of csrc/core/pjrt share (not public).
+ *
+ * Handle representation: ttpu_pjrt_buffer* and ttpu_pjrt_event* ARE the
+ * plugin's PJRT_Buffer* / PJRT_Event* (cast), so the hot paths allocate
+ * nothing of ours. ttpu_pjrt_exec is our small struct because executing
+ * needs the output count, which costs three plugin calls to ask for.
+ */
+#ifndef TTPU_PJRT_INTERNAL_H_
+#define TTPU_PJRT_INTERNAL_H_
+
+#include "pjrt_abi.h"
+#include "ttpu_pjrt.h"
+
+struct ttpu_pjrt_plugin {
+  void* dl;                     /* dlopen handle; owned */
+  const ttpu_pjrt_abi_api* api; /* borrowed from the plugin, static there */
+  char* path;                   /* owned */
+  int major, minor;
+};
+
+struct ttpu_pjrt_client {
+  ttpu_pjrt_plugin* plugin; /* borrowed: must outlive the client */
+  const ttpu_pjrt_abi_api* api;
+  ttpu_pjrt_abi_client* client;  /* owned */
+  ttpu_pjrt_abi_device** devices; /* owned array; devices owned by client */
+  int num_devices;
+  char* platform_name;    /* owned */
+  char* platform_version; /* owned */
+};
+
+struct ttpu_pjrt_exec {
+  ttpu_pjrt_abi_loaded_executable* loaded; /* owned */
+  int num_outputs;
+};
+
+#define TTPU_PJRT_INIT_ARGS(var, type, last_field) \
+  do {                                             \
+    memset(&(var), 0, sizeof(var));                \
+    (var).struct_size = TTPU_PJRT_STRUCT_SIZE(type, last_field); \
+  } while (0)
+
+/* Converts a plugin error into a status (taking ownership of err and
+ * destroying it). `what` names the call for the message. NULL err -> NULL. */
+ttpu_status* ttpu_pjrt_status_from_error(const ttpu_pjrt_abi_api* api,
+                                         ttpu_pjrt_abi_error* err,
+                                         const char* what);
+/* Destroys a plugin error we cannot report (teardown paths). */
+void ttpu_pjrt_error_discard(const ttpu_pjrt_abi_api* api,
+                             ttpu_pjrt_abi_error* err);
+/* Status for a slot the plugin's table does not provide. */
+ttpu_status* ttpu_pjrt_missing_slot(const ttpu_pjrt_abi_api* api,
+                                    const char* slot);
+
+/* Calls slot `slot` of api with &args, yielding a ttpu_status* (NULL on
+ * success). A slot beyond the plugin's table becomes UNIMPLEMENTED. */
+#define TTPU_PJRT_CALL(api, slot, args)                          \
+  (TTPU_PJRT_HAS(api, slot)                                      \
+       ? ttpu_pjrt_status_from_error((api), (api)->slot(&(args)), #slot) \
+       : ttpu_pjrt_missing_slot((api), #slot))
+
+/* Device lookup with a bounds check; NULL status on success. */
+ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,
+                                     ttpu_pjrt_abi_device** out);
+
+ttpu_pjrt_abi_type ttpu_pjrt_type_from_dtype(ttpu_dtype t);
+ttpu_dtype ttpu_pjrt_dtype_from_type(ttpu_pjrt_abi_type t);
+
+#endif /* TTPU_PJRT_INTERNAL_H_ */

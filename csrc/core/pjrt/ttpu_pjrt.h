@@ -1,0 +1,115 @@
+/* ttpu_pjrt.h - the engine's thin layer over a PJRT plugin (internal).
+ *
+ * Wraps the subset of the PJRT C API we use (declared in pjrt_abi.h, our own
+ * declaration of that ABI). PJRT errors become ttpu statuses of code
+ * TTPU_PLUGIN_ERROR (or RESOURCE_EXHAUSTED for out-of-memory) that keep the
+ * plugin's message. Handles are opaque pointers to the plugin's objects.
+ */
+#ifndef TTPU_PJRT_H_
+#define TTPU_PJRT_H_
+
+#include "ttpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ttpu_pjrt_plugin ttpu_pjrt_plugin;  /* dlopen'ed plugin */
+typedef struct ttpu_pjrt_client ttpu_pjrt_client;  /* PJRT client + devices */
+typedef struct ttpu_pjrt_buffer ttpu_pjrt_buffer;  /* a PJRT_Buffer */
+typedef struct ttpu_pjrt_event ttpu_pjrt_event;    /* a PJRT_Event */
+typedef struct ttpu_pjrt_exec ttpu_pjrt_exec;      /* a PJRT_LoadedExecutable */
+
+/* Oldest plugin ABI minor version we accept (major must be 0). */
+#define TTPU_PJRT_MIN_MINOR 57
+
+/* Finds the plugin to load: $TORCHTPU_PLUGIN if set; else libtpu when a TPU
+ * is present; else the pinned XLA CPU plugin from the Python environment
+ * (search_dirs: NULL-terminated list of site-packages dirs to look in, may be
+ * NULL). *out is caller-freed (free()). */
+ttpu_status* ttpu_plugin_find(const char* const* search_dirs, char** out);
+
+/* dlopens `path`, calls GetPjrtApi, checks struct size and version, and
+ * initialises the plugin. Caller frees with ttpu_pjrt_plugin_unload (only at
+ * process exit: plugins cannot be reloaded safely). */
+ttpu_status* ttpu_pjrt_plugin_load(const char* path, ttpu_pjrt_plugin** out);
+void ttpu_pjrt_plugin_unload(ttpu_pjrt_plugin* p);
+void ttpu_pjrt_plugin_version(const ttpu_pjrt_plugin* p, int* major,
+                              int* minor);
+const char* ttpu_pjrt_plugin_path(const ttpu_pjrt_plugin* p);
+
+/* Creates a client. cpu_device_count > 0 passes the "cpu_device_count"
+ * create option (ignored by non-CPU plugins). Caller destroys. */
+ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
+                                     ttpu_pjrt_client** out);
+void ttpu_pjrt_client_destroy(ttpu_pjrt_client* c);
+int ttpu_pjrt_client_device_count(const ttpu_pjrt_client* c);
+/* Borrowed, valid for the client's lifetime: "cpu", "tpu", "cuda"... */
+const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c);
+const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c);
+
+/* Host -> device. Copies `data` (row-major, dims) before returning, so the
+ * caller may free it at once. *out is caller-destroyed. */
+ttpu_status* ttpu_pjrt_buffer_from_host(ttpu_pjrt_client* c, int device,
+                                        const void* data, ttpu_dtype dtype,
+                                        const int64_t* dims, int ndim,
+                                        ttpu_pjrt_buffer** out);
+/* Device -> host, whole buffer, row-major; waits for the buffer. */
+ttpu_status* ttpu_pjrt_buffer_to_host(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
+                                      void* dst, size_t nbytes);
+/* Device -> device (may be the same device: a real copy). Caller destroys. */
+ttpu_status* ttpu_pjrt_buffer_copy_to_device(ttpu_pjrt_client* c,
+                                             ttpu_pjrt_buffer* b, int device,
+                                             ttpu_pjrt_buffer** out);
+void ttpu_pjrt_buffer_destroy(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
+/* Blocks until the buffer is ready; returns its error if it failed. */
+ttpu_status* ttpu_pjrt_buffer_await(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
+/* Element type / dims of a buffer (dims: up to TTPU_MAX_DIMS). */
+ttpu_status* ttpu_pjrt_buffer_shape(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
+                                    ttpu_dtype* dtype, int64_t* dims,
+                                    int* ndim);
+
+/* Events. */
+int ttpu_pjrt_event_is_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
+ttpu_status* ttpu_pjrt_event_await(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
+void ttpu_pjrt_event_destroy(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
+
+/* Compiles StableHLO MLIR text with a serialized CompileOptionsProto
+ * (NULL/0 = one replica, one partition, portable so it can run on any
+ * device). Errors carry the plugin's message. Caller destroys. */
+ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
+                               size_t mlir_len, const void* options,
+                               size_t options_len, ttpu_pjrt_exec** out);
+void ttpu_pjrt_exec_destroy(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
+int ttpu_pjrt_exec_num_outputs(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
+
+/* Enqueues one execution on `device`. args are borrowed (not consumed unless
+ * the program donates them, in which case they must not be used again; the
+ * caller still destroys the handle). outs receives n_outs new buffers
+ * (caller destroys). If done is non-NULL it receives an event that fires
+ * when the execution completes (caller destroys). */
+ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                               int device, ttpu_pjrt_buffer* const* args,
+                               int n_args, ttpu_pjrt_buffer** outs, int n_outs,
+                               ttpu_pjrt_event** done);
+
+/* Serializes an executable; *out is malloc'ed (caller frees). */
+ttpu_status* ttpu_pjrt_exec_serialize(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                                      void** out, size_t* out_len);
+/* Loads a serialized executable. Caller destroys. */
+ttpu_status* ttpu_pjrt_exec_deserialize(ttpu_pjrt_client* c, const void* data,
+                                        size_t len, ttpu_pjrt_exec** out);
+
+/* Compiled memory stats when the plugin offers them (else UNIMPLEMENTED). */
+typedef struct {
+  int64_t argument_bytes, output_bytes, alias_bytes, temp_bytes,
+      generated_code_bytes;
+} ttpu_pjrt_memory_stats;
+ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
+                                         ttpu_pjrt_memory_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_PJRT_H_ */

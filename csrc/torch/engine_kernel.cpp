@@ -1,0 +1,736 @@
+// The one boxed kernel behind every op of the engine's lowering table. It
+// translates a dispatcher call into a ttpu_op_call: PyTorch's meta kernels
+// give output geometry and CPU-identical errors, the engine does the math.
+#include "generator.h"
+#include "ops.h"
+#include "runtime.h"
+
+#include <ATen/core/List.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace torchtpu {
+
+namespace {
+
+// How an argument is packed beyond what its runtime value tells: a Python
+// number is an IValue Int/Double for both `int` and `Scalar` parameters.
+enum class ArgRole : uint8_t { kValue, kScalar, kScalarList, kScalarType };
+
+struct OpInfo {
+  std::string name;  // the lowering table's spelling: "add.Tensor", "relu"
+  int engine_id = -1;
+  size_t num_args = 0;
+  std::vector<ArgRole> roles;
+  std::vector<bool> is_mutable;
+  std::vector<bool> promotes;       // takes part in result_type
+  std::vector<int> return_alias;    // per return: mutable arg it is, or -1
+  std::vector<int> extra_mutable;   // mutable args no return aliases
+  std::string unsupported;          // why the engine path cannot serve it
+};
+
+std::string table_name(const c10::OperatorName& name) {
+  std::string base = name.name;
+  const size_t colons = base.find("::");
+  if (colons != std::string::npos) {
+    base = base.substr(colons + 2);
+  }
+  if (!name.overload_name.empty()) {
+    base += "." + name.overload_name;
+  }
+  return base;
+}
+
+c10::TypePtr unwrap_optional(const c10::TypePtr& type) {
+  if (auto optional = type->cast<c10::OptionalType>()) {
+    return optional->getElementType();
+  }
+  return type;
+}
+
+bool is_tensor_like(const c10::TypePtr& type) {
+  const c10::TypePtr element = unwrap_optional(type);
+  if (element->kind() == c10::TypeKind::TensorType) {
+    return true;
+  }
+  if (auto list = element->cast<c10::ListType>()) {
+    return unwrap_optional(list->getElementType())->kind() ==
+           c10::TypeKind::TensorType;
+  }
+  return false;
+}
+
+std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  auto info = std::make_unique<OpInfo>();
+  info->name = table_name(schema.operator_name());
+  info->engine_id = ttpu_op_lookup(info->name.c_str());
+  const auto& arguments = schema.arguments();
+  info->num_args = arguments.size();
+  for (const c10::Argument& argument : arguments) {
+    const c10::TypePtr type = unwrap_optional(argument.real_type());
+    ArgRole role = ArgRole::kValue;
+    if (type->kind() == c10::TypeKind::NumberType) {
+      role = ArgRole::kScalar;
+    } else if (type->kind() == c10::TypeKind::ScalarTypeType) {
+      role = ArgRole::kScalarType;
+    } else if (auto list = type->cast<c10::ListType>()) {
+      if (list->getElementType()->kind() == c10::TypeKind::NumberType) {
+        role = ArgRole::kScalarList;
+      }
+    }
+    info->roles.push_back(role);
+    const c10::AliasInfo* alias = argument.alias_info();
+    info->is_mutable.push_back(alias != nullptr && alias->isWrite());
+    // result_type covers the operands; `out=` tensors only receive, and
+    // `alpha` only scales an operand (ATen never wraps it into the
+    // promotion), so neither takes part.
+    info->promotes.push_back(
+        !argument.is_out() && argument.name() != "alpha" &&
+        (role == ArgRole::kScalar || is_tensor_like(argument.real_type())));
+  }
+  for (const c10::Argument& ret : schema.returns()) {
+    if (!is_tensor_like(ret.real_type())) {
+      info->unsupported = "it returns a non-tensor value";
+    }
+    const c10::AliasInfo* alias = ret.alias_info();
+    int aliased = -1;
+    if (alias != nullptr) {
+      if (!alias->isWrite()) {
+        info->unsupported = "it returns a view of an input";
+      }
+      for (size_t i = 0; i < arguments.size(); ++i) {
+        const c10::AliasInfo* arg_alias = arguments[i].alias_info();
+        if (arg_alias != nullptr && arg_alias->isWrite() &&
+            arg_alias->beforeSets() == alias->beforeSets()) {
+          aliased = static_cast<int>(i);
+          break;
+        }
+      }
+      if (aliased < 0 && info->unsupported.empty()) {
+        info->unsupported = "a return aliases no argument";
+      }
+    }
+    info->return_alias.push_back(aliased);
+  }
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!info->is_mutable[i]) {
+      continue;
+    }
+    bool returned = false;
+    for (int aliased : info->return_alias) {
+      returned = returned || aliased == static_cast<int>(i);
+    }
+    if (!returned) {
+      info->extra_mutable.push_back(static_cast<int>(i));
+    }
+  }
+  return info;
+}
+
+const OpInfo& info_for(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<c10::OperatorHandle, std::unique_ptr<OpInfo>> infos;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = infos.find(op);
+  if (found == infos.end()) {
+    found = infos.emplace(op, make_op_info(op)).first;
+  }
+  return *found->second;
+}
+
+bool is_cpu_scalar(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.is_cpu() && tensor.dim() == 0;
+}
+
+// The device every tensor of the call must be on; CPU 0-d tensors are
+// scalars and exempt, as on CUDA.
+class DeviceCheck {
+ public:
+  void see(const at::Tensor& tensor) {
+    if (!tensor.defined() || is_cpu_scalar(tensor)) {
+      return;
+    }
+    see(tensor.device());
+  }
+
+  void see(const c10::Device& device) {
+    if (!first_) {
+      first_ = device;
+      return;
+    }
+    TORCH_CHECK(*first_ == device,
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", *first_, " and ", device, "!");
+  }
+
+  // The tpu device index of the call (current device if nothing says).
+  c10::DeviceIndex device(std::optional<c10::DeviceIndex> requested) const {
+    if (first_) {
+      TORCH_CHECK(first_->type() == c10::DeviceType::PrivateUse1,
+                  "Expected all tensors to be on the same device, but found "
+                  "at least two devices, ", *first_, " and ",
+                  tpu_device(requested.value_or(current_device())), "!");
+      return first_->has_index() ? first_->index() : current_device();
+    }
+    return requested.value_or(current_device());
+  }
+
+ private:
+  std::optional<c10::Device> first_;
+};
+
+at::Tensor to_meta(const at::Tensor& tensor) {
+  if (!tensor.defined() || is_cpu_scalar(tensor)) {
+    return tensor;
+  }
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  // A meta storage as large as the real one, so as_strided-style bounds
+  // checks in meta kernels see what the CPU kernels would see.
+  c10::Storage storage(c10::Storage::use_byte_size_t(),
+                       impl->unsafe_storage().nbytes(),
+                       c10::DataPtr(nullptr, c10::Device(c10::DeviceType::Meta)),
+                       c10::GetAllocator(c10::DeviceType::Meta),
+                       /*resizable=*/true);
+  at::Tensor meta = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::Meta),
+      tensor.dtype());
+  meta.unsafeGetTensorImpl()->set_sizes_and_strides(
+      tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  return meta;
+}
+
+c10::IValue to_meta(const c10::IValue& value) {
+  if (value.isTensor()) {
+    return to_meta(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> metas;
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      metas.push_back(to_meta(tensor));
+    }
+    return metas;
+  }
+  if (value.isList()) {
+    c10::List<c10::IValue> elements = value.toList();
+    if (!elements.empty() && elements.elementType()->kind() ==
+                                 c10::TypeKind::OptionalType) {
+      c10::List<std::optional<at::Tensor>> metas;
+      for (const c10::IValue& element : elements) {
+        if (element.isTensor()) {
+          metas.push_back(to_meta(element.toTensor()));
+        } else {
+          metas.push_back(std::nullopt);
+        }
+      }
+      return metas;
+    }
+    return value;
+  }
+  if (value.isDevice() &&
+      value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return c10::Device(c10::DeviceType::Meta);
+  }
+  return value;
+}
+
+bool is_optional_tensor_list(const c10::IValue& value) {
+  return value.isList() && !value.isTensorList() &&
+         value.toList().elementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+// The ttpu_op_call under construction, with storage for everything its
+// pointers refer to.
+class CallPacker {
+ public:
+  void add_none() {
+    args_.push_back(make_arg(TTPU_ARG_NONE));
+  }
+
+  void add_tensor(const at::Tensor& tensor) {
+    if (!tensor.defined()) {
+      add_none();
+    } else if (is_cpu_scalar(tensor)) {
+      add_scalar(tensor.item(), to_ttpu_dtype_checked(tensor.scalar_type()));
+    } else {
+      ttpu_arg arg = make_arg(TTPU_ARG_TENSOR);
+      arg.tensor = static_cast<int>(tensors_.size());
+      tensors_.push_back(describe(tensor));
+      args_.push_back(arg);
+    }
+  }
+
+  void add_tensors(const std::vector<at::Tensor>& list) {
+    ttpu_arg arg = make_arg(TTPU_ARG_TENSORS);
+    arg.tensor = static_cast<int>(tensors_.size());
+    arg.n = static_cast<int>(list.size());
+    for (const at::Tensor& tensor : list) {
+      tensors_.push_back(describe(tensor));
+    }
+    args_.push_back(arg);
+  }
+
+  void add_scalar(const c10::Scalar& scalar, ttpu_dtype dtype) {
+    ttpu_arg arg = make_arg(TTPU_ARG_SCALAR);
+    TORCH_CHECK_NOT_IMPLEMENTED(!scalar.isComplex(),
+                                "complex scalars are not supported on tpu");
+    if (scalar.isFloatingPoint()) {
+      arg.f = scalar.toDouble();
+      arg.i = 0;
+    } else if (scalar.isBoolean()) {
+      arg.i = scalar.toBool() ? 1 : 0;
+      arg.f = static_cast<double>(arg.i);
+    } else {
+      arg.i = scalar.toLong();
+      arg.f = static_cast<double>(arg.i);
+    }
+    arg.scalar_dtype = dtype;
+    args_.push_back(arg);
+  }
+
+  void add_scalar(const c10::Scalar& scalar) {
+    add_scalar(scalar, scalar.isFloatingPoint() ? TTPU_F64
+                       : scalar.isBoolean()     ? TTPU_BOOL
+                                                : TTPU_I64);
+  }
+
+  void add_scalars(const c10::IValue& list) {
+    ttpu_arg arg = make_arg(TTPU_ARG_SCALARS);
+    std::vector<double>& values = floats_.emplace_back();
+    bool any_float = false;
+    bool all_bool = true;
+    for (const c10::IValue& element : list.toListRef()) {
+      const c10::Scalar scalar = element.toScalar();
+      TORCH_CHECK_NOT_IMPLEMENTED(!scalar.isComplex(),
+                                  "complex scalars are not supported on tpu");
+      any_float = any_float || scalar.isFloatingPoint();
+      all_bool = all_bool && scalar.isBoolean();
+      values.push_back(scalar.isBoolean() ? (scalar.toBool() ? 1.0 : 0.0)
+                                          : scalar.toDouble());
+    }
+    arg.n = static_cast<int>(values.size());
+    arg.floats = values.data();
+    arg.scalar_dtype = any_float                   ? TTPU_F64
+                       : (all_bool && arg.n > 0) ? TTPU_BOOL
+                                                 : TTPU_I64;
+    args_.push_back(arg);
+  }
+
+  void add_int(ttpu_arg_kind kind, int64_t value) {
+    ttpu_arg arg = make_arg(kind);
+    arg.i = value;
+    args_.push_back(arg);
+  }
+
+  void add_float(double value) {
+    ttpu_arg arg = make_arg(TTPU_ARG_FLOAT);
+    arg.f = value;
+    args_.push_back(arg);
+  }
+
+  void add_ints(std::vector<int64_t> values) {
+    ttpu_arg arg = make_arg(TTPU_ARG_INTS);
+    std::vector<int64_t>& stored = ints_.emplace_back(std::move(values));
+    arg.n = static_cast<int>(stored.size());
+    arg.ints = stored.data();
+    args_.push_back(arg);
+  }
+
+  void add_floats(std::vector<double> values) {
+    ttpu_arg arg = make_arg(TTPU_ARG_FLOATS);
+    std::vector<double>& stored = floats_.emplace_back(std::move(values));
+    arg.n = static_cast<int>(stored.size());
+    arg.floats = stored.data();
+    args_.push_back(arg);
+  }
+
+  void add_string(std::string value) {
+    ttpu_arg arg = make_arg(TTPU_ARG_STR);
+    arg.str = strings_.emplace_back(std::move(value)).c_str();
+    args_.push_back(arg);
+  }
+
+  void add_output(const at::Tensor& tensor) {
+    outputs_.push_back(describe(tensor));
+    all_outputs_empty_ = all_outputs_empty_ && tensor.numel() == 0;
+  }
+
+  bool nothing_to_compute() const {
+    return !outputs_.empty() && all_outputs_empty_;
+  }
+
+  ttpu_op_call call(int op, ttpu_dtype common_dtype, int device) const {
+    ttpu_op_call call{};
+    call.op = op;
+    call.n_args = static_cast<int>(args_.size());
+    call.args = args_.data();
+    call.n_tensors = static_cast<int>(tensors_.size());
+    call.tensors = tensors_.data();
+    call.n_outputs = static_cast<int>(outputs_.size());
+    call.outputs = outputs_.data();
+    call.common_dtype = common_dtype;
+    call.device = device;
+    return call;
+  }
+
+ private:
+  static ttpu_arg make_arg(ttpu_arg_kind kind) {
+    ttpu_arg arg{};
+    arg.kind = kind;
+    arg.scalar_dtype = TTPU_DTYPE_NONE;
+    arg.tensor = -1;
+    return arg;
+  }
+
+  static ttpu_tensor describe(const at::Tensor& tensor) {
+    ttpu_tensor desc{};
+    if (!tensor.defined()) {
+      desc.dtype = TTPU_DTYPE_NONE;
+      return desc;
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        tensor.dim() <= TTPU_MAX_DIMS, "tpu tensors have at most ",
+        TTPU_MAX_DIMS, " dimensions, got ", tensor.dim());
+    desc.buffer = buffer_of(tensor);
+    desc.dtype = to_ttpu_dtype_checked(tensor.scalar_type());
+    desc.ndim = static_cast<int>(tensor.dim());
+    desc.sizes = tensor.sizes().data();
+    desc.strides = tensor.strides().data();
+    desc.offset = tensor.storage_offset();
+    return desc;
+  }
+
+  std::vector<ttpu_arg> args_;
+  std::vector<ttpu_tensor> tensors_;
+  std::vector<ttpu_tensor> outputs_;
+  // Deques: growing them never moves the elements the args point into.
+  std::deque<std::vector<int64_t>> ints_;
+  std::deque<std::vector<double>> floats_;
+  std::deque<std::string> strings_;
+  bool all_outputs_empty_ = true;
+};
+
+std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  if (value.isTensor()) {
+    tensors.push_back(value.toTensor());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      tensors.push_back(tensor);
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      tensors.push_back(element.isTensor() ? element.toTensor() : at::Tensor());
+    }
+  }
+  return tensors;
+}
+
+void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value) {
+  if (value.isNone()) {
+    packer.add_none();
+  } else if (role == ArgRole::kScalar) {
+    if (value.isTensor()) {
+      packer.add_tensor(value.toTensor());
+    } else {
+      packer.add_scalar(value.toScalar());
+    }
+  } else if (role == ArgRole::kScalarList) {
+    packer.add_scalars(value);
+  } else if (role == ArgRole::kScalarType) {
+    packer.add_int(TTPU_ARG_INT, to_ttpu_dtype_checked(static_cast<c10::ScalarType>(
+                                     value.toInt())));
+  } else if (value.isTensor()) {
+    packer.add_tensor(value.toTensor());
+  } else if (value.isTensorList() || is_optional_tensor_list(value)) {
+    packer.add_tensors(tensors_of(value));
+  } else if (value.isBool()) {
+    packer.add_int(TTPU_ARG_BOOL, value.toBool() ? 1 : 0);
+  } else if (value.isInt()) {
+    packer.add_int(TTPU_ARG_INT, value.toInt());
+  } else if (value.isSymInt()) {
+    packer.add_int(TTPU_ARG_INT,
+                   value.toSymInt().guard_int(__FILE__, __LINE__));
+  } else if (value.isDouble()) {
+    packer.add_float(value.toDouble());
+  } else if (value.isIntList()) {
+    packer.add_ints(value.toIntVector());
+  } else if (value.isDoubleList()) {
+    packer.add_floats(value.toDoubleVector());
+  } else if (value.isBoolList()) {
+    std::vector<int64_t> flags;
+    for (bool flag : value.toBoolList()) {
+      flags.push_back(flag ? 1 : 0);
+    }
+    packer.add_ints(std::move(flags));
+  } else if (value.isList()) {
+    // SymInt[] that holds SymInts rather than plain ints.
+    std::vector<int64_t> ints;
+    for (const c10::IValue& element : value.toListRef()) {
+      ints.push_back(element.isSymInt()
+                         ? element.toSymInt().guard_int(__FILE__, __LINE__)
+                         : element.toInt());
+    }
+    packer.add_ints(std::move(ints));
+  } else if (value.isString()) {
+    packer.add_string(value.toStringRef());
+  } else if (value.isDevice()) {
+    packer.add_int(TTPU_ARG_INT, value.toDevice().index());
+  } else if (value.isGenerator()) {
+    // The engine keeps the device's random state; a custom generator's
+    // state is swapped in around the call (see with_generator_state).
+    packer.add_none();
+  } else {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "torchtpu cannot pass an argument of ",
+                                "type ", value.tagKind(), " to the engine");
+  }
+}
+
+void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_engine_op(op, stack);
+}
+
+std::pair<std::string, std::string> split_table_name(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    return {"aten::" + name, ""};
+  }
+  return {"aten::" + name.substr(0, dot), name.substr(dot + 1)};
+}
+
+}  // namespace
+
+void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   bool allow_cpu_fallback) {
+  const OpInfo& info = info_for(op);
+  TORCH_CHECK_NOT_IMPLEMENTED(info.unsupported.empty(), "aten::", info.name,
+                              " cannot run on the tpu engine: ",
+                              info.unsupported);
+  if (info.engine_id < 0) {
+    if (allow_cpu_fallback && try_cpu_fallback(op, stack)) {
+      return;
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator 'aten::", info.name,
+                                "' is not implemented for device 'tpu'. Set "
+                                "TORCHTPU_CPU_FALLBACK=1 to run it on the CPU "
+                                "(slow).");
+  }
+  const size_t num_args = info.num_args;
+  TORCH_INTERNAL_ASSERT(stack->size() >= num_args);
+  std::vector<c10::IValue> args(stack->end() - static_cast<ptrdiff_t>(num_args),
+                                stack->end());
+
+  // Devices: every tensor on one tpu device (CPU scalars exempt).
+  DeviceCheck devices;
+  std::optional<c10::DeviceIndex> requested_device;
+  at::Generator generator;
+  for (const c10::IValue& value : args) {
+    if (value.isTensor()) {
+      devices.see(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) {
+        // A list element cannot be passed as a Scalar, so CPU scalars in
+        // lists are device mismatches too.
+        if (tensor.defined()) {
+          devices.see(tensor.device());
+        }
+      }
+    } else if (is_optional_tensor_list(value)) {
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && !element.toTensor().is_cpu()) {
+          devices.see(element.toTensor());
+        }
+      }
+    } else if (value.isDevice() &&
+               value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      requested_device = value.toDevice().has_index()
+                             ? value.toDevice().index()
+                             : current_device();
+    } else if (value.isGenerator()) {
+      generator = value.toGenerator();
+    }
+  }
+  const c10::DeviceIndex device = devices.device(requested_device);
+  // Index lists (Tensor?[]) may hold CPU tensors, as on CUDA: move them.
+  for (c10::IValue& value : args) {
+    if (!is_optional_tensor_list(value)) {
+      continue;
+    }
+    c10::List<std::optional<at::Tensor>> moved;
+    for (const c10::IValue& element : value.toListRef()) {
+      if (element.isTensor()) {
+        const at::Tensor& tensor = element.toTensor();
+        moved.push_back(tensor.is_cpu() ? tensor.to(tpu_device(device))
+                                        : tensor);
+      } else {
+        moved.push_back(std::nullopt);
+      }
+    }
+    value = moved;
+  }
+
+  // Output geometry and CPU-identical errors from the meta kernel.
+  std::vector<c10::IValue> meta_args;
+  meta_args.reserve(num_args);
+  for (const c10::IValue& value : args) {
+    meta_args.push_back(to_meta(value));
+  }
+  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
+  op.callBoxed(&meta_stack);
+
+  // out= tensors take the geometry the meta kernel resized them to.
+  for (size_t i = 0; i < num_args; ++i) {
+    if (!info.is_mutable[i] || !args[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor& real = args[i].toTensor();
+    const at::Tensor& meta = meta_args[i].toTensor();
+    if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
+        real.storage_offset() != meta.storage_offset()) {
+      restride_tpu(real, meta.sizes(), meta.strides(), meta.storage_offset());
+    }
+  }
+
+  CallPacker packer;
+  std::vector<c10::IValue> results;
+  results.reserve(meta_stack.size());
+  for (size_t r = 0; r < meta_stack.size(); ++r) {
+    const int aliased = info.return_alias[r];
+    if (aliased >= 0) {
+      results.push_back(args[static_cast<size_t>(aliased)]);
+      for (const at::Tensor& tensor : tensors_of(results.back())) {
+        packer.add_output(tensor);
+      }
+      continue;
+    }
+    const c10::IValue& meta_result = meta_stack[r];
+    if (meta_result.isTensor()) {
+      const at::Tensor& meta = meta_result.toTensor();
+      at::Tensor fresh = empty_strided_tpu(meta.sizes(), meta.strides(),
+                                           meta.scalar_type(), device);
+      packer.add_output(fresh);
+      results.emplace_back(std::move(fresh));
+    } else if (meta_result.isTensorList()) {
+      c10::List<at::Tensor> fresh_list;
+      for (const at::Tensor& meta : meta_result.toTensorList()) {
+        at::Tensor fresh = empty_strided_tpu(meta.sizes(), meta.strides(),
+                                             meta.scalar_type(), device);
+        packer.add_output(fresh);
+        fresh_list.push_back(std::move(fresh));
+      }
+      results.emplace_back(std::move(fresh_list));
+    } else {
+      packer.add_output(at::Tensor());
+      results.push_back(meta_result);
+    }
+  }
+  for (int index : info.extra_mutable) {
+    for (const at::Tensor& tensor : tensors_of(args[static_cast<size_t>(index)])) {
+      packer.add_output(tensor);
+    }
+  }
+
+  at::native::ResultTypeState promotion{};
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& value = args[i];
+    pack_argument(packer, info.roles[i], value);
+    if (!info.promotes[i] || value.isNone()) {
+      continue;
+    }
+    if (info.roles[i] == ArgRole::kScalar && !value.isTensor()) {
+      promotion = at::native::update_result_type_state(value.toScalar(),
+                                                       promotion);
+    } else {
+      for (const at::Tensor& tensor : tensors_of(value)) {
+        if (tensor.defined()) {
+          promotion = at::native::update_result_type_state(tensor, promotion);
+        }
+      }
+    }
+  }
+  const ttpu_dtype common_dtype =
+      to_ttpu_dtype(at::native::result_type(promotion));
+
+  if (!packer.nothing_to_compute()) {
+    const ttpu_op_call call = packer.call(info.engine_id, common_dtype, device);
+    ttpu_status* status = nullptr;
+    with_generator_state(generator, device, [&] {
+      status = ttpu_op_run(runtime(), &call);
+    });
+    if (status != nullptr) {
+      if (ttpu_status_code(status) == TTPU_UNIMPLEMENTED &&
+          allow_cpu_fallback && try_cpu_fallback(op, stack)) {
+        ttpu_status_free(status);
+        return;
+      }
+      throw_status(status, ("aten::" + info.name).c_str());
+    }
+  }
+
+  torch::jit::drop(*stack, num_args);
+  for (c10::IValue& result : results) {
+    stack->push_back(std::move(result));
+  }
+}
+
+void engine_copy(const at::Tensor& dst, const at::Tensor& src) {
+  static const c10::OperatorHandle copy_op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack stack{dst, src, false};
+  // No CPU fallback: the fallback itself moves data with copies.
+  run_engine_op(copy_op, &stack, /*allow_cpu_fallback=*/false);
+}
+
+const KernelRegistration& register_engine_kernels() {
+  static const KernelRegistration registration = [] {
+    KernelRegistration result;
+    // Kept for the life of the process: dropping it would deregister.
+    static auto* library = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+        __LINE__);
+    const int count = ttpu_op_count();
+    for (int id = 0; id < count; ++id) {
+      const std::string name = ttpu_op_name(id);
+      const auto [op_name, overload] = split_table_name(name);
+      const std::optional<c10::OperatorHandle> handle =
+          c10::Dispatcher::singleton().findSchema({op_name, overload});
+      if (!handle) {
+        result.skipped[name] = "no such ATen operator";
+        continue;
+      }
+      if (has_direct_kernel(name)) {
+        // copy_, _to_copy, ...: their own kernels use the engine op.
+        result.skipped[name] = "has a dedicated tpu kernel that calls it";
+        continue;
+      }
+      if (handle->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeImplicitAutograd)) {
+        // A backend kernel for a CompositeImplicitAutograd op would replace
+        // its decomposition and silently lose autograd.
+        result.skipped[name] =
+            "CompositeImplicitAutograd (decomposes into other ops)";
+        continue;
+      }
+      const OpInfo& info = info_for(*handle);
+      if (!info.unsupported.empty()) {
+        result.skipped[name] = info.unsupported;
+        continue;
+      }
+      library->impl(name.c_str(),
+                    torch::CppFunction::makeFromBoxedFunction<&engine_kernel>());
+      result.registered.push_back(name);
+    }
+    return result;
+  }();
+  return registration;
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,124 @@
+// torchtpu._C: what the Python package needs from the glue and the engine.
+#include "generator.h"
+#include "guard.h"
+#include "ops.h"
+#include "runtime.h"
+
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+namespace py = pybind11;
+
+namespace torchtpu {
+
+namespace {
+
+c10::DeviceIndex resolve_device(int device) {
+  return device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
+}
+
+py::dict stats_dict(int device) {
+  ttpu_stats stats{};
+  ttpu_runtime_stats(runtime(), device, &stats);
+  py::dict out;
+  out["compiles"] = stats.compiles;
+  out["compile_seconds"] = stats.compile_seconds;
+  out["cache_hits"] = stats.cache_hits;
+  out["executions"] = stats.executions;
+  out["h2d_bytes"] = stats.h2d_bytes;
+  out["d2h_bytes"] = stats.d2h_bytes;
+  out["bytes_in_use"] = stats.bytes_in_use;
+  out["peak_bytes_in_use"] = stats.peak_bytes_in_use;
+  out["live_buffers"] = stats.live_buffers;
+  return out;
+}
+
+py::tuple stream_tuple(const c10::Stream& stream) {
+  return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()),
+                        static_cast<int>(stream.device_type()));
+}
+
+}  // namespace
+
+}  // namespace torchtpu
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace torchtpu;
+  m.doc() = "torchtpu C++ glue: PrivateUse1 registration and engine access";
+
+  m.def("_init", [] { runtime(); },
+        "Creates the runtime now (raises if the plugin cannot be loaded).");
+  m.def("_is_initialized", [] { return runtime_if_created() != nullptr; });
+  m.def("_runtime_error", &runtime_error_message,
+        "Message of the last failed runtime creation.");
+  m.def("_device_count", &device_count_noexcept);
+  m.def("_get_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int device) {
+    set_current_device(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_exchange_device", [](int device) {
+    const int previous = current_device();
+    if (device >= 0) {
+      set_current_device(static_cast<c10::DeviceIndex>(device));
+    }
+    return previous;
+  });
+  m.def("_synchronize", [](int device) {
+    py::gil_scoped_release no_gil;
+    check(ttpu_runtime_synchronize(runtime(), device), "tpu synchronize");
+  }, py::arg("device") = -1);
+
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(resolve_device(device))));
+  });
+
+  m.def("_memory_stats", &stats_dict, py::arg("device") = -1);
+  m.def("_reset_peak_memory_stats", [](int device) {
+    ttpu_runtime_reset_peak(runtime(), device);
+  });
+  m.def("_platform", [] {
+    ttpu_runtime* rt = runtime();
+    int major = 0;
+    int minor = 0;
+    ttpu_runtime_plugin_api_version(rt, &major, &minor);
+    py::dict out;
+    out["name"] = ttpu_runtime_platform_name(rt);
+    out["version"] = ttpu_runtime_platform_version(rt);
+    out["plugin_path"] = ttpu_runtime_plugin_path(rt);
+    out["api_version"] = py::make_tuple(major, minor);
+    out["device_count"] = ttpu_runtime_device_count(rt);
+    return out;
+  });
+  m.def("_compile_stats", [] { return stats_dict(-1); });
+  m.def("_last_compile_reason", [] {
+    return std::string(ttpu_runtime_last_compile_reason(runtime()));
+  });
+
+  m.def("_fallback_counts", &fallback_counts);
+  m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
+  m.def("_set_cpu_fallback", &set_cpu_fallback_enabled);
+
+  m.def("_register_kernels", [] {
+    const KernelRegistration& registration = register_engine_kernels();
+    return py::make_tuple(registration.registered, registration.skipped);
+  }, "Registers the engine's ops; returns (registered, {skipped: why}).");
+  m.def("_engine_ops", [] {
+    std::vector<std::string> names;
+    for (int id = 0; id < ttpu_op_count(); ++id) {
+      names.emplace_back(ttpu_op_name(id));
+    }
+    return names;
+  });
+
+  m.def("_current_stream", [](int device) {
+    return stream_tuple(current_stream(resolve_device(device)));
+  });
+  m.def("_default_stream", [](int device) {
+    return stream_tuple(default_stream(resolve_device(device)));
+  });
+  m.def("_set_stream", [](int64_t stream_id, int device) {
+    exchange_stream(c10::Stream(c10::Stream::UNSAFE,
+                                tpu_device(resolve_device(device)), stream_id));
+  });
+}

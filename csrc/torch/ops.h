@@ -1,0 +1,71 @@
+// Kernels shared between the registration files.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Storage.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace torchtpu {
+
+// ---------------------------------------------------------------- engine ops
+
+// Runs `op` through the engine (its lowering table entry), with the
+// dispatcher's boxed calling convention: arguments on `stack` are replaced
+// by the returns. Output geometry, errors and promotion come from PyTorch's
+// own meta kernels. When the engine cannot run it and the CPU fallback is
+// enabled (and allowed here), the op runs on the CPU instead.
+void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   bool allow_cpu_fallback = true);
+
+// Engine-side copy between two tpu tensors on one device (the engine op
+// "copy_": broadcasting, dtype conversion, strided destination).
+void engine_copy(const at::Tensor& dst, const at::Tensor& src);
+
+// Registers the boxed engine kernel for every dispatcher op the engine's
+// lowering table has (once; later calls return the first result).
+struct KernelRegistration {
+  std::vector<std::string> registered;
+  // Op name -> why it was not registered.
+  std::map<std::string, std::string> skipped;
+};
+const KernelRegistration& register_engine_kernels();
+
+// Ops that have their own kernels (tensor_kernels.cpp); the engine
+// registration leaves these alone.
+bool has_direct_kernel(const std::string& op_name);
+
+// ---------------------------------------------------------------- tensors
+
+at::Tensor empty_strided_tpu(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                             c10::ScalarType dtype, c10::DeviceIndex device);
+at::Tensor empty_contiguous_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype,
+                                c10::DeviceIndex device);
+
+// Grows or shrinks a tpu storage to nbytes, keeping its content (prefix).
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+
+// Makes `tensor` view `sizes`/`strides`/`offset` of its storage, growing the
+// storage when the view does not fit (the out= resize of CPU kernels).
+void restride_tpu(const at::Tensor& tensor, c10::IntArrayRef sizes,
+                  c10::IntArrayRef strides, int64_t offset);
+
+// dst.copy_(src) where at least one side is on tpu (any devices).
+void copy_tensor(const at::Tensor& dst, const at::Tensor& src);
+
+// ---------------------------------------------------------------- fallback
+
+// The boxed fallback for ops without a tpu kernel.
+void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs `op` on the CPU if TORCHTPU_CPU_FALLBACK allows it (warn once,
+// count); otherwise returns false and leaves the stack alone.
+bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool cpu_fallback_enabled();
+void set_cpu_fallback_enabled(bool enabled);
+std::map<std::string, int64_t> fallback_counts();
+
+}  // namespace torchtpu

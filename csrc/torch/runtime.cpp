@@ -1,0 +1,161 @@
+#include "runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+namespace torchtpu {
+
+namespace {
+
+std::mutex runtime_mutex;
+std::atomic<ttpu_runtime*> runtime_instance{nullptr};
+std::string last_runtime_error;
+
+int env_device_count() {
+  const char* value = std::getenv("TORCHTPU_NUM_DEVICES");
+  if (value == nullptr || *value == '\0') {
+    return 1;
+  }
+  char* end = nullptr;
+  long count = std::strtol(value, &end, 10);
+  TORCH_CHECK_VALUE(
+      end != value && *end == '\0' && count > 0 && count <= 1024,
+      "TORCHTPU_NUM_DEVICES must be a positive integer, got '", value, "'");
+  return static_cast<int>(count);
+}
+
+// Creates the runtime or returns the engine's status (runtime_mutex held).
+ttpu_status* create_runtime_locked() {
+  ttpu_runtime_options options{};
+  const char* plugin = std::getenv("TORCHTPU_PLUGIN");
+  options.plugin_path = (plugin != nullptr && *plugin != '\0') ? plugin : nullptr;
+  options.cpu_device_count = env_device_count();
+  ttpu_runtime* created = nullptr;
+  ttpu_status* status = ttpu_runtime_create(&options, &created);
+  if (status == nullptr) {
+    // The runtime is never destroyed: tensors (and their buffers) can
+    // outlive every static destructor at interpreter shutdown, and releasing
+    // a buffer after its runtime is gone would crash the exiting process.
+    runtime_instance.store(created, std::memory_order_release);
+    last_runtime_error.clear();
+  }
+  return status;
+}
+
+thread_local c10::DeviceIndex thread_current_device = 0;
+
+}  // namespace
+
+ttpu_runtime* runtime_if_created() {
+  return runtime_instance.load(std::memory_order_acquire);
+}
+
+ttpu_runtime* runtime() {
+  ttpu_runtime* existing = runtime_if_created();
+  if (existing != nullptr) {
+    return existing;
+  }
+  std::lock_guard<std::mutex> lock(runtime_mutex);
+  existing = runtime_if_created();
+  if (existing != nullptr) {
+    return existing;
+  }
+  ttpu_status* status = create_runtime_locked();
+  if (status == nullptr) {
+    return runtime_if_created();
+  }
+  std::string message = ttpu_status_message(status);
+  ttpu_status_free(status);
+  last_runtime_error = message;
+  TORCH_CHECK(
+      false,
+      "torchtpu could not start the tpu runtime: ", message,
+      "\nInstall a PJRT plugin (`pip install xla-cpu-pjrt` for the CPU "
+      "plugin, `pip install libtpu` on a TPU VM) or set TORCHTPU_PLUGIN to "
+      "the path of a PJRT plugin library.");
+}
+
+int device_count_noexcept() {
+  try {
+    return ttpu_runtime_device_count(runtime());
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::string runtime_error_message() {
+  std::lock_guard<std::mutex> lock(runtime_mutex);
+  return last_runtime_error;
+}
+
+void throw_status(ttpu_status* status, const char* what) {
+  const ttpu_code code = ttpu_status_code(status);
+  std::string message = ttpu_status_message(status);
+  ttpu_status_free(status);
+  if (what != nullptr && *what != '\0') {
+    message = std::string(what) + ": " + message;
+  }
+  switch (code) {
+    case TTPU_INDEX_ERROR:
+      TORCH_CHECK_INDEX(false, message);
+    case TTPU_UNIMPLEMENTED:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+    case TTPU_RESOURCE_EXHAUSTED:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+    default:
+      TORCH_CHECK(false, message);
+  }
+}
+
+ttpu_dtype to_ttpu_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Bool: return TTPU_BOOL;
+    case c10::ScalarType::Byte: return TTPU_U8;
+    case c10::ScalarType::Char: return TTPU_I8;
+    case c10::ScalarType::Short: return TTPU_I16;
+    case c10::ScalarType::Int: return TTPU_I32;
+    case c10::ScalarType::Long: return TTPU_I64;
+    case c10::ScalarType::Half: return TTPU_F16;
+    case c10::ScalarType::BFloat16: return TTPU_BF16;
+    case c10::ScalarType::Float: return TTPU_F32;
+    case c10::ScalarType::Double: return TTPU_F64;
+    case c10::ScalarType::UInt16: return TTPU_U16;
+    case c10::ScalarType::UInt32: return TTPU_U32;
+    case c10::ScalarType::UInt64: return TTPU_U64;
+    default: return TTPU_DTYPE_NONE;
+  }
+}
+
+ttpu_dtype to_ttpu_dtype_checked(c10::ScalarType type) {
+  ttpu_dtype dtype = to_ttpu_dtype(type);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      dtype != TTPU_DTYPE_NONE, "dtype ", type,
+      " is not supported on device 'tpu'");
+  return dtype;
+}
+
+ttpu_buffer* buffer_of(const at::Tensor& tensor) {
+  return static_cast<ttpu_buffer*>(
+      tensor.unsafeGetTensorImpl()->unsafe_storage().data_ptr().get());
+}
+
+c10::DeviceIndex current_device() {
+  return thread_current_device;
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  const int count = ttpu_runtime_device_count(runtime());
+  TORCH_CHECK_INDEX(
+      index >= 0 && index < count, "tpu device index ", static_cast<int>(index),
+      " is out of range: torchtpu has ", count, " device(s)");
+}
+
+void set_current_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  thread_current_device = index;
+}
+
+}  // namespace torchtpu

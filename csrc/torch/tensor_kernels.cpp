@@ -1,0 +1,451 @@
+// Kernels that are plumbing, not math: allocation, views, resizing,
+// storage rebinding and host <-> device transfers. Math (including the
+// on-device half of every copy) goes through the engine.
+#include "allocator.h"
+#include "ops.h"
+#include "runtime.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/Functions.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <set>
+
+namespace torchtpu {
+
+namespace {
+
+constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
+
+c10::DispatchKeySet tpu_keys() {
+  return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+}
+
+c10::DeviceIndex index_of(const std::optional<c10::Device>& device) {
+  if (device && device->has_index()) {
+    TORCH_CHECK(device->type() == kTpu, "expected a tpu device, got ", *device);
+    return device->index();
+  }
+  return current_device();
+}
+
+// Makes `device` the current one while allocating (the allocator follows
+// the current device, as CUDA's does).
+class CurrentDeviceScope {
+ public:
+  explicit CurrentDeviceScope(c10::DeviceIndex device)
+      : previous_(current_device()) {
+    if (device != previous_) {
+      set_current_device(device);
+    }
+  }
+  ~CurrentDeviceScope() {
+    if (current_device() != previous_) {
+      try {
+        set_current_device(previous_);
+      } catch (const std::exception&) {
+        // previous_ was valid when saved; never throw from a destructor.
+      }
+    }
+  }
+  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
+  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+bool covers_whole_storage(const at::Tensor& tensor) {
+  return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+         static_cast<size_t>(tensor.numel()) * tensor.element_size() ==
+             tensor.unsafeGetTensorImpl()->unsafe_storage().nbytes();
+}
+
+// A uint8 tensor over the first `nbytes` of `storage`.
+at::Tensor byte_view(const c10::Storage& storage, int64_t nbytes) {
+  at::Tensor bytes = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), tpu_keys(), caffe2::TypeMeta::Make<uint8_t>());
+  bytes.unsafeGetTensorImpl()->set_sizes_contiguous({nbytes});
+  return bytes;
+}
+
+// Replaces all of dst's storage (dst covers it contiguously) with `host`,
+// a contiguous CPU tensor of dst's dtype and sizes.
+void upload_whole(const at::Tensor& dst, const at::Tensor& host) {
+  const size_t nbytes = static_cast<size_t>(host.numel()) * host.element_size();
+  if (nbytes == 0) {
+    return;
+  }
+  ttpu_dtype dtype = to_ttpu_dtype(dst.scalar_type());
+  std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
+  if (dtype == TTPU_DTYPE_NONE || dims.size() > TTPU_MAX_DIMS) {
+    // Bytes are bytes: a dtype the engine cannot compute with can still be
+    // stored (and saved/loaded) as raw data.
+    dtype = dtype == TTPU_DTYPE_NONE ? TTPU_U8 : dtype;
+    dims = {static_cast<int64_t>(nbytes / ttpu_dtype_size(dtype))};
+  }
+  check(ttpu_buffer_upload(buffer_of(dst), host.const_data_ptr(), dtype,
+                           dims.data(), static_cast<int>(dims.size())),
+        "copying to tpu");
+}
+
+void download_whole(const at::Tensor& src, void* host, size_t nbytes) {
+  if (nbytes == 0) {
+    return;
+  }
+  check(ttpu_buffer_download(buffer_of(src), host, nbytes), "copying from tpu");
+}
+
+// A fresh contiguous tpu tensor on `device` holding src (tpu, same device)
+// converted to `dtype` and broadcast to `sizes`.
+at::Tensor contiguous_on_device(const at::Tensor& src, c10::IntArrayRef sizes,
+                                c10::ScalarType dtype) {
+  at::Tensor fresh =
+      empty_contiguous_tpu(sizes, dtype, src.device().index());
+  engine_copy(fresh, src);
+  return fresh;
+}
+
+void copy_host_to_tpu(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor host =
+      src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  if (covers_whole_storage(dst)) {
+    upload_whole(dst, host);
+    return;
+  }
+  at::Tensor staging = empty_contiguous_tpu(dst.sizes(), dst.scalar_type(),
+                                            dst.device().index());
+  upload_whole(staging, host);
+  engine_copy(dst, staging);
+}
+
+void copy_tpu_to_host(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor device_src = src;
+  if (src.scalar_type() != dst.scalar_type() || !covers_whole_storage(src)) {
+    device_src = contiguous_on_device(src, src.sizes(), dst.scalar_type());
+  }
+  const size_t nbytes =
+      static_cast<size_t>(device_src.numel()) * device_src.element_size();
+  if (dst.is_contiguous() && dst.sizes() == device_src.sizes()) {
+    download_whole(device_src, dst.mutable_data_ptr(), nbytes);
+    return;
+  }
+  at::Tensor host = at::empty(device_src.sizes(),
+                              at::TensorOptions().dtype(dst.scalar_type()));
+  download_whole(device_src, host.mutable_data_ptr(), nbytes);
+  dst.copy_(host);
+}
+
+void copy_tpu_to_tpu_across_devices(const at::Tensor& dst,
+                                    const at::Tensor& src) {
+  const at::Tensor packed =
+      contiguous_on_device(src, dst.sizes(), dst.scalar_type());
+  if (covers_whole_storage(dst)) {
+    check(ttpu_buffer_copy(buffer_of(dst), buffer_of(packed)),
+          "copying between tpu devices");
+    return;
+  }
+  at::Tensor staging = empty_contiguous_tpu(dst.sizes(), dst.scalar_type(),
+                                            dst.device().index());
+  check(ttpu_buffer_copy(buffer_of(staging), buffer_of(packed)),
+        "copying between tpu devices");
+  engine_copy(dst, staging);
+}
+
+// ------------------------------------------------------------ kernels
+
+at::Tensor empty_memory_format(c10::IntArrayRef size,
+                               std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> /*pin_memory*/,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "tpu tensors are strided; got layout ", *layout);
+  CurrentDeviceScope scope(index_of(device));
+  return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device,
+                         std::optional<bool> /*pin_memory*/) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "tpu tensors are strided; got layout ", *layout);
+  CurrentDeviceScope scope(index_of(device));
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(),
+                                           tpu_keys(),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> offset;
+  if (storage_offset) {
+    offset = storage_offset->guard_int(__FILE__, __LINE__);
+  }
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride),
+                                           offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!self.has_names(), "resize_ is not allowed on a Tensor with named dimensions");
+  const c10::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != sizes || memory_format) {
+    impl->set_sizes_contiguous(sizes);
+    if (memory_format) {
+      TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                  "Unsupported memory format ", *memory_format);
+      impl->empty_tensor_restride(*memory_format);
+    }
+  }
+  const size_t needed = at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.element_size(),
+      static_cast<size_t>(self.storage_offset()));
+  if (needed > impl->unsafe_storage().nbytes()) {
+    resize_storage_bytes(impl->unsafe_storage(), needed);
+  }
+  return self;
+}
+
+void check_storage_device(const at::Tensor& self, const c10::Storage& storage) {
+  TORCH_CHECK(storage.device_type() == kTpu,
+              "Attempted to set the storage of a tensor on device \"",
+              self.device(), "\" to a storage on different device \"",
+              storage.device(), "\".  This is no longer allowed; the devices "
+              "must match.");
+}
+
+at::Tensor& set_geometry(at::Tensor& self, c10::Storage source, int64_t offset,
+                         c10::IntArrayRef sizes, c10::IntArrayRef stride) {
+  check_storage_device(self, source);
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
+  const std::vector<int64_t> strides =
+      stride.empty() ? c10::contiguous_strides(sizes) : stride.vec();
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (!impl->unsafe_storage().is_alias_of(source)) {
+    impl->set_storage_keep_dtype(std::move(source));
+  }
+  restride_tpu(self, sizes, strides, offset);
+  return self;
+}
+
+at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source,
+                               c10::SymInt storage_offset,
+                               c10::SymIntArrayRef size,
+                               c10::SymIntArrayRef stride) {
+  return set_geometry(self, std::move(source),
+                      storage_offset.guard_int(__FILE__, __LINE__),
+                      C10_AS_INTARRAYREF_SLOW(size),
+                      C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel =
+      static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_geometry(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (!self.is_same(source)) {
+    TORCH_CHECK(self.dtype() == source.dtype(),
+                "Could not set tensor of type ", self.dtype(),
+                " to a tensor of type ", source.dtype());
+    set_geometry(self, source.storage(), source.storage_offset(),
+                 source.sizes(), source.strides());
+  }
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
+                     allocate_on(self.device().index(), 0), tpu_allocator(),
+                     /*resizable=*/true);
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(empty));
+  self.unsafeGetTensorImpl()->set_sizes_contiguous({0});
+  return self;
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src,
+                  bool /*non_blocking*/) {
+  if (!self.is_same(src)) {
+    copy_tensor(self, src);
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool /*non_blocking*/) {
+  copy_tensor(dst, self);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  copy_tensor(dst, self);
+  return dst;
+}
+
+at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
+                   std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device,
+                   std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> memory_format) {
+  static const bool engine_has_to_copy = ttpu_op_lookup("_to_copy") >= 0;
+  const bool stays_on_device =
+      self.device().type() == kTpu &&
+      (!device || (device->type() == kTpu &&
+                   (!device->has_index() ||
+                    device->index() == self.device().index()))) &&
+      layout.value_or(c10::kStrided) == c10::kStrided;
+  if (stays_on_device && engine_has_to_copy) {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::_to_copy", "");
+    torch::jit::Stack stack{self, dtype, layout, device, pin_memory,
+                            non_blocking, memory_format};
+    run_engine_op(op, &stack);
+    return stack.back().toTensor();
+  }
+  // Crossing devices: PyTorch's own _to_copy allocates the destination and
+  // calls copy_, which lands in copy_tensor.
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory,
+                              non_blocking, memory_format);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host =
+      at::empty(self.sizes(), at::TensorOptions().dtype(self.scalar_type()));
+  copy_tensor(host, self);
+  return at::_local_scalar_dense(host);
+}
+
+const std::set<std::string>& direct_kernel_names() {
+  static const std::set<std::string> names = {
+      "empty.memory_format", "empty_strided", "as_strided", "view",
+      "_reshape_alias", "resize_", "set_.source_Storage",
+      "set_.source_Storage_storage_offset", "set_.source_Tensor", "set_",
+      "copy_", "_copy_from", "_copy_from_and_resize", "_to_copy",
+      "_local_scalar_dense"};
+  return names;
+}
+
+}  // namespace
+
+bool has_direct_kernel(const std::string& op_name) {
+  return direct_kernel_names().count(op_name) != 0;
+}
+
+at::Tensor empty_strided_tpu(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                             c10::ScalarType dtype, c10::DeviceIndex device) {
+  CurrentDeviceScope scope(device);
+  return at::detail::empty_strided_generic(sizes, strides, tpu_allocator(),
+                                           tpu_keys(), dtype);
+}
+
+at::Tensor empty_contiguous_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype,
+                                c10::DeviceIndex device) {
+  CurrentDeviceScope scope(device);
+  return at::detail::empty_generic(sizes, tpu_allocator(), tpu_keys(), dtype,
+                                   std::nullopt);
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  TORCH_CHECK(storage.resizable(),
+              "Trying to resize storage that is not resizable");
+  const size_t old_nbytes = storage.nbytes();
+  if (nbytes == old_nbytes) {
+    return;
+  }
+  const c10::DeviceIndex device = storage.device().index();
+  c10::Storage fresh(c10::Storage::use_byte_size_t(), nbytes,
+                     allocate_on(device, nbytes), tpu_allocator(),
+                     /*resizable=*/true);
+  const size_t kept = std::min(old_nbytes, nbytes);
+  if (kept > 0) {
+    engine_copy(byte_view(fresh, static_cast<int64_t>(kept)),
+                byte_view(storage, static_cast<int64_t>(kept)));
+  }
+  // Swap the new buffer into the existing StorageImpl so every tensor and
+  // view sharing the storage sees the resized one.
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(fresh.unsafeGetStorageImpl()->set_data_ptr(
+      allocate_on(device, 0)));
+  impl->set_nbytes(nbytes);
+}
+
+void restride_tpu(const at::Tensor& tensor, c10::IntArrayRef sizes,
+                  c10::IntArrayRef strides, int64_t offset) {
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  const size_t needed = at::detail::computeStorageNbytes(
+      sizes, strides, tensor.element_size(), static_cast<size_t>(offset));
+  if (needed > impl->unsafe_storage().nbytes()) {
+    resize_storage_bytes(impl->unsafe_storage(), needed);
+  }
+  impl->set_sizes_and_strides(sizes, strides, offset);
+}
+
+void copy_tensor(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) {
+    return;
+  }
+  const bool dst_tpu = dst.device().type() == kTpu;
+  const bool src_tpu = src.device().type() == kTpu;
+  if (dst_tpu && src_tpu) {
+    if (dst.device() == src.device()) {
+      engine_copy(dst, src);
+    } else {
+      copy_tpu_to_tpu_across_devices(dst, src);
+    }
+  } else if (dst_tpu && src.is_cpu()) {
+    copy_host_to_tpu(dst, src);
+  } else if (src_tpu && dst.is_cpu()) {
+    copy_tpu_to_host(dst, src);
+  } else {
+    TORCH_CHECK(false, "torchtpu cannot copy from ", src.device(), " to ",
+                dst.device(), "; copy through the CPU");
+  }
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_to_copy", TORCH_FN(to_copy));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,116 @@
+/* main.c - runs every registered C test; last line "N passed, N failed". */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ttpu_test.h"
+
+#ifndef TTPU_DEFAULT_SITE_PACKAGES
+#define TTPU_DEFAULT_SITE_PACKAGES ""
+#endif
+
+/* Test-runner state; a test binary has exactly one run. */
+static ttpu_test_suite* g_suites;
+
+static struct {
+  const char* dirs[2];
+  char* plugin_path;
+  int plugin_path_tried;
+  ttpu_pjrt_plugin* plugin;
+  int plugin_tried;
+  char* plugin_error;
+} g_run;
+
+void ttpu_test_register(ttpu_test_suite* s) {
+  /* Insert sorted by name so the order does not depend on link order. */
+  ttpu_test_suite** p = &g_suites;
+  while (*p && strcmp((*p)->name, s->name) < 0) p = &(*p)->next;
+  s->next = *p;
+  *p = s;
+}
+
+void ttpu_test_fail(ttpu_test_ctx* t, const char* file, int line,
+                    const char* fmt, ...) {
+  t->failed = 1;
+  fprintf(stdout, "    %s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stdout, fmt, ap);
+  va_end(ap);
+  fputc('\n', stdout);
+}
+
+const char* const* ttpu_test_search_dirs(void) { return g_run.dirs; }
+
+const char* ttpu_test_plugin_path(ttpu_test_ctx* t) {
+  if (!g_run.plugin_path_tried) {
+    g_run.plugin_path_tried = 1;
+    ttpu_status* s = ttpu_plugin_find(g_run.dirs, &g_run.plugin_path);
+    if (s) {
+      g_run.plugin_error = strdup(ttpu_status_message(s));
+      ttpu_status_free(s);
+    }
+  }
+  if (!g_run.plugin_path)
+    ttpu_test_fail(t, __FILE__, __LINE__, "no plugin: %s",
+                   g_run.plugin_error ? g_run.plugin_error : "?");
+  return g_run.plugin_path;
+}
+
+ttpu_pjrt_plugin* ttpu_test_plugin(ttpu_test_ctx* t) {
+  const char* path = ttpu_test_plugin_path(t);
+  if (!path) return NULL;
+  if (!g_run.plugin_tried) {
+    g_run.plugin_tried = 1;
+    ttpu_status* s = ttpu_pjrt_plugin_load(path, &g_run.plugin);
+    if (s) {
+      free(g_run.plugin_error);
+      g_run.plugin_error = strdup(ttpu_status_message(s));
+      ttpu_status_free(s);
+    }
+  }
+  if (!g_run.plugin)
+    ttpu_test_fail(t, __FILE__, __LINE__, "plugin load failed: %s",
+                   g_run.plugin_error ? g_run.plugin_error : "?");
+  return g_run.plugin;
+}
+
+static int selected(const char* suite, const char* test, int argc,
+                     char** argv) {
+  if (argc < 2) return 1;
+  char full[512];
+  snprintf(full, sizeof(full), "%s.%s", suite, test);
+  for (int i = 1; i < argc; i++)
+    if (strstr(full, argv[i])) return 1;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char* env = getenv("TTPU_SITE_PACKAGES");
+  /* Without a venv the Makefile passes "": search nothing rather than "/". */
+  g_run.dirs[0] = env && *env ? env : TTPU_DEFAULT_SITE_PACKAGES;
+  if (!*g_run.dirs[0]) g_run.dirs[0] = NULL;
+  g_run.dirs[1] = NULL;
+
+  int passed = 0, failed = 0;
+  for (ttpu_test_suite* s = g_suites; s; s = s->next) {
+    for (const ttpu_test* t = s->tests; t->name; t++) {
+      if (!selected(s->name, t->name, argc, argv)) continue;
+      printf("%s.%s ...\n", s->name, t->name);
+      ttpu_test_ctx ctx = {0};
+      t->fn(&ctx);
+      printf("%s.%s %s\n", s->name, t->name, ctx.failed ? "FAIL" : "ok");
+      if (ctx.failed)
+        failed++;
+      else
+        passed++;
+    }
+  }
+  ttpu_pjrt_plugin_unload(g_run.plugin);
+  free(g_run.plugin_path);
+  free(g_run.plugin_error);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
