@@ -11,6 +11,9 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <ATen/Context.h>
+
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -120,6 +123,12 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
       }
     }
     info->return_alias.push_back(aliased);
+  }
+  // native_batch_norm updates running_mean/running_var (args 3, 4) in
+  // training although its schema does not mark them mutable (the reason
+  // _native_batch_norm_legit exists); they are written like Tensor(a!).
+  if (info->name == "native_batch_norm") {
+    info->is_mutable[3] = info->is_mutable[4] = true;
   }
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!info->is_mutable[i]) {
@@ -494,6 +503,250 @@ void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value) {
   }
 }
 
+// ------------------------------------------------------------ meta geometry
+
+struct TensorGeometry {
+  bool defined = false;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+TensorGeometry geometry_of(const at::Tensor& tensor) {
+  TensorGeometry geometry;
+  if (tensor.defined()) {
+    geometry.defined = true;
+    geometry.sizes = tensor.sizes().vec();
+    geometry.strides = tensor.strides().vec();
+    geometry.offset = tensor.storage_offset();
+    geometry.dtype = tensor.scalar_type();
+  }
+  return geometry;
+}
+
+at::Tensor allocate_like(const TensorGeometry& geometry,
+                         c10::DeviceIndex device) {
+  if (!geometry.defined) {
+    return at::Tensor();
+  }
+  return empty_strided_tpu(geometry.sizes, geometry.strides, geometry.dtype,
+                           device);
+}
+
+struct ReturnGeometry {
+  enum Kind : uint8_t { kTensor, kTensorList, kOther };
+  Kind kind = kOther;
+  std::vector<TensorGeometry> tensors;
+  c10::IValue other;  // a non-tensor return, as the meta kernel gave it
+};
+
+// What running an op on meta tensors tells: the returns' geometry and the
+// new geometry of mutable arguments it resized (out=).
+struct MetaGeometry {
+  std::vector<ReturnGeometry> returns;
+  std::vector<std::pair<size_t, TensorGeometry>> restrided;
+};
+
+// The meta kernel's answer depends only on the call's signature: tensor
+// geometry and dtypes, every non-tensor argument's value, the default
+// dtype and the deterministic-algorithms flag. A signature that succeeded
+// once succeeds again with the same geometry, so it is cached; errors are
+// never cached, so they are raised by the meta kernel every time. Most
+// meta kernels are Python functions (torch._meta_registrations overrides
+// the C++ ones), so the cache removes most of the per-op host cost.
+class SignatureKey {
+ public:
+  explicit SignatureKey(const c10::OperatorHandle& op) {
+    put(std::hash<c10::OperatorHandle>{}(op));
+    put(static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+    put(at::globalContext().deterministicAlgorithms());
+  }
+
+  // False when a value cannot be keyed: the call is then not cached.
+  bool add(const c10::IValue& value) {
+    if (value.isNone()) {
+      put('N');
+    } else if (value.isTensor()) {
+      put_tensor(value.toTensor());
+    } else if (value.isTensorList()) {
+      put('L');
+      put(value.toTensorList().size());
+      for (const at::Tensor& tensor : value.toTensorList()) {
+        put_tensor(tensor);
+      }
+    } else if (value.isInt()) {
+      put('i');
+      put(value.toInt());
+    } else if (value.isDouble()) {
+      put('d');
+      put(value.toDouble());
+    } else if (value.isBool()) {
+      put('b');
+      put(value.toBool());
+    } else if (value.isSymInt()) {
+      put('i');
+      put(value.toSymInt().guard_int(__FILE__, __LINE__));
+    } else if (value.isIntList()) {
+      put('I');
+      put(value.toIntList().size());
+      for (int64_t element : value.toIntVector()) {
+        put(element);
+      }
+    } else if (value.isDoubleList()) {
+      put('D');
+      put(value.toDoubleList().size());
+      for (double element : value.toDoubleVector()) {
+        put(element);
+      }
+    } else if (value.isBoolList()) {
+      put('B');
+      put(value.toBoolList().size());
+      for (bool element : value.toBoolList()) {
+        put(element);
+      }
+    } else if (value.isString()) {
+      put('s');
+      const std::string& text = value.toStringRef();
+      put(text.size());
+      bytes_.append(text);
+    } else if (value.isDevice()) {
+      put('v');
+      put(static_cast<int16_t>(value.toDevice().type()));
+      put(static_cast<int16_t>(value.toDevice().index()));
+    } else if (value.isGenerator()) {
+      put('g');
+    } else if (value.isList()) {
+      put('[');
+      put(value.toListRef().size());
+      for (const c10::IValue& element : value.toListRef()) {
+        if (!add(element)) {
+          return false;
+        }
+      }
+      put(']');
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  const std::string& bytes() const {
+    return bytes_;
+  }
+
+ private:
+  template <typename T>
+  void put(const T& value) {
+    bytes_.append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+
+  void put_tensor(const at::Tensor& tensor) {
+    put('T');
+    if (!tensor.defined()) {
+      put('u');
+      return;
+    }
+    put(static_cast<int8_t>(tensor.scalar_type()));
+    put(static_cast<int16_t>(tensor.device().type()));
+    put(static_cast<int16_t>(tensor.device().index()));
+    put(tensor.unsafeGetTensorImpl()->is_wrapped_number());
+    put(static_cast<int64_t>(tensor.dim()));
+    for (int64_t size : tensor.sizes()) {
+      put(size);
+    }
+    for (int64_t stride : tensor.strides()) {
+      put(stride);
+    }
+    put(tensor.storage_offset());
+    put(tensor.unsafeGetTensorImpl()->unsafe_storage().nbytes());
+  }
+
+  std::string bytes_;
+};
+
+bool meta_cache_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCHTPU_META_CACHE");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  return enabled;
+}
+
+std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
+                                             const OpInfo& info,
+                                             const std::vector<c10::IValue>& args) {
+  std::vector<c10::IValue> meta_args;
+  meta_args.reserve(args.size());
+  for (const c10::IValue& value : args) {
+    meta_args.push_back(to_meta(value));
+  }
+  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
+  op.callBoxed(&meta_stack);
+
+  auto geometry = std::make_shared<MetaGeometry>();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!info.is_mutable[i] || !args[i].isTensor() ||
+        !args[i].toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor& real = args[i].toTensor();
+    const at::Tensor& meta = meta_args[i].toTensor();
+    if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
+        real.storage_offset() != meta.storage_offset()) {
+      geometry->restrided.emplace_back(i, geometry_of(meta));
+    }
+  }
+  for (const c10::IValue& result : meta_stack) {
+    ReturnGeometry ret;
+    if (result.isTensor()) {
+      ret.kind = ReturnGeometry::kTensor;
+      ret.tensors.push_back(geometry_of(result.toTensor()));
+    } else if (result.isTensorList()) {
+      ret.kind = ReturnGeometry::kTensorList;
+      for (const at::Tensor& tensor : result.toTensorList()) {
+        ret.tensors.push_back(geometry_of(tensor));
+      }
+    } else {
+      ret.other = result;
+    }
+    geometry->returns.push_back(std::move(ret));
+  }
+  return geometry;
+}
+
+std::shared_ptr<const MetaGeometry> meta_geometry(
+    const c10::OperatorHandle& op, const OpInfo& info,
+    const std::vector<c10::IValue>& args) {
+  if (!meta_cache_enabled()) {
+    return run_meta(op, info, args);
+  }
+  SignatureKey key(op);
+  for (const c10::IValue& value : args) {
+    if (!key.add(value)) {
+      return run_meta(op, info, args);
+    }
+  }
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const MetaGeometry>>
+      cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = cache.find(key.bytes());
+    if (found != cache.end()) {
+      return found->second;
+    }
+  }
+  std::shared_ptr<const MetaGeometry> geometry = run_meta(op, info, args);
+  std::lock_guard<std::mutex> lock(mutex);
+  // Bounded: a program with ever-new shapes must not grow it forever.
+  if (cache.size() >= 65536) {
+    cache.clear();
+  }
+  cache.emplace(key.bytes(), geometry);
+  return geometry;
+}
+
 void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_engine_op(op, stack);
 }
@@ -577,32 +830,21 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     value = moved;
   }
 
-  // Output geometry and CPU-identical errors from the meta kernel.
-  std::vector<c10::IValue> meta_args;
-  meta_args.reserve(num_args);
-  for (const c10::IValue& value : args) {
-    meta_args.push_back(to_meta(value));
-  }
-  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
-  op.callBoxed(&meta_stack);
+  // Output geometry and CPU-identical errors from the meta kernel (or from
+  // the cache of its earlier answers for the same call signature).
+  const std::shared_ptr<const MetaGeometry> geometry =
+      meta_geometry(op, info, args);
 
   // out= tensors take the geometry the meta kernel resized them to.
-  for (size_t i = 0; i < num_args; ++i) {
-    if (!info.is_mutable[i] || !args[i].isTensor()) {
-      continue;
-    }
-    const at::Tensor& real = args[i].toTensor();
-    const at::Tensor& meta = meta_args[i].toTensor();
-    if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
-        real.storage_offset() != meta.storage_offset()) {
-      restride_tpu(real, meta.sizes(), meta.strides(), meta.storage_offset());
-    }
+  for (const auto& [index, resized] : geometry->restrided) {
+    restride_tpu(args[index].toTensor(), resized.sizes, resized.strides,
+                 resized.offset);
   }
 
   CallPacker packer;
   std::vector<c10::IValue> results;
-  results.reserve(meta_stack.size());
-  for (size_t r = 0; r < meta_stack.size(); ++r) {
+  results.reserve(geometry->returns.size());
+  for (size_t r = 0; r < geometry->returns.size(); ++r) {
     const int aliased = info.return_alias[r];
     if (aliased >= 0) {
       results.push_back(args[static_cast<size_t>(aliased)]);
@@ -611,25 +853,24 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
       continue;
     }
-    const c10::IValue& meta_result = meta_stack[r];
-    if (meta_result.isTensor()) {
-      const at::Tensor& meta = meta_result.toTensor();
-      at::Tensor fresh = empty_strided_tpu(meta.sizes(), meta.strides(),
-                                           meta.scalar_type(), device);
+    const ReturnGeometry& ret = geometry->returns[r];
+    if (ret.kind == ReturnGeometry::kTensor) {
+      // An undefined return (a backward's output_mask left it out) stays
+      // undefined.
+      at::Tensor fresh = allocate_like(ret.tensors.front(), device);
       packer.add_output(fresh);
       results.emplace_back(std::move(fresh));
-    } else if (meta_result.isTensorList()) {
+    } else if (ret.kind == ReturnGeometry::kTensorList) {
       c10::List<at::Tensor> fresh_list;
-      for (const at::Tensor& meta : meta_result.toTensorList()) {
-        at::Tensor fresh = empty_strided_tpu(meta.sizes(), meta.strides(),
-                                             meta.scalar_type(), device);
+      for (const TensorGeometry& element : ret.tensors) {
+        at::Tensor fresh = allocate_like(element, device);
         packer.add_output(fresh);
         fresh_list.push_back(std::move(fresh));
       }
       results.emplace_back(std::move(fresh_list));
     } else {
       packer.add_output(at::Tensor());
-      results.push_back(meta_result);
+      results.push_back(ret.other);
     }
   }
   for (int index : info.extra_mutable) {
@@ -709,6 +950,10 @@ const KernelRegistration& register_engine_kernels() {
       if (has_direct_kernel(name)) {
         // copy_, _to_copy, ...: their own kernels use the engine op.
         result.skipped[name] = "has a dedicated tpu kernel that calls it";
+        continue;
+      }
+      if (handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        result.skipped[name] = "already has a PrivateUse1 kernel";
         continue;
       }
       if (handle->hasKernelForDispatchKey(

@@ -47,7 +47,7 @@ TpuGeneratorImpl::TpuGeneratorImpl(c10::DeviceIndex device, bool is_default)
     : c10::GeneratorImpl(tpu_device(device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       is_default_(is_default),
-      seed_(c10::default_rng_seed_val) {}
+      seed_(is_default ? initial_seed() : c10::default_rng_seed_val) {}
 
 void TpuGeneratorImpl::set_current_seed(uint64_t seed) {
   seed_ = seed;
@@ -148,6 +148,19 @@ at::Generator new_generator(c10::DeviceIndex device) {
     device = current_device();
   }
   return at::make_generator<TpuGeneratorImpl>(device, /*is_default=*/false);
+}
+
+void manual_seed_all(uint64_t seed) {
+  if (set_initial_seed_if_not_created(seed)) {
+    return;
+  }
+  const int count = ttpu_runtime_device_count(runtime());
+  for (int device = 0; device < count; ++device) {
+    at::Generator generator =
+        default_generator(static_cast<c10::DeviceIndex>(device));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_current_seed(seed);
+  }
 }
 
 void with_generator_state(const at::Generator& generator,

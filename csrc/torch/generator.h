@@ -49,6 +49,9 @@ struct TpuGeneratorImpl final : public c10::GeneratorImpl {
 
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
+// Seeds every device; before the runtime exists, only records the seed
+// (applied when it is created) so seeding never loads the plugin.
+void manual_seed_all(uint64_t seed);
 
 // Runs `body` with `generator`'s state installed as the device's engine
 // state when it is not the device's default generator, then stores the

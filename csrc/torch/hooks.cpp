@@ -83,7 +83,7 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 
   c10::Allocator* getPinnedMemoryAllocator() const override {
     // No pinned host memory: uploads copy from any host memory.
-    return c10::GetCPUAllocator();
+    return c10::GetAllocator(c10::DeviceType::CPU);
   }
 };
 

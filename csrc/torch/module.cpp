@@ -48,6 +48,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   m.def("_init", [] { runtime(); },
         "Creates the runtime now (raises if the plugin cannot be loaded).");
+  m.def("_set_plugin_search_dirs", &set_plugin_search_dirs,
+        "Directories searched for a PJRT plugin package (sys.path).");
   m.def("_is_initialized", [] { return runtime_if_created() != nullptr; });
   m.def("_runtime_error", &runtime_error_message,
         "Message of the last failed runtime creation.");
@@ -72,6 +74,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(resolve_device(device))));
   });
+
+  m.def("_manual_seed_all", &manual_seed_all);
+  m.def("_initial_seed_at_creation", &initial_seed);
 
   m.def("_memory_stats", &stats_dict, py::arg("device") = -1);
   m.def("_reset_peak_memory_stats", [](int device) {

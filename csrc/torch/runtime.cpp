@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include <c10/core/GeneratorImpl.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -13,6 +14,8 @@ namespace {
 std::mutex runtime_mutex;
 std::atomic<ttpu_runtime*> runtime_instance{nullptr};
 std::string last_runtime_error;
+std::vector<std::string> search_dirs;
+uint64_t seed_at_creation = c10::default_rng_seed_val;
 
 int env_device_count() {
   const char* value = std::getenv("TORCHTPU_NUM_DEVICES");
@@ -33,8 +36,22 @@ ttpu_status* create_runtime_locked() {
   const char* plugin = std::getenv("TORCHTPU_PLUGIN");
   options.plugin_path = (plugin != nullptr && *plugin != '\0') ? plugin : nullptr;
   options.cpu_device_count = env_device_count();
+  std::vector<const char*> dirs;
+  for (const std::string& dir : search_dirs) {
+    dirs.push_back(dir.c_str());
+  }
+  dirs.push_back(nullptr);
+  options.search_dirs = dirs.data();
   ttpu_runtime* created = nullptr;
   ttpu_status* status = ttpu_runtime_create(&options, &created);
+  for (int device = 0; status == nullptr &&
+                      device < ttpu_runtime_device_count(created);
+       ++device) {
+    status = ttpu_runtime_manual_seed(created, device, seed_at_creation);
+  }
+  if (status != nullptr && created != nullptr) {
+    ttpu_runtime_destroy(created);
+  }
   if (status == nullptr) {
     // The runtime is never destroyed: tensors (and their buffers) can
     // outlive every static destructor at interpreter shutdown, and releasing
@@ -48,6 +65,25 @@ ttpu_status* create_runtime_locked() {
 thread_local c10::DeviceIndex thread_current_device = 0;
 
 }  // namespace
+
+void set_plugin_search_dirs(const std::vector<std::string>& dirs) {
+  std::lock_guard<std::mutex> lock(runtime_mutex);
+  search_dirs = dirs;
+}
+
+uint64_t initial_seed() {
+  std::lock_guard<std::mutex> lock(runtime_mutex);
+  return seed_at_creation;
+}
+
+bool set_initial_seed_if_not_created(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(runtime_mutex);
+  if (runtime_if_created() != nullptr) {
+    return false;
+  }
+  seed_at_creation = seed;
+  return true;
+}
 
 ttpu_runtime* runtime_if_created() {
   return runtime_instance.load(std::memory_order_acquire);
@@ -70,12 +106,17 @@ ttpu_runtime* runtime() {
   std::string message = ttpu_status_message(status);
   ttpu_status_free(status);
   last_runtime_error = message;
+  // The engine's message says what it looked for; add what to do about it
+  // when it does not already.
+  const bool says_what_to_install =
+      message.find("pip install") != std::string::npos;
   TORCH_CHECK(
-      false,
-      "torchtpu could not start the tpu runtime: ", message,
-      "\nInstall a PJRT plugin (`pip install xla-cpu-pjrt` for the CPU "
-      "plugin, `pip install libtpu` on a TPU VM) or set TORCHTPU_PLUGIN to "
-      "the path of a PJRT plugin library.");
+      false, "torchtpu could not start the tpu runtime: ", message,
+      says_what_to_install
+          ? ""
+          : ". Install a PJRT plugin (`pip install xla-cpu-pjrt` for the CPU "
+            "plugin, `pip install libtpu` on a TPU VM) or set "
+            "TORCHTPU_PLUGIN to the path of a PJRT plugin library.");
 }
 
 int device_count_noexcept() {

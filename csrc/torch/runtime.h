@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <string>
+#include <vector>
 
 extern "C" {
 #include "ttpu.h"
@@ -21,6 +22,17 @@ namespace torchtpu {
 ttpu_runtime* runtime();
 // The runtime if it was already created, else nullptr. Never creates it.
 ttpu_runtime* runtime_if_created();
+// Directories (Python's sys.path) the engine searches for a plugin package
+// when TORCHTPU_PLUGIN is not set. Used by the next runtime creation.
+void set_plugin_search_dirs(const std::vector<std::string>& dirs);
+
+// The seed every device's random state starts from when the runtime is
+// created (PyTorch's default seed unless set before creation), so that
+// torch.manual_seed works without starting the runtime.
+uint64_t initial_seed();
+// Sets it if the runtime does not exist yet; returns false if it does.
+bool set_initial_seed_if_not_created(uint64_t seed);
+
 // Number of devices; 0 (no exception) when the runtime cannot be created.
 int device_count_noexcept();
 // The error message of the last failed runtime creation ("" if none).

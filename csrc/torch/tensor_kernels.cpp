@@ -13,6 +13,7 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include <set>
@@ -210,7 +211,6 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
-  TORCH_CHECK(!self.has_names(), "resize_ is not allowed on a Tensor with named dimensions");
   const c10::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   if (self.sizes() != sizes || memory_format) {
@@ -242,8 +242,9 @@ at::Tensor& set_geometry(at::Tensor& self, c10::Storage source, int64_t offset,
                          c10::IntArrayRef sizes, c10::IntArrayRef stride) {
   check_storage_device(self, source);
   TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
-  const std::vector<int64_t> strides =
-      stride.empty() ? c10::contiguous_strides(sizes) : stride.vec();
+  const c10::DimVector strides =
+      stride.empty() ? c10::contiguous_strides(sizes)
+                     : c10::DimVector(stride.begin(), stride.end());
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   if (!impl->unsafe_storage().is_alias_of(source)) {
     impl->set_storage_keep_dtype(std::move(source));
@@ -349,7 +350,9 @@ const std::set<std::string>& direct_kernel_names() {
       "_reshape_alias", "resize_", "set_.source_Storage",
       "set_.source_Storage_storage_offset", "set_.source_Tensor", "set_",
       "copy_", "_copy_from", "_copy_from_and_resize", "_to_copy",
-      "_local_scalar_dense"};
+      "_local_scalar_dense",
+      // index_kernels.cpp: boolean masks / missing sizes resolved first
+      "index.Tensor", "_index_put_impl_", "repeat_interleave.Tensor"};
   return names;
 }
 

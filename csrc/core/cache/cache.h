@@ -10,12 +10,18 @@
 typedef struct ttpu_cache ttpu_cache;
 
 /* Where each program result goes: a storage slot of the call's plan (or
- * -1: the device's rng state) and the row-major shape it is stored with. */
+ * -1: the device's rng state; TTPU_RESULT_CHECK: a data-dependent error
+ * check, see ttpu_l_check) and the row-major shape it is stored with. */
+#define TTPU_RESULT_CHECK (-2)
+#define TTPU_CHECK_FMT_MAX 256
 typedef struct {
   int slot;
   ttpu_dtype dtype;
   int ndim;
   int64_t dims[TTPU_MAX_DIMS];
+  /* TTPU_RESULT_CHECK only: the error to raise when the check fires. */
+  ttpu_code check_code;
+  char check_fmt[TTPU_CHECK_FMT_MAX];
 } ttpu_result_plan;
 
 typedef struct {

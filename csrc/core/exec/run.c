@@ -180,8 +180,10 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   }
   for (int o = 0; o < no; ++o) {
     const ttpu_tensor* x = &call->outputs[o];
-    if (!x->buffer)
-      return ttpu_status_make(TTPU_INTERNAL, "output %d has no storage", o);
+    if (!x->buffer) { /* an undefined return (a backward's output_mask) */
+      p->out_slot[o] = -1;
+      continue;
+    }
     ttpu_status* s = check_tensor(rt, call, x, "output", o);
     if (s) return s;
     int sl = slot_of(p, x->buffer);
@@ -284,11 +286,16 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   }
   for (int t = 0; t < nt; ++t) {
     rc |= key_part(p, "input", t);
-    if (p->tensor_slot[t] < 0) rc |= key_push(p, -1);
-    else rc |= key_geom(p, &call->tensors[t], p->tensor_slot[t]);
+    /* slot -1: None in a list, or an empty tensor (no storage) whose
+     * shape still shapes the program */
+    rc |= key_geom(p, &call->tensors[t], p->tensor_slot[t]);
   }
   for (int o = 0; o < no; ++o) {
     rc |= key_part(p, "output", o);
+    if (p->out_slot[o] < 0) {
+      rc |= key_push(p, -1);
+      continue;
+    }
     rc |= key_geom(p, &call->outputs[o], p->out_slot[o]);
     rc |= key_push(p, p->out_full[o]);
   }
@@ -430,6 +437,26 @@ static ttpu_status* compile_entry(ttpu_runtime* rt, const ttpu_plan* p,
   return s;
 }
 
+/* A program's data-dependent error check (ttpu_l_check): the one place an
+ * op waits for its own result. TORCHTPU_CHECK_INDICES=0 skips the read. */
+static ttpu_status* read_check(ttpu_runtime* rt, int dev,
+                               const ttpu_result_plan* rp,
+                               ttpu_pjrt_buffer* buf) {
+  const char* env = getenv("TORCHTPU_CHECK_INDICES");
+  if (env && !strcmp(env, "0")) return NULL;
+  int64_t info[4];
+  ttpu_status* s = ttpu_pjrt_buffer_to_host(rt->client, buf, info, sizeof(info));
+  if (s) return s;
+  rt->dev[dev].stats.d2h_bytes += (int64_t)sizeof(info);
+  if (!info[0]) return NULL;
+  /* fmt was written by the lowering, which consumes at most three args */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  return ttpu_status_make(rp->check_code, rp->check_fmt, (long long)info[1],
+                          (long long)info[2], (long long)info[3]);
+#pragma GCC diagnostic pop
+}
+
 static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
                             const ttpu_cache_entry* e) {
   const ttpu_op_call* call = p->call;
@@ -470,11 +497,22 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   }
   rt->dev[dev].stats.executions++;
   if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
+  const ttpu_result_plan* check = NULL;
+  ttpu_pjrt_buffer* check_buf = NULL;
   for (int r = 0; r < e->n_results; ++r) {
     const ttpu_result_plan* rp = &e->results[r];
+    if (rp->slot == TTPU_RESULT_CHECK) {
+      check = rp;
+      check_buf = outs[r];
+      continue;
+    }
     ttpu_buffer* b = rp->slot >= 0 ? p->slots[rp->slot].buf
                                    : rt->dev[dev].rng_state;
     ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
+  }
+  if (check_buf) {
+    s = read_check(rt, dev, check, check_buf);
+    ttpu_pjrt_buffer_destroy(rt->client, check_buf);
   }
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);

@@ -2,6 +2,7 @@
  * parameters for the storages it reads, strided views read out of them,
  * the op's lowering, and results written back into the storages (in place
  * through views, with the storage's parameter donated). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,9 @@ struct ttpu_lower {
   ttpu_val* slot_val; /* per slot: parameter value, or ERROR */
   ttpu_val fpack, ipack;
   ttpu_val rng_state; /* current rng state value (advanced by draws) */
+  ttpu_val check;     /* ttpu_l_check's info, or ERROR */
+  ttpu_code check_code;
+  char check_fmt[TTPU_CHECK_FMT_MAX];
 };
 
 ttpu_hlo* ttpu_l_hlo(ttpu_lower* L) { return L->b; }
@@ -219,7 +223,10 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
   }
   ttpu_val flat = flat_of(L, s, t->dtype);
   if (g.dense) {
-    int64_t lo = t->offset, hi = t->offset + n, one = 1;
+    /* broadcast (stride-0) dims hold one element each in the storage */
+    int64_t cnt = 1;
+    for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
+    int64_t lo = t->offset, hi = t->offset + cnt, one = 1;
     if (lo != 0 || hi != total) flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
     int64_t sorted[TTPU_MAX_DIMS];
     for (int k = 0; k < g.m; ++k) sorted[k] = g.size[k];
@@ -344,7 +351,12 @@ ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
   if (i < 0 || i >= L->call->n_tensors)
     return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no tensor at argument %d[%d]",
                          ttpu_op_name(L->call->op), arg, k);
-  if (L->p->tensor_slot[i] < 0) return TTPU_VAL_ERROR; /* None in a list */
+  if (L->p->tensor_slot[i] < 0) {
+    /* None in a list; or an empty tensor, which has no storage */
+    const ttpu_tensor* t = &L->call->tensors[i];
+    if (t->dtype == TTPU_DTYPE_NONE) return TTPU_VAL_ERROR;
+    return ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
+  }
   if (!L->in_done[i]) {
     L->in[i] = read_view(L, L->p->tensor_slot[i], &L->call->tensors[i]);
     L->in_done[i] = 1;
@@ -504,6 +516,25 @@ void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v) {
   L->out[k] = v;
 }
 
+void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
+                  const char* fmt) {
+  const ttpu_type* t = ttpu_hlo_type(L->b, info);
+  if (!t) return;
+  if (t->dtype != TTPU_I64 || t->ndim != 1 || t->dims[0] != 4) {
+    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: check info must be i64[4]",
+                  ttpu_op_name(L->call->op));
+    return;
+  }
+  if (strlen(fmt) >= sizeof(L->check_fmt)) { /* never cut a conversion */
+    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: check message too long",
+                  ttpu_op_name(L->call->op));
+    return;
+  }
+  L->check = info;
+  L->check_code = code;
+  snprintf(L->check_fmt, sizeof(L->check_fmt), "%s", fmt);
+}
+
 /* ------------------------------------------------------------ random */
 
 ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t) {
@@ -576,7 +607,7 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
     goto done;
   }
   for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
-  L.fpack = L.ipack = L.rng_state = TTPU_VAL_ERROR;
+  L.fpack = L.ipack = L.rng_state = L.check = TTPU_VAL_ERROR;
 
   /* Parameters, in index order. Written storages donate their parameter
    * to their result; result r is the r-th written slot, then the rng. */
@@ -726,6 +757,16 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
     res[n_written].dtype = TTPU_U64;
     res[n_written].ndim = 1;
     res[n_written].dims[0] = 2;
+  }
+  if (L.check != TTPU_VAL_ERROR) { /* room was left for it */
+    rvals[n_res] = L.check;
+    res[n_res].slot = TTPU_RESULT_CHECK;
+    res[n_res].dtype = TTPU_I64;
+    res[n_res].ndim = 1;
+    res[n_res].dims[0] = 4;
+    res[n_res].check_code = L.check_code;
+    memcpy(res[n_res].check_fmt, L.check_fmt, sizeof(L.check_fmt));
+    n_res++;
   }
   ttpu_hlo_return(L.b, rvals, n_res);
   s = ttpu_hlo_take_status(L.b);

@@ -7,10 +7,32 @@
 
 extern const ttpu_op_def ttpu_ops_copy[];
 extern const ttpu_op_def ttpu_ops_elementwise[];
+extern const ttpu_op_def ttpu_ops_unary[];
+extern const ttpu_op_def ttpu_ops_activation[];
+extern const ttpu_op_def ttpu_ops_index[];
+extern const ttpu_op_def ttpu_ops_shape[];
+extern const ttpu_op_def ttpu_ops_sort[];
+extern const ttpu_op_def ttpu_ops_reduce[];
+extern const ttpu_op_def ttpu_ops_nn[];
+extern const ttpu_op_def ttpu_ops_random[];
+extern const ttpu_op_def ttpu_ops_foreach[];
+extern const ttpu_op_def ttpu_ops_linalg[];
+extern const ttpu_op_def ttpu_ops_conv[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
     ttpu_ops_elementwise,
+    ttpu_ops_unary,
+    ttpu_ops_activation,
+    ttpu_ops_index,
+    ttpu_ops_shape,
+    ttpu_ops_sort,
+    ttpu_ops_reduce,
+    ttpu_ops_nn,
+    ttpu_ops_random,
+    ttpu_ops_foreach,
+    ttpu_ops_linalg,
+    ttpu_ops_conv,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

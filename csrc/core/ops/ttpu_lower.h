@@ -82,6 +82,18 @@ int ttpu_l_nout(ttpu_lower* L);
 ttpu_type ttpu_l_out_type(ttpu_lower* L, int k);
 void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v);
 
+/* A data-dependent error check (an out-of-range index, a mask count that
+ * does not match): info is an i64[4] value {flag, a, b, c}. After the
+ * program runs the engine reads it back (one small synchronous host read)
+ * unless TORCHTPU_CHECK_INDICES=0, and when flag != 0 fails the call with
+ * `code` and fmt formatted with a, b, c (as long long, in that order; fmt
+ * may use fewer). The program text does not depend on the switch. One
+ * check per program (a later call replaces it); fmt is copied. Outputs are
+ * still written, so a lowering keeps them harmless when the check fires
+ * (XLA drops out-of-range scatter updates and clamps gathers). */
+void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
+                  const char* fmt);
+
 /* Random ops (TTPU_OP_RANDOM): `bits` of type t (unsigned dtype), drawn
  * from and advancing the device's rng state. */
 ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t);

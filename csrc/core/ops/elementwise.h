@@ -1,0 +1,99 @@
+/* elementwise.h - helpers shared by the elementwise families
+ * (ops/elementwise.c, ops/unary.c, ops/activation.c); internal to ops/.
+ *
+ * Conventions: an elementwise lowering reads every operand already
+ * broadcast to the shape of output 0 (the meta kernel has checked that the
+ * shapes broadcast, and for in-place ops that the result fits `self`), in
+ * the dtype the math runs in. Like PyTorch's CPU kernels, half and bfloat16
+ * math runs in float32 ("opmath") and is rounded once when the framework
+ * converts the result to the output's dtype.
+ */
+#ifndef TTPU_OPS_ELEMENTWISE_H_
+#define TTPU_OPS_ELEMENTWISE_H_
+
+#include "ttpu_lower.h"
+
+/* Element kinds an op accepts, as the CPU kernel's dispatch does. */
+enum {
+  TTPU_EW_BOOL = 1,
+  TTPU_EW_INT = 2,
+  TTPU_EW_FLOAT = 4,
+  TTPU_EW_NUM = TTPU_EW_INT | TTPU_EW_FLOAT,
+  TTPU_EW_ALL = TTPU_EW_BOOL | TTPU_EW_INT | TTPU_EW_FLOAT,
+};
+
+/* float32 for half/bfloat16, else dt. */
+ttpu_dtype ttpu_ew_opmath(ttpu_dtype dt);
+/* PyTorch's result type over the call's operands (output 0's dtype when
+ * the glue gave none). */
+ttpu_dtype ttpu_ew_common(ttpu_lower* L);
+/* The floating type a float-valued op (exp, atan2, true division) computes
+ * in: the result type if floating, else output 0's dtype if floating, else
+ * float32 (integer inputs promote to the default float type). */
+ttpu_dtype ttpu_ew_float(ttpu_lower* L);
+/* Fails the lowering with NotImplementedError, as the CPU dispatch does,
+ * when dt is not among `kinds`; returns 0 then, 1 if accepted. */
+int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op);
+/* PyTorch's name of a dtype in dispatch errors: "Float", "Long", ... */
+const char* ttpu_ew_dtype_title(ttpu_dtype dt);
+
+/* Argument `arg` (a tensor, a CPU scalar tensor or a Scalar) converted to
+ * dt and broadcast to output 0's shape. */
+ttpu_val ttpu_ew_in(ttpu_lower* L, int arg, ttpu_dtype dt);
+/* Like ttpu_ew_in for a value already read. */
+ttpu_val ttpu_ew_fit(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
+/* A constant with the type of `like`. */
+ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v);
+/* x != x: bool, same shape. */
+ttpu_val ttpu_ew_isnan(ttpu_hlo* b, ttpu_val x);
+/* NaN-propagating maximum / minimum (PyTorch's maximum, clamp), exact for
+ * integers and bool too. */
+ttpu_val ttpu_ew_max(ttpu_hlo* b, ttpu_val x, ttpu_val y);
+ttpu_val ttpu_ew_min(ttpu_hlo* b, ttpu_val x, ttpu_val y);
+/* erf, exact to float32 rounding in the tails too (the plugin's own
+ * float32 erf stops 3 ulp short of 1); erfc keeps its tiny tail values. */
+ttpu_val ttpu_ew_erf(ttpu_hlo* b, ttpu_val x);
+ttpu_val ttpu_ew_erfc(ttpu_hlo* b, ttpu_val x);
+/* Fails the call with "ZeroDivisionError" (RuntimeError, as on CPU) when
+ * an integer divisor has a zero element; a data-dependent check. */
+void ttpu_ew_check_int_divisor(ttpu_lower* L, ttpu_val divisor);
+
+/* Short spellings for formula-heavy lowerings. */
+static inline ttpu_val ttpu_ew_add(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_ADD, x, y);
+}
+static inline ttpu_val ttpu_ew_sub(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_SUB, x, y);
+}
+static inline ttpu_val ttpu_ew_mul(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_MUL, x, y);
+}
+static inline ttpu_val ttpu_ew_div(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_DIV, x, y);
+}
+/* x (op) constant */
+static inline ttpu_val ttpu_ew_addk(ttpu_hlo* b, ttpu_val x, double v) {
+  return ttpu_hlo_binary(b, TTPU_ADD, x, ttpu_ew_k(b, x, v));
+}
+static inline ttpu_val ttpu_ew_mulk(ttpu_hlo* b, ttpu_val x, double v) {
+  return ttpu_hlo_binary(b, TTPU_MUL, x, ttpu_ew_k(b, x, v));
+}
+/* constant (op) x */
+static inline ttpu_val ttpu_ew_ksub(ttpu_hlo* b, double v, ttpu_val x) {
+  return ttpu_hlo_binary(b, TTPU_SUB, ttpu_ew_k(b, x, v), x);
+}
+static inline ttpu_val ttpu_ew_kdiv(ttpu_hlo* b, double v, ttpu_val x) {
+  return ttpu_hlo_binary(b, TTPU_DIV, ttpu_ew_k(b, x, v), x);
+}
+static inline ttpu_val ttpu_ew_cmpk(ttpu_hlo* b, ttpu_cmp c, ttpu_val x,
+                                    double v) {
+  return ttpu_hlo_compare(b, c, x, ttpu_ew_k(b, x, v));
+}
+static inline ttpu_val ttpu_ew_and(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_AND, x, y);
+}
+static inline ttpu_val ttpu_ew_or(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
+  return ttpu_hlo_binary(b, TTPU_OR, x, y);
+}
+
+#endif /* TTPU_OPS_ELEMENTWISE_H_ */

@@ -1,0 +1,196 @@
+/* linalg.c - matrix products: mm, bmm, mv, dot and their add* forms.
+ *
+ * matmul, linear, outer, einsum and friends are CompositeImplicitAutograd:
+ * they reach us as the ops below (plus views), forward and backward.
+ *
+ * Precision: float32 products ask for HIGHEST, so a TPU does full f32
+ * passes and results match the CPU (the XLA CPU plugin is exact either
+ * way). Mapping torch.set_float32_matmul_precision("high"/"medium") onto
+ * HIGH/DEFAULT comes later, with the glue passing the setting down.
+ * bf16/f16 products accumulate in f32 and round once, as the CPU does. */
+#include "ttpu_lower.h"
+
+/* The type products accumulate in. */
+static ttpu_dtype acc_dtype(ttpu_dtype dt) {
+  return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
+}
+
+static ttpu_precision precision_for(ttpu_dtype dt) {
+  return dt == TTPU_F32 || dt == TTPU_F64 ? TTPU_PREC_HIGHEST
+                                          : TTPU_PREC_DEFAULT;
+}
+
+/* Tensor args [first, first + n) must share one dtype, as the CPU kernels
+ * require (PyTorch's meta functions check only some of them). */
+static void same_dtypes(ttpu_lower* L, int first, int n, const char* what) {
+  ttpu_dtype dt = TTPU_DTYPE_NONE;
+  for (int a = first; a < first + n; ++a) {
+    const ttpu_tensor* t = ttpu_l_tensor_desc(L, a, -1);
+    if (!t) continue; /* a CPU scalar `self` */
+    if (dt == TTPU_DTYPE_NONE) dt = t->dtype;
+    if (t->dtype != dt) {
+      ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT,
+                    "%s: expected all operands to have the same dtype, but "
+                    "got %s and %s",
+                    what, ttpu_dtype_name(dt), ttpu_dtype_name(t->dtype));
+      return;
+    }
+  }
+}
+
+/* A tensor arg, or a Scalar one (a 0-d CPU tensor `self`) as a 0-d value. */
+static ttpu_val operand(ttpu_lower* L, int arg, ttpu_dtype dt) {
+  if (ttpu_l_kind(L, arg) == TTPU_ARG_TENSOR) return ttpu_l_tensor(L, arg);
+  return ttpu_l_scalar(L, arg, dt);
+}
+
+/* The dtype products run in: output 0's, which is the operands' once
+ * same_dtypes has checked them. Bool has no CPU kernel, nor one here. */
+static ttpu_dtype product_dtype(ttpu_lower* L, int n_operands,
+                                const char* cpu_kernel) {
+  same_dtypes(L, 0, n_operands, ttpu_op_name(ttpu_l_call(L)->op));
+  ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
+  if (dt == TTPU_BOOL)
+    ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED,
+                  "\"%s\" not implemented for 'Bool'", cpu_kernel);
+  return dt;
+}
+
+/* dot_general of a and b (converted to dt) accumulating in acc_dtype(dt). */
+static ttpu_val contract(ttpu_lower* L, ttpu_val a, ttpu_val b, ttpu_dtype dt,
+                         const int64_t* a_batch, const int64_t* b_batch,
+                         int n_batch, const int64_t* a_con,
+                         const int64_t* b_con, int n_con) {
+  ttpu_hlo* h = ttpu_l_hlo(L);
+  a = ttpu_hlo_convert(h, a, dt);
+  b = ttpu_hlo_convert(h, b, dt);
+  return ttpu_hlo_dot_general(h, a, b, a_batch, b_batch, n_batch, a_con, b_con,
+                              n_con, acc_dtype(dt), precision_for(dt));
+}
+
+/* beta * self + alpha * product, in the product's (accumulation) type.
+ * As in BLAS, a zero beta ignores self and a zero alpha ignores the
+ * product, so NaN/inf there do not propagate. beta at arg 3, alpha at 4. */
+static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod) {
+  ttpu_hlo* h = ttpu_l_hlo(L);
+  ttpu_type t = ttpu_l_type(L, prod);
+  ttpu_dtype at = t.dtype;
+  ttpu_val self = operand(L, 0, at);
+  self = ttpu_hlo_broadcast_to(h, ttpu_hlo_convert(h, self, at), t.ndim,
+                               t.dims);
+  ttpu_val zero = ttpu_hlo_const(h, t, 0, 0);
+  ttpu_val beta = ttpu_l_scalar(L, 3, at), alpha = ttpu_l_scalar(L, 4, at);
+  ttpu_val zero0 = ttpu_hlo_const(h, ttpu_type_make(at, 0, NULL), 0, 0);
+  ttpu_val beta_is0 = ttpu_hlo_compare(h, TTPU_EQ, beta, zero0);
+  ttpu_val alpha_is0 = ttpu_hlo_compare(h, TTPU_EQ, alpha, zero0);
+  beta = ttpu_hlo_broadcast_to(h, beta, t.ndim, t.dims);
+  alpha = ttpu_hlo_broadcast_to(h, alpha, t.ndim, t.dims);
+  beta_is0 = ttpu_hlo_broadcast_to(h, beta_is0, t.ndim, t.dims);
+  alpha_is0 = ttpu_hlo_broadcast_to(h, alpha_is0, t.ndim, t.dims);
+  ttpu_val s = ttpu_hlo_select(h, beta_is0, zero,
+                               ttpu_hlo_binary(h, TTPU_MUL, beta, self));
+  ttpu_val p = ttpu_hlo_select(h, alpha_is0, zero,
+                               ttpu_hlo_binary(h, TTPU_MUL, alpha, prod));
+  return ttpu_hlo_binary(h, TTPU_ADD, s, p);
+}
+
+static const int64_t D0[] = {0}, D1[] = {1}, D2[] = {2}, D02[] = {0, 2},
+                     D01[] = {0, 1};
+
+/* mm(self, mat2): [n, k] x [k, m]. */
+static ttpu_status* lower_mm(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 2, "addmm_impl_cpu_");
+  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
+                                NULL, NULL, 0, D1, D0, 1));
+  return NULL;
+}
+
+/* bmm(self, mat2): [b, n, k] x [b, k, m]. */
+static ttpu_status* lower_bmm(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 2, "bmm");
+  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
+                                D0, D0, 1, D2, D1, 1));
+  return NULL;
+}
+
+/* mv(self, vec): [n, k] x [k]. */
+static ttpu_status* lower_mv(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 2, "addmv_impl_cpu");
+  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
+                                NULL, NULL, 0, D1, D0, 1));
+  return NULL;
+}
+
+/* dot / vdot (the same for real dtypes): [k] x [k] -> 0-d. */
+static ttpu_status* lower_dot(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 2, "dot");
+  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
+                                NULL, NULL, 0, D0, D0, 1));
+  return NULL;
+}
+
+/* addmm(self, mat1, mat2, beta, alpha); self broadcasts to [n, m]. */
+static ttpu_status* lower_addmm(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 3, "addmm_impl_cpu_");
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
+                        NULL, 0, D1, D0, 1);
+  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  return NULL;
+}
+
+/* addmv(self, mat, vec, beta, alpha); self broadcasts to [n]. */
+static ttpu_status* lower_addmv(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 3, "addmv_impl_cpu");
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
+                        NULL, 0, D1, D0, 1);
+  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  return NULL;
+}
+
+/* baddbmm(self, batch1, batch2, beta, alpha); self broadcasts to [b, n, m]. */
+static ttpu_status* lower_baddbmm(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 3, "baddbmm");
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, D0,
+                        D0, 1, D2, D1, 1);
+  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  return NULL;
+}
+
+/* addbmm(self, batch1, batch2, beta, alpha): the batch of products summed,
+ * which is one contraction over both the batch and the inner dim. */
+static ttpu_status* lower_addbmm(ttpu_lower* L) {
+  ttpu_dtype dt = product_dtype(L, 3, "addbmm");
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
+                        NULL, 0, D02, D01, 2);
+  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  return NULL;
+}
+
+/* The functional, in-place and out= overloads share argument positions
+ * (self/operands first, beta and alpha at 3 and 4, out last), so one
+ * lowering serves all three. */
+const ttpu_op_def ttpu_ops_linalg[] = {
+    {"mm", lower_mm, 0},
+    {"mm.out", lower_mm, 0},
+    {"bmm", lower_bmm, 0},
+    {"bmm.out", lower_bmm, 0},
+    {"mv", lower_mv, 0},
+    {"mv.out", lower_mv, 0},
+    {"dot", lower_dot, 0},
+    {"dot.out", lower_dot, 0},
+    {"vdot", lower_dot, 0},
+    {"vdot.out", lower_dot, 0},
+    {"addmm", lower_addmm, 0},
+    {"addmm_", lower_addmm, 0},
+    {"addmm.out", lower_addmm, 0},
+    {"addmv", lower_addmv, 0},
+    {"addmv_", lower_addmv, 0},
+    {"addmv.out", lower_addmv, 0},
+    {"baddbmm", lower_baddbmm, 0},
+    {"baddbmm_", lower_baddbmm, 0},
+    {"baddbmm.out", lower_baddbmm, 0},
+    {"addbmm", lower_addbmm, 0},
+    {"addbmm_", lower_addbmm, 0},
+    {"addbmm.out", lower_addbmm, 0},
+    {NULL, NULL, 0},
+};

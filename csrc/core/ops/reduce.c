@@ -1,0 +1,467 @@
+/* reduce.c - reductions: sum/mean/prod, max/min and their index forms,
+ * var/std, any/all, logsumexp, cumulative sums/products, vector norms.
+ *
+ * Shapes, output dtypes and argument errors come from PyTorch's meta
+ * kernels before a lowering runs; a lowering computes values. Reduced
+ * dims are dropped by the reduce and the result is reshaped to the
+ * output's shape, which covers keepdim (it only inserts 1s). */
+#include <math.h>
+#include <string.h>
+
+#include "ttpu_lower.h"
+
+/* bf16/f16 accumulate in f32, as PyTorch's CPU kernels do. */
+static ttpu_dtype acc_of(ttpu_dtype dt) {
+  return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
+}
+
+static ttpu_val reshape_to(ttpu_hlo* b, ttpu_val v, ttpu_type t) {
+  return ttpu_hlo_reshape(b, v, t.ndim, t.dims);
+}
+
+/* Scalar constant shaped like v. */
+static ttpu_val cst_like(ttpu_lower* L, ttpu_val v, double f) {
+  return ttpu_hlo_const(ttpu_l_hlo(L), ttpu_l_type(L, v), f, (int64_t)f);
+}
+
+/* Fills mask[0..ndim) from a dim argument (None, an int or an int list).
+ * None means every dim, and so does an empty list when empty_all is set.
+ * Rank-0 tensors accept dim 0/-1 and reduce nothing. Returns the count
+ * of reduced dims. */
+static int dim_mask(ttpu_lower* L, int arg, int ndim, int empty_all,
+                    int* mask) {
+  for (int d = 0; d < ndim; ++d) mask[d] = 0;
+  int n = 0;
+  const int64_t* dims = ttpu_l_ints(L, arg, &n);
+  if (ttpu_l_is_none(L, arg) || (n == 0 && empty_all)) {
+    for (int d = 0; d < ndim; ++d) mask[d] = 1;
+    return ndim;
+  }
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t d = ttpu_l_dim(L, dims[i], ndim);
+    if (ndim == 0) continue;
+    if (mask[d]) {
+      ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT,
+                    "dim %lld appears multiple times in the list of dims",
+                    (long long)d);
+      return 0;
+    }
+    mask[d] = 1;
+    ++count;
+  }
+  return count;
+}
+
+static int64_t masked_numel(ttpu_type t, const int* mask) {
+  int64_t n = 1;
+  for (int d = 0; d < t.ndim; ++d)
+    if (mask[d]) n *= t.dims[d];
+  return n;
+}
+
+/* Reduces the masked dims of x (dropping them). */
+static ttpu_val reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
+                            const int* mask) {
+  ttpu_type t = ttpu_l_type(L, x);
+  int64_t dims[TTPU_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d)
+    if (mask[d]) dims[n++] = d;
+  return ttpu_hlo_reduce(ttpu_l_hlo(L), x, op, dims, n);
+}
+
+/* r (x reduced over the masked dims) broadcast back to x's type tx. */
+static ttpu_val bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type tx,
+                           const int* mask) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  int64_t keep[TTPU_MAX_DIMS];
+  for (int d = 0; d < tx.ndim; ++d) keep[d] = mask[d] ? 1 : tx.dims[d];
+  r = ttpu_hlo_reshape(b, r, tx.ndim, keep);
+  return ttpu_hlo_broadcast_to(b, r, tx.ndim, tx.dims);
+}
+
+/* max/min that propagate NaN whatever the backend's maximum does. */
+static ttpu_val reduce_extreme(ttpu_lower* L, ttpu_val x, int is_max,
+                               const int* mask) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val r = reduce_mask(L, x, is_max ? TTPU_RED_MAX : TTPU_RED_MIN, mask);
+  if (!ttpu_dtype_is_float(ttpu_l_type(L, x).dtype)) return r;
+  ttpu_val nan = ttpu_hlo_compare(b, TTPU_NE, x, x);
+  ttpu_val any_nan = reduce_mask(L, nan, TTPU_RED_OR, mask);
+  return ttpu_hlo_select(b, any_nan, cst_like(L, r, NAN), r);
+}
+
+/* ------------------------------------------------------------ sum/mean/prod */
+
+/* The input in the output dtype (a dtype= argument casts first), then in
+ * the accumulation dtype. */
+static ttpu_val input_for_out(ttpu_lower* L, int k) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype od = ttpu_l_out_type(L, k).dtype;
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), od);
+  return ttpu_hlo_convert(b, x, acc_of(od));
+}
+
+/* sum/prod/mean/nansum over a dim argument at dim_arg (-1: all dims). */
+static ttpu_status* lower_sum_like(ttpu_lower* L, int dim_arg, ttpu_redop op,
+                                   int mean, int nan_as_zero) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type out = ttpu_l_out_type(L, 0);
+  ttpu_val x = input_for_out(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  if (dim_arg < 0)
+    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
+  else
+    dim_mask(L, dim_arg, tx.ndim, 1, mask);
+  if (nan_as_zero && ttpu_dtype_is_float(tx.dtype))
+    x = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_NE, x, x),
+                        cst_like(L, x, 0.0), x);
+  ttpu_val r = reduce_mask(L, x, op, mask);
+  if (mean)
+    r = ttpu_hlo_binary(b, TTPU_DIV, r,
+                        cst_like(L, r, (double)masked_numel(tx, mask)));
+  ttpu_l_set_out(L, 0, reshape_to(b, r, out));
+  return NULL;
+}
+
+static ttpu_status* lower_sum(ttpu_lower* L) {
+  return lower_sum_like(L, -1, TTPU_RED_SUM, 0, 0);
+}
+static ttpu_status* lower_sum_dim(ttpu_lower* L) {
+  return lower_sum_like(L, 1, TTPU_RED_SUM, 0, 0);
+}
+static ttpu_status* lower_nansum(ttpu_lower* L) {
+  return lower_sum_like(L, 1, TTPU_RED_SUM, 0, 1);
+}
+static ttpu_status* lower_mean(ttpu_lower* L) {
+  return lower_sum_like(L, -1, TTPU_RED_SUM, 1, 0);
+}
+static ttpu_status* lower_mean_dim(ttpu_lower* L) {
+  return lower_sum_like(L, 1, TTPU_RED_SUM, 1, 0);
+}
+static ttpu_status* lower_prod(ttpu_lower* L) {
+  return lower_sum_like(L, -1, TTPU_RED_PROD, 0, 0);
+}
+static ttpu_status* lower_prod_dim(ttpu_lower* L) {
+  return lower_sum_like(L, 1, TTPU_RED_PROD, 0, 0);
+}
+
+/* ------------------------------------------------------------ max/min */
+
+/* amax/amin(self, int[1] dim=[], keepdim); max/min(self) reduce all. */
+static ttpu_status* lower_extreme(ttpu_lower* L, int is_max, int has_dim) {
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  if (has_dim)
+    dim_mask(L, 1, tx.ndim, 1, mask);
+  else
+    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
+  ttpu_val r = reduce_extreme(L, x, is_max, mask);
+  ttpu_l_set_out(L, 0, reshape_to(ttpu_l_hlo(L), r, ttpu_l_out_type(L, 0)));
+  return NULL;
+}
+
+static ttpu_status* lower_amax(ttpu_lower* L) { return lower_extreme(L, 1, 1); }
+static ttpu_status* lower_amin(ttpu_lower* L) { return lower_extreme(L, 0, 1); }
+static ttpu_status* lower_max(ttpu_lower* L) { return lower_extreme(L, 1, 0); }
+static ttpu_status* lower_min(ttpu_lower* L) { return lower_extreme(L, 0, 0); }
+
+/* Value and first index of the extreme along dim (NaN wins). A 0-d input
+ * is its own extreme at index 0. */
+static void arg_extreme(ttpu_lower* L, ttpu_val x, int64_t dim, int is_max,
+                        ttpu_val* value, ttpu_val* index) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  if (ttpu_l_type(L, x).ndim == 0) {
+    *value = x;
+    *index = ttpu_hlo_const_i(b, TTPU_I64, 0);
+    return;
+  }
+  ttpu_hlo_reduce_arg(b, x, (int)dim, is_max, value, index);
+}
+
+/* max.dim/min.dim(self, int dim, keepdim) -> (values, indices) */
+static ttpu_status* lower_extreme_dim(ttpu_lower* L, int is_max) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
+  ttpu_val v, i;
+  arg_extreme(L, x, dim, is_max, &v, &i);
+  ttpu_l_set_out(L, 0, reshape_to(b, v, ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 1, reshape_to(b, i, ttpu_l_out_type(L, 1)));
+  return NULL;
+}
+
+static ttpu_status* lower_max_dim(ttpu_lower* L) { return lower_extreme_dim(L, 1); }
+static ttpu_status* lower_min_dim(ttpu_lower* L) { return lower_extreme_dim(L, 0); }
+
+/* argmax/argmin(self, int? dim=None, keepdim): None flattens. */
+static ttpu_status* lower_argextreme(ttpu_lower* L, int is_max) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  /* the meta kernel lets bool through; the CPU kernel does not */
+  if (tx.dtype == TTPU_BOOL)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "%s(): does not support bool input",
+                            is_max ? "argmax" : "argmin");
+  int64_t dim = 0;
+  if (ttpu_l_is_none(L, 1)) {
+    int64_t n = ttpu_type_numel(&tx);
+    x = ttpu_hlo_reshape(b, x, 1, &n);
+  } else {
+    dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), tx.ndim);
+  }
+  ttpu_val v, i;
+  arg_extreme(L, x, dim, is_max, &v, &i);
+  ttpu_l_set_out(L, 0, reshape_to(b, i, ttpu_l_out_type(L, 0)));
+  return NULL;
+}
+
+static ttpu_status* lower_argmax(ttpu_lower* L) { return lower_argextreme(L, 1); }
+static ttpu_status* lower_argmin(ttpu_lower* L) { return lower_argextreme(L, 0); }
+
+/* aminmax(self, *, int? dim=None, keepdim) -> (min, max) */
+static ttpu_status* lower_aminmax(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  dim_mask(L, 1, tx.ndim, 0, mask);
+  ttpu_l_set_out(L, 0, reshape_to(b, reduce_extreme(L, x, 0, mask),
+                                  ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 1, reshape_to(b, reduce_extreme(L, x, 1, mask),
+                                  ttpu_l_out_type(L, 1)));
+  return NULL;
+}
+
+/* ------------------------------------------------------------ var/std */
+
+/* var/std/var_mean/std_mean.correction(self, int[1]? dim, *, Scalar?
+ * correction, keepdim). Two passes (mean, then squared deviations) in the
+ * accumulation dtype; the divisor max(N - correction, 0) is computed at
+ * run time because correction is a runtime Scalar. */
+static ttpu_status* lower_var_like(ttpu_lower* L, int take_sqrt, int with_mean) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type out = ttpu_l_out_type(L, 0);
+  ttpu_dtype acc = acc_of(out.dtype);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), acc);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  dim_mask(L, 1, tx.ndim, 1, mask);
+  double n = (double)masked_numel(tx, mask);
+  ttpu_val mean = reduce_mask(L, x, TTPU_RED_SUM, mask);
+  mean = ttpu_hlo_binary(b, TTPU_DIV, mean, cst_like(L, mean, n));
+  ttpu_val dev = ttpu_hlo_binary(b, TTPU_SUB, x, bcast_back(L, mean, tx, mask));
+  ttpu_val m2 = reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, dev, dev),
+                            TTPU_RED_SUM, mask);
+  ttpu_val corr = ttpu_l_is_none(L, 2) ? ttpu_hlo_const_f(b, acc, 1.0)
+                                       : ttpu_l_scalar(L, 2, acc);
+  ttpu_val div = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const_f(b, acc, n), corr);
+  div = ttpu_hlo_binary(b, TTPU_MAX, div, ttpu_hlo_const_f(b, acc, 0.0));
+  ttpu_type tm = ttpu_l_type(L, m2);
+  div = ttpu_hlo_broadcast_to(b, div, tm.ndim, tm.dims);
+  ttpu_val var = ttpu_hlo_binary(b, TTPU_DIV, m2, div);
+  if (take_sqrt) var = ttpu_hlo_unary(b, TTPU_SQRT, var);
+  ttpu_l_set_out(L, 0, reshape_to(b, var, out));
+  if (with_mean) ttpu_l_set_out(L, 1, reshape_to(b, mean, ttpu_l_out_type(L, 1)));
+  return NULL;
+}
+
+static ttpu_status* lower_var(ttpu_lower* L) { return lower_var_like(L, 0, 0); }
+static ttpu_status* lower_std(ttpu_lower* L) { return lower_var_like(L, 1, 0); }
+static ttpu_status* lower_var_mean(ttpu_lower* L) { return lower_var_like(L, 0, 1); }
+static ttpu_status* lower_std_mean(ttpu_lower* L) { return lower_var_like(L, 1, 1); }
+
+/* ------------------------------------------------------------ any/all */
+
+/* any/all(self), .dim(self, int dim, keepdim), .dims(self, int[]? dim,
+ * keepdim): None reduces every dim, an empty list none (as on CPU). The
+ * output is bool, or uint8 for uint8 input. */
+static ttpu_status* lower_any_all(ttpu_lower* L, int is_any, int has_dim) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  if (has_dim)
+    dim_mask(L, 1, tx.ndim, 0, mask);
+  else
+    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
+  ttpu_val nz = ttpu_hlo_convert(b, x, TTPU_BOOL);
+  ttpu_val r = reduce_mask(L, nz, is_any ? TTPU_RED_OR : TTPU_RED_AND, mask);
+  ttpu_l_set_out(L, 0, reshape_to(b, r, ttpu_l_out_type(L, 0)));
+  return NULL;
+}
+
+static ttpu_status* lower_any(ttpu_lower* L) { return lower_any_all(L, 1, 0); }
+static ttpu_status* lower_any_dim(ttpu_lower* L) { return lower_any_all(L, 1, 1); }
+static ttpu_status* lower_all(ttpu_lower* L) { return lower_any_all(L, 0, 0); }
+static ttpu_status* lower_all_dim(ttpu_lower* L) { return lower_any_all(L, 0, 1); }
+
+/* count_nonzero(self, int? dim=None), .dim_IntList(self, int[] dim): None
+ * and an empty list both count over every dim, as on CPU. */
+static ttpu_status* lower_count_nonzero(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  dim_mask(L, 1, tx.ndim, 1, mask);
+  ttpu_val nz = ttpu_hlo_convert(b, ttpu_hlo_convert(b, x, TTPU_BOOL), TTPU_I64);
+  ttpu_val r = reduce_mask(L, nz, TTPU_RED_SUM, mask);
+  ttpu_l_set_out(L, 0, reshape_to(b, r, ttpu_l_out_type(L, 0)));
+  return NULL;
+}
+
+/* ------------------------------------------------------------ logsumexp */
+
+/* logsumexp(self, int[1] dim, keepdim): max-shifted as PyTorch does, with
+ * an infinite max replaced by 0 so all -inf (or +inf) slices come out
+ * right. */
+static ttpu_status* lower_logsumexp(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type out = ttpu_l_out_type(L, 0);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), acc_of(out.dtype));
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  dim_mask(L, 1, tx.ndim, 1, mask);
+  ttpu_val m = reduce_mask(L, x, TTPU_RED_MAX, mask);
+  ttpu_val inf = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, m),
+                                  cst_like(L, m, INFINITY));
+  m = ttpu_hlo_select(b, inf, cst_like(L, m, 0.0), m);
+  ttpu_val sh = ttpu_hlo_binary(b, TTPU_SUB, x, bcast_back(L, m, tx, mask));
+  ttpu_val e = ttpu_hlo_unary(b, TTPU_EXP, sh);
+  ttpu_val s = ttpu_hlo_unary(b, TTPU_LOG, reduce_mask(L, e, TTPU_RED_SUM, mask));
+  ttpu_val r = ttpu_hlo_binary(b, TTPU_ADD, s, m);
+  ttpu_l_set_out(L, 0, reshape_to(b, r, out));
+  return NULL;
+}
+
+/* ------------------------------------------------------------ cumulative */
+
+/* cumsum/cumprod(self, int dim, *, dtype) and their in-place forms. */
+static ttpu_status* lower_cumulative(ttpu_lower* L, ttpu_redop op) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = input_for_out(L, 0);
+  int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
+  ttpu_l_set_out(L, 0, ttpu_hlo_cumulative(b, x, op, (int)dim));
+  return NULL;
+}
+
+static ttpu_status* lower_cumsum(ttpu_lower* L) {
+  return lower_cumulative(L, TTPU_RED_SUM);
+}
+static ttpu_status* lower_cumprod(ttpu_lower* L) {
+  return lower_cumulative(L, TTPU_RED_PROD);
+}
+
+/* ------------------------------------------------------------ norms */
+
+/* The vector p-norm over the masked dims. p is a runtime Scalar (a new
+ * order never recompiles), so the special orders are chosen by select:
+ * inf -> max|x|, -inf -> min|x|, 0 -> count of non-zeros, 1 and 2 exactly,
+ * anything else (sum |x|^p)^(1/p). XLA fuses the three reductions into one
+ * pass over x. */
+static ttpu_val vector_norm(ttpu_lower* L, ttpu_val x, ttpu_val p,
+                            const int* mask) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type tx = ttpu_l_type(L, x);
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, x);
+  ttpu_val pb = ttpu_hlo_broadcast_to(b, p, tx.ndim, tx.dims);
+  ttpu_val is0 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 0.0));
+  ttpu_val is1 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 1.0));
+  ttpu_val is2 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 2.0));
+  ttpu_val nz = ttpu_hlo_convert(
+      b, ttpu_hlo_compare(b, TTPU_NE, a, cst_like(L, a, 0.0)), tx.dtype);
+  ttpu_val t = ttpu_hlo_binary(b, TTPU_POW, a, pb);
+  t = ttpu_hlo_select(b, is2, ttpu_hlo_binary(b, TTPU_MUL, a, a), t);
+  t = ttpu_hlo_select(b, is1, a, t);
+  t = ttpu_hlo_select(b, is0, nz, t);
+  ttpu_val s = reduce_mask(L, t, TTPU_RED_SUM, mask);
+  ttpu_type ts = ttpu_l_type(L, s);
+  ttpu_val ps = ttpu_hlo_broadcast_to(b, p, ts.ndim, ts.dims);
+  ttpu_val root = ttpu_hlo_binary(
+      b, TTPU_POW, s, ttpu_hlo_binary(b, TTPU_DIV, cst_like(L, ps, 1.0), ps));
+  ttpu_val eq0 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 0.0));
+  ttpu_val eq1 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 1.0));
+  ttpu_val eq2 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 2.0));
+  ttpu_val pinf = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, INFINITY));
+  ttpu_val ninf = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, -INFINITY));
+  ttpu_val r = ttpu_hlo_select(b, eq2, ttpu_hlo_unary(b, TTPU_SQRT, s), root);
+  r = ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_OR, eq0, eq1), s, r);
+  /* max/min of an empty set is refused by the meta kernel for +-inf;
+   * other orders never read these. */
+  r = ttpu_hlo_select(b, pinf, reduce_extreme(L, a, 1, mask), r);
+  r = ttpu_hlo_select(b, ninf, reduce_extreme(L, a, 0, mask), r);
+  return r;
+}
+
+/* Shared by the norm overloads: p at p_arg (None = 2), dims at dim_arg
+ * (-1: all dims). The input is cast to the output dtype first (dtype=). */
+static ttpu_status* lower_norm_at(ttpu_lower* L, int p_arg, int dim_arg) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type out = ttpu_l_out_type(L, 0);
+  ttpu_val x = input_for_out(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  if (dim_arg < 0)
+    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
+  else
+    dim_mask(L, dim_arg, tx.ndim, 1, mask);
+  ttpu_val p = ttpu_l_is_none(L, p_arg) ? ttpu_hlo_const_f(b, tx.dtype, 2.0)
+                                        : ttpu_l_scalar(L, p_arg, tx.dtype);
+  ttpu_l_set_out(L, 0, reshape_to(b, vector_norm(L, x, p, mask), out));
+  return NULL;
+}
+
+/* linalg_vector_norm(self, Scalar ord=2, int[1]? dim, keepdim, *, dtype) */
+static ttpu_status* lower_linalg_vector_norm(ttpu_lower* L) {
+  return lower_norm_at(L, 1, 2);
+}
+/* norm.Scalar(self, Scalar p=2); norm.ScalarOpt_dtype(self, p?, *, dtype) */
+static ttpu_status* lower_norm_all(ttpu_lower* L) { return lower_norm_at(L, 1, -1); }
+/* norm.ScalarOpt_dim(self, p?, int[1] dim, keepdim) and _dim_dtype */
+static ttpu_status* lower_norm_dim(ttpu_lower* L) { return lower_norm_at(L, 1, 2); }
+
+const ttpu_op_def ttpu_ops_reduce[] = {
+    {"sum", lower_sum, 0},
+    {"sum.dim_IntList", lower_sum_dim, 0},
+    {"nansum", lower_nansum, 0},
+    {"mean", lower_mean, 0},
+    {"mean.dim", lower_mean_dim, 0},
+    {"prod", lower_prod, 0},
+    {"prod.dim_int", lower_prod_dim, 0},
+    {"amax", lower_amax, 0},
+    {"amin", lower_amin, 0},
+    {"max", lower_max, 0},
+    {"min", lower_min, 0},
+    {"max.dim", lower_max_dim, 0},
+    {"min.dim", lower_min_dim, 0},
+    {"argmax", lower_argmax, 0},
+    {"argmin", lower_argmin, 0},
+    {"aminmax", lower_aminmax, 0},
+    {"var.correction", lower_var, 0},
+    {"std.correction", lower_std, 0},
+    {"var_mean.correction", lower_var_mean, 0},
+    {"std_mean.correction", lower_std_mean, 0},
+    {"any", lower_any, 0},
+    {"any.dim", lower_any_dim, 0},
+    {"any.dims", lower_any_dim, 0},
+    {"all", lower_all, 0},
+    {"all.dim", lower_all_dim, 0},
+    {"all.dims", lower_all_dim, 0},
+    {"count_nonzero", lower_count_nonzero, 0},
+    {"count_nonzero.dim_IntList", lower_count_nonzero, 0},
+    {"logsumexp", lower_logsumexp, 0},
+    {"cumsum", lower_cumsum, 0},
+    {"cumsum_", lower_cumsum, 0},
+    {"cumprod", lower_cumprod, 0},
+    {"cumprod_", lower_cumprod, 0},
+    {"linalg_vector_norm", lower_linalg_vector_norm, 0},
+    {"norm.Scalar", lower_norm_all, 0},
+    {"norm.ScalarOpt_dtype", lower_norm_all, 0},
+    {"norm.ScalarOpt_dim", lower_norm_dim, 0},
+    {"norm.ScalarOpt_dim_dtype", lower_norm_dim, 0},
+    {NULL, NULL, 0},
+};

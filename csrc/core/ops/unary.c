@@ -1,0 +1,468 @@
+/* unary.c - elementwise math of one tensor: exp/log family, roots,
+ * trigonometric and hyperbolic functions (composed where StableHLO has no
+ * op, in forms accurate at both ends of the range), erf family, rounding,
+ * sign and classification, nan_to_num, logit. Float-valued functions of
+ * integer or bool tensors compute in the result's float type, as PyTorch
+ * promotes them. */
+#include <math.h>
+
+#include "elementwise.h"
+
+typedef ttpu_val (*unary_fn)(ttpu_hlo* b, ttpu_val x);
+
+/* A float-valued function: input in opmath of the result's float type. */
+static ttpu_status* float_unary(ttpu_lower* L, unary_fn f) {
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_ew_float(L));
+  ttpu_l_set_out(L, 0, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, md)));
+  return NULL;
+}
+
+/* A function that keeps the input's dtype (neg, abs, floor ...), for the
+ * kinds the CPU kernel dispatches. */
+static ttpu_status* same_unary(ttpu_lower* L, unary_fn f, int kinds,
+                               const char* name) {
+  ttpu_dtype dt = ttpu_ew_common(L);
+  if (!ttpu_ew_accepts(L, dt, kinds, name)) return NULL;
+  ttpu_l_set_out(L, 0, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, ttpu_ew_opmath(dt))));
+  return NULL;
+}
+
+#define FLOAT_UNARY(name, expr)                                  \
+  static ttpu_val f_##name(ttpu_hlo* b, ttpu_val x) {            \
+    (void)b;                                                     \
+    return expr;                                                 \
+  }                                                              \
+  static ttpu_status* lower_##name(ttpu_lower* L) {              \
+    return float_unary(L, f_##name);                             \
+  }
+
+#define SAME_UNARY(name, kinds, cpu_name, expr)                  \
+  static ttpu_val f_##name(ttpu_hlo* b, ttpu_val x) {            \
+    (void)b;                                                     \
+    return expr;                                                 \
+  }                                                              \
+  static ttpu_status* lower_##name(ttpu_lower* L) {              \
+    return same_unary(L, f_##name, kinds, cpu_name);             \
+  }
+
+static const double kLn2 = 0.693147180559945309417232121458176568;
+static const double kLn10 = 2.30258509299404568401799145468436421;
+static const double kPi = 3.14159265358979323846264338327950288;
+
+static ttpu_val un(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
+  return ttpu_hlo_unary(b, op, x);
+}
+
+/* -x where x < 0 (NaN and -0.0 keep r): gives odd functions their sign. */
+static ttpu_val odd(ttpu_hlo* b, ttpu_val x, ttpu_val r) {
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0),
+                         un(b, TTPU_NEG, r), r);
+}
+
+/* Integers are their own truncation (floor/ceil pass them through). */
+static ttpu_val trunc_v(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), un(b, TTPU_CEIL, x),
+                         un(b, TTPU_FLOOR, x));
+}
+
+/* sign as CPU: (0 < x) - (x < 0), so NaN gives 0. */
+static ttpu_val sign_v(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  if (!t || !ttpu_dtype_is_float(t->dtype)) return un(b, TTPU_SIGN, x);
+  ttpu_dtype dt = t->dtype;
+  return ttpu_ew_sub(b, ttpu_hlo_convert(b, ttpu_ew_cmpk(b, TTPU_GT, x, 0), dt),
+                     ttpu_hlo_convert(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), dt));
+}
+
+/* sqrt((1 - x)(1 + x)): 1 - x^2 without cancellation near |x| = 1. */
+static ttpu_val one_minus_sq_root(ttpu_hlo* b, ttpu_val x) {
+  return un(b, TTPU_SQRT, ttpu_ew_mul(b, ttpu_ew_ksub(b, 1, x), ttpu_ew_addk(b, x, 1)));
+}
+
+static ttpu_val asin_v(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_binary(b, TTPU_ATAN2, x, one_minus_sq_root(b, x));
+}
+
+static ttpu_val acos_v(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_binary(b, TTPU_ATAN2, one_minus_sq_root(b, x), x);
+}
+
+/* sinh from expm1 (exact near 0); far out as (e/2) * e with e = exp(|x|/2)
+ * so that sinh stays finite where exp(|x|) alone would overflow. */
+static ttpu_val sinh_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val a = un(b, TTPU_ABS, x);
+  ttpu_val s = un(b, TTPU_EXPM1, a);
+  ttpu_val near = ttpu_ew_mulk(
+      b, ttpu_ew_add(b, s, ttpu_ew_div(b, s, ttpu_ew_addk(b, s, 1))), 0.5);
+  ttpu_val e = un(b, TTPU_EXP, ttpu_ew_mulk(b, a, 0.5));
+  ttpu_val far = ttpu_ew_mul(b, ttpu_ew_mulk(b, e, 0.5), e);
+  ttpu_val r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, a, 20), far, near);
+  return odd(b, x, r);
+}
+
+static ttpu_val cosh_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val a = un(b, TTPU_ABS, x);
+  ttpu_val e1 = un(b, TTPU_EXP, a);
+  ttpu_val near = ttpu_ew_mulk(b, ttpu_ew_add(b, e1, ttpu_ew_kdiv(b, 1, e1)), 0.5);
+  ttpu_val e = un(b, TTPU_EXP, ttpu_ew_mulk(b, a, 0.5));
+  ttpu_val far = ttpu_ew_mul(b, ttpu_ew_mulk(b, e, 0.5), e);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, a, 20), far, near);
+}
+
+/* asinh(|x|) = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(2a) past 1e8,
+ * where a^2 would lose 1 or overflow. */
+static ttpu_val asinh_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val a = un(b, TTPU_ABS, x);
+  ttpu_val a2 = ttpu_ew_mul(b, a, a);
+  ttpu_val q = ttpu_ew_div(b, a2, ttpu_ew_addk(b, un(b, TTPU_SQRT, ttpu_ew_addk(b, a2, 1)), 1));
+  ttpu_val near = un(b, TTPU_LOG1P, ttpu_ew_add(b, a, q));
+  ttpu_val far = ttpu_ew_addk(b, un(b, TTPU_LOG, a), kLn2);
+  return odd(b, x, ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, a, 1e8), far, near));
+}
+
+/* acosh(x) = log1p(t + sqrt(t (x + 1))), t = x - 1; NaN below 1. */
+static ttpu_val acosh_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val t = ttpu_ew_addk(b, x, -1);
+  ttpu_val near = un(b, TTPU_LOG1P, ttpu_ew_add(
+      b, t, un(b, TTPU_SQRT, ttpu_ew_mul(b, t, ttpu_ew_addk(b, x, 1)))));
+  ttpu_val far = ttpu_ew_addk(b, un(b, TTPU_LOG, x), kLn2);
+  ttpu_val r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, x, 1e8), far, near);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 1), ttpu_ew_k(b, x, NAN), r);
+}
+
+/* atanh(|x|) = log1p(2|x| / (1 - |x|)) / 2, odd: near -1 the direct form
+ * would take log1p of a value next to -1. */
+static ttpu_val atanh_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val a = un(b, TTPU_ABS, x);
+  ttpu_val q = ttpu_ew_div(b, ttpu_ew_mulk(b, a, 2), ttpu_ew_ksub(b, 1, a));
+  return odd(b, x, ttpu_ew_mulk(b, un(b, TTPU_LOG1P, q), 0.5));
+}
+
+/* exp(x^2) erfc(x) for x >= 0 from a rational Chebyshev fit (fractional
+ * error < 1.2e-7), times exp(-x^2): erfc without cancellation. */
+static ttpu_val erfc_tail(ttpu_hlo* b, ttpu_val z) {
+  static const double c[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418,
+                             -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+                             -0.82215223, 0.17087277};
+  ttpu_val t = ttpu_ew_kdiv(b, 1, ttpu_ew_addk(b, ttpu_ew_mulk(b, z, 0.5), 1));
+  ttpu_val p = ttpu_ew_k(b, t, c[9]);
+  for (int i = 8; i >= 0; --i) p = ttpu_ew_addk(b, ttpu_ew_mul(b, p, t), c[i]);
+  return ttpu_ew_mul(b, t, un(b, TTPU_EXP, ttpu_ew_sub(b, p, ttpu_ew_mul(b, z, z))));
+}
+
+static int is_f64(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  return t && t->dtype == TTPU_F64;
+}
+
+ttpu_val ttpu_ew_erf(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val e = un(b, TTPU_ERF, x);
+  if (is_f64(b, x)) return e;
+  ttpu_val tail = ttpu_ew_ksub(b, 1, erfc_tail(b, un(b, TTPU_ABS, x)));
+  ttpu_val far = ttpu_ew_cmpk(b, TTPU_GT, un(b, TTPU_ABS, x), 2);
+  return ttpu_hlo_select(b, far, odd(b, x, tail), e);
+}
+
+/* erfc: 1 - erf(x) where that loses nothing (x < 0.5), else the tail fit,
+ * which keeps the tiny values erfc is used for. */
+ttpu_val ttpu_ew_erfc(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val z = un(b, TTPU_ABS, x);
+  ttpu_val tail = erfc_tail(b, z);
+  tail = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), ttpu_ew_ksub(b, 2, tail), tail);
+  ttpu_val small = ttpu_ew_ksub(b, 1, ttpu_ew_erf(b, x));
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, z, 0.5), small, tail);
+}
+
+/* erfinv: Giles' single-precision approximation ("Approximating the erfinv
+ * function", GPU Computing Gems, 2010), relative error ~3e-7; for float64
+ * refined by Newton steps on erf. */
+static ttpu_val erfinv_v(ttpu_hlo* b, ttpu_val x) {
+  static const double lo[] = {2.81022636e-08, 3.43273939e-07, -3.5233877e-06,
+                              -4.39150654e-06, 0.00021858087, -0.00125372503,
+                              -0.00417768164, 0.246640727, 1.50140941};
+  static const double hi[] = {-0.000200214257, 0.000100950558, 0.00134934322,
+                              -0.00367342844, 0.00573950773, -0.0076224613,
+                              0.00943887047, 1.00167406, 2.83297682};
+  ttpu_val w = un(b, TTPU_NEG, un(b, TTPU_LOG, ttpu_ew_mul(
+      b, ttpu_ew_ksub(b, 1, x), ttpu_ew_addk(b, x, 1))));
+  ttpu_val wl = ttpu_ew_addk(b, w, -2.5);
+  ttpu_val wh = ttpu_ew_addk(b, un(b, TTPU_SQRT, w), -3);
+  ttpu_val pl = ttpu_ew_k(b, x, lo[0]), ph = ttpu_ew_k(b, x, hi[0]);
+  for (int i = 1; i < 9; ++i) {
+    pl = ttpu_ew_addk(b, ttpu_ew_mul(b, pl, wl), lo[i]);
+    ph = ttpu_ew_addk(b, ttpu_ew_mul(b, ph, wh), hi[i]);
+  }
+  ttpu_val r = ttpu_ew_mul(b, ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, w, 5), pl, ph), x);
+  if (is_f64(b, x)) {
+    const double two_over_sqrt_pi = 1.12837916709551257389615890312154517;
+    for (int i = 0; i < 3; ++i) {
+      ttpu_val f = ttpu_ew_sub(b, un(b, TTPU_ERF, r), x);
+      ttpu_val d = ttpu_ew_mulk(
+          b, un(b, TTPU_EXP, un(b, TTPU_NEG, ttpu_ew_mul(b, r, r))), two_over_sqrt_pi);
+      /* where the slope is tiny, erf's own rounding would dominate */
+      r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, d, 1e-8),
+                          ttpu_ew_sub(b, r, ttpu_ew_div(b, f, d)), r);
+    }
+  }
+  ttpu_val a = un(b, TTPU_ABS, x);
+  ttpu_val inf = ttpu_ew_mulk(b, x, INFINITY);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, a, 1), inf, r);
+}
+
+/* round(x, decimals) as CPU: scale by 10^|decimals|, round half to even,
+ * scale back (multiplying or dividing as CPU does, for the same rounding). */
+static ttpu_val round_decimals(ttpu_hlo* b, ttpu_val x, int64_t decimals) {
+  if (decimals == 0) return un(b, TTPU_ROUND_EVEN, x);
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  if (!t) return TTPU_VAL_ERROR;
+  double p = pow(10.0, (double)(decimals > 0 ? decimals : -decimals));
+  /* in opmath, like CPU's ten_pow_decimals */
+  ttpu_val pk = ttpu_ew_k(b, x, p);
+  if (decimals > 0)
+    return ttpu_ew_div(b, un(b, TTPU_ROUND_EVEN, ttpu_ew_mul(b, x, pk)), pk);
+  return ttpu_ew_mul(b, un(b, TTPU_ROUND_EVEN, ttpu_ew_div(b, x, pk)), pk);
+}
+
+static ttpu_val sinc_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val px = ttpu_ew_mulk(b, x, kPi);
+  ttpu_val r = ttpu_ew_div(b, un(b, TTPU_SIN, px), px);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0), ttpu_ew_k(b, x, 1), r);
+}
+
+/* ---- float-valued functions */
+FLOAT_UNARY(exp, un(b, TTPU_EXP, x))
+FLOAT_UNARY(exp2, ttpu_hlo_binary(b, TTPU_POW, ttpu_ew_k(b, x, 2), x))
+FLOAT_UNARY(expm1, un(b, TTPU_EXPM1, x))
+FLOAT_UNARY(log, un(b, TTPU_LOG, x))
+FLOAT_UNARY(log2, ttpu_ew_mulk(b, un(b, TTPU_LOG, x), 1 / kLn2))
+FLOAT_UNARY(log10, ttpu_ew_mulk(b, un(b, TTPU_LOG, x), 1 / kLn10))
+FLOAT_UNARY(log1p, un(b, TTPU_LOG1P, x))
+FLOAT_UNARY(sqrt, un(b, TTPU_SQRT, x))
+FLOAT_UNARY(rsqrt, un(b, TTPU_RSQRT, x))
+FLOAT_UNARY(reciprocal, ttpu_ew_kdiv(b, 1, x))
+FLOAT_UNARY(sin, un(b, TTPU_SIN, x))
+FLOAT_UNARY(cos, un(b, TTPU_COS, x))
+FLOAT_UNARY(tan, un(b, TTPU_TAN, x))
+FLOAT_UNARY(asin, asin_v(b, x))
+FLOAT_UNARY(acos, acos_v(b, x))
+FLOAT_UNARY(atan, ttpu_hlo_binary(b, TTPU_ATAN2, x, ttpu_ew_k(b, x, 1)))
+FLOAT_UNARY(sinh, sinh_v(b, x))
+FLOAT_UNARY(cosh, cosh_v(b, x))
+FLOAT_UNARY(tanh, un(b, TTPU_TANH, x))
+FLOAT_UNARY(asinh, asinh_v(b, x))
+FLOAT_UNARY(acosh, acosh_v(b, x))
+FLOAT_UNARY(atanh, atanh_v(b, x))
+FLOAT_UNARY(erf, ttpu_ew_erf(b, x))
+FLOAT_UNARY(erfc, ttpu_ew_erfc(b, x))
+FLOAT_UNARY(erfinv, erfinv_v(b, x))
+FLOAT_UNARY(sigmoid, un(b, TTPU_LOGISTIC, x))
+FLOAT_UNARY(deg2rad, ttpu_ew_mulk(b, x, kPi / 180))
+FLOAT_UNARY(rad2deg, ttpu_ew_mulk(b, x, 180 / kPi))
+FLOAT_UNARY(sinc, sinc_v(b, x))
+
+/* ---- dtype-preserving functions */
+SAME_UNARY(neg, TTPU_EW_NUM, "neg_cpu", un(b, TTPU_NEG, x))
+SAME_UNARY(abs, TTPU_EW_NUM, "abs_cpu", un(b, TTPU_ABS, x))
+SAME_UNARY(sign, TTPU_EW_ALL, "sign_cpu", sign_v(b, x))
+SAME_UNARY(floor, TTPU_EW_NUM, "floor_vml_cpu", un(b, TTPU_FLOOR, x))
+SAME_UNARY(ceil, TTPU_EW_NUM, "ceil_vml_cpu", un(b, TTPU_CEIL, x))
+SAME_UNARY(round, TTPU_EW_NUM, "round_vml_cpu", un(b, TTPU_ROUND_EVEN, x))
+SAME_UNARY(trunc, TTPU_EW_NUM, "trunc_vml_cpu", trunc_v(b, x))
+SAME_UNARY(frac, TTPU_EW_FLOAT, "frac_cpu", ttpu_ew_sub(b, x, trunc_v(b, x)))
+
+/* round.decimals(self, *, decimals): float tensors only on CPU. */
+static ttpu_status* lower_round_decimals(ttpu_lower* L) {
+  ttpu_dtype dt = ttpu_ew_common(L);
+  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "round_cpu")) return NULL;
+  ttpu_val x = ttpu_ew_in(L, 0, ttpu_ew_opmath(dt));
+  ttpu_l_set_out(L, 0, round_decimals(ttpu_l_hlo(L), x, ttpu_l_int(L, 1, 0)));
+  return NULL;
+}
+
+/* ---- classification: bool results, read in the input's own dtype */
+
+static ttpu_val input_as_is(ttpu_lower* L) {
+  return ttpu_ew_in(L, 0, ttpu_ew_common(L));
+}
+
+static ttpu_val all_false(ttpu_hlo* b, ttpu_val x) {
+  ttpu_type t = *ttpu_hlo_type(b, x);
+  t.dtype = TTPU_BOOL;
+  return ttpu_hlo_const(b, t, 0, 0);
+}
+
+/* which: 0 isinf, 1 isposinf, 2 isneginf */
+static ttpu_status* isinf_like(ttpu_lower* L, int which) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = input_as_is(L);
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  if (!t) return NULL;
+  ttpu_val r;
+  if (!ttpu_dtype_is_float(t->dtype)) {
+    r = all_false(b, x);
+  } else if (which == 0) {
+    r = ttpu_ew_cmpk(b, TTPU_EQ, un(b, TTPU_ABS, x), INFINITY);
+  } else {
+    r = ttpu_ew_cmpk(b, TTPU_EQ, x, which == 1 ? INFINITY : -INFINITY);
+  }
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+static ttpu_status* lower_isinf(ttpu_lower* L) { return isinf_like(L, 0); }
+static ttpu_status* lower_isposinf(ttpu_lower* L) { return isinf_like(L, 1); }
+static ttpu_status* lower_isneginf(ttpu_lower* L) { return isinf_like(L, 2); }
+
+static ttpu_status* lower_isnan(ttpu_lower* L) {
+  ttpu_l_set_out(L, 0, ttpu_ew_isnan(ttpu_l_hlo(L), input_as_is(L)));
+  return NULL;
+}
+
+/* signbit: the float sign bit (set for -0.0 and negative NaNs). */
+static ttpu_status* lower_signbit(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = input_as_is(L);
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return NULL;
+  ttpu_type t = *tp;
+  ttpu_val r;
+  if (ttpu_dtype_is_float(t.dtype)) {
+    size_t n = ttpu_dtype_size(t.dtype);
+    t.dtype = n == 8 ? TTPU_I64 : n == 4 ? TTPU_I32 : TTPU_I16;
+    r = ttpu_ew_cmpk(b, TTPU_LT, ttpu_hlo_bitcast(b, x, t), 0);
+  } else if (t.dtype == TTPU_BOOL || t.dtype == TTPU_U8) {
+    r = all_false(b, x);
+  } else {
+    r = ttpu_ew_cmpk(b, TTPU_LT, x, 0);
+  }
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* nan_to_num(self, nan?, posinf?, neginf?): None means 0 and the dtype's
+ * largest/lowest finite value; integer and bool tensors are unchanged. */
+static ttpu_status* lower_nan_to_num(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = input_as_is(L);
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  if (!t) return NULL;
+  ttpu_dtype dt = t->dtype;
+  if (!ttpu_dtype_is_float(dt)) {
+    ttpu_l_set_out(L, 0, x);
+    return NULL;
+  }
+  double big = dt == TTPU_F64    ? 1.7976931348623157e308
+               : dt == TTPU_F32  ? 3.4028234663852886e38
+               : dt == TTPU_BF16 ? 3.3895313892515355e38
+                                 : 65504.0;
+  double nanv = ttpu_l_float(L, 1, 0.0);
+  double posv = ttpu_l_float(L, 2, big);
+  double negv = ttpu_l_float(L, 3, -big);
+  ttpu_val r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, INFINITY),
+                               ttpu_ew_k(b, x, posv), x);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, -INFINITY),
+                      ttpu_ew_k(b, x, negv), r);
+  r = ttpu_hlo_select(b, ttpu_ew_isnan(b, x), ttpu_ew_k(b, x, nanv), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* logit(self, eps?): log(x / (1 - x)), x first clamped to [eps, 1 - eps]
+ * when eps is given (and not negative, which CPU treats as None). */
+static ttpu_status* lower_logit(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_ew_in(L, 0, ttpu_ew_opmath(ttpu_ew_float(L)));
+  double eps = ttpu_l_float(L, 1, -1.0);
+  if (eps >= 0) {
+    ttpu_val lo = ttpu_ew_k(b, x, eps);
+    ttpu_val hi = ttpu_ew_ksub(b, 1, lo);
+    x = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, x, lo), lo,
+                        ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, x, hi), hi, x));
+  }
+  ttpu_l_set_out(L, 0, un(b, TTPU_LOG, ttpu_ew_div(b, x, ttpu_ew_ksub(b, 1, x))));
+  return NULL;
+}
+
+/* logit_backward(grad_output, self, eps?) */
+static ttpu_status* lower_logit_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_ew_float(L));
+  ttpu_val dy = ttpu_ew_in(L, 0, md), x = ttpu_ew_in(L, 1, md);
+  double eps = ttpu_l_float(L, 2, -1.0);
+  ttpu_val edge = ttpu_ew_or(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0), ttpu_ew_cmpk(b, TTPU_EQ, x, 1));
+  ttpu_val r = ttpu_ew_div(b, dy, ttpu_ew_mul(b, x, ttpu_ew_ksub(b, 1, x)));
+  r = ttpu_hlo_select(b, edge, ttpu_ew_mulk(b, dy, INFINITY), r);
+  ttpu_val lo = ttpu_ew_k(b, x, eps < 0 ? 0 : eps);
+  ttpu_val hi = ttpu_ew_ksub(b, 1, lo);
+  ttpu_val out = ttpu_ew_or(b, ttpu_hlo_compare(b, TTPU_LT, x, lo),
+                            ttpu_hlo_compare(b, TTPU_GT, x, hi));
+  r = ttpu_hlo_select(b, out, ttpu_ew_k(b, x, eps < 0 ? NAN : 0), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+#define UNARY_DEFS(name)                 \
+  {#name, lower_##name, 0},              \
+  {#name "_", lower_##name, 0},          \
+  {#name ".out", lower_##name, 0}
+
+const ttpu_op_def ttpu_ops_unary[] = {
+    UNARY_DEFS(exp),
+    UNARY_DEFS(exp2),
+    UNARY_DEFS(expm1),
+    UNARY_DEFS(log),
+    UNARY_DEFS(log2),
+    UNARY_DEFS(log10),
+    UNARY_DEFS(log1p),
+    UNARY_DEFS(sqrt),
+    UNARY_DEFS(rsqrt),
+    UNARY_DEFS(reciprocal),
+    UNARY_DEFS(sin),
+    UNARY_DEFS(cos),
+    UNARY_DEFS(tan),
+    UNARY_DEFS(asin),
+    UNARY_DEFS(acos),
+    UNARY_DEFS(atan),
+    UNARY_DEFS(sinh),
+    UNARY_DEFS(cosh),
+    UNARY_DEFS(tanh),
+    UNARY_DEFS(asinh),
+    UNARY_DEFS(acosh),
+    UNARY_DEFS(atanh),
+    UNARY_DEFS(erf),
+    UNARY_DEFS(erfc),
+    UNARY_DEFS(erfinv),
+    UNARY_DEFS(sigmoid),
+    UNARY_DEFS(deg2rad),
+    UNARY_DEFS(rad2deg),
+    UNARY_DEFS(sinc),
+    UNARY_DEFS(neg),
+    UNARY_DEFS(abs),
+    UNARY_DEFS(sign),
+    {"sgn", lower_sign, 0},
+    {"sgn_", lower_sign, 0},
+    {"sgn.out", lower_sign, 0},
+    UNARY_DEFS(floor),
+    UNARY_DEFS(ceil),
+    UNARY_DEFS(round),
+    {"round.decimals", lower_round_decimals, 0},
+    {"round_.decimals", lower_round_decimals, 0},
+    {"round.decimals_out", lower_round_decimals, 0},
+    UNARY_DEFS(trunc),
+    UNARY_DEFS(frac),
+    {"isnan", lower_isnan, 0},
+    {"isnan.out", lower_isnan, 0},
+    {"isinf", lower_isinf, 0},
+    {"isinf.out", lower_isinf, 0},
+    {"isposinf", lower_isposinf, 0},
+    {"isposinf.out", lower_isposinf, 0},
+    {"isneginf", lower_isneginf, 0},
+    {"isneginf.out", lower_isneginf, 0},
+    {"signbit", lower_signbit, 0},
+    {"signbit.out", lower_signbit, 0},
+    UNARY_DEFS(nan_to_num),
+    UNARY_DEFS(logit),
+    {"logit_backward", lower_logit_backward, 0},
+    {"logit_backward.grad_input", lower_logit_backward, 0},
+    {NULL, NULL, 0},
+};

@@ -1,0 +1,172 @@
+// Ops whose output shape depends on data: nonzero, masked_select, indexing
+// with boolean masks, repeat_interleave without output_size. The engine
+// only runs programs of static shape, so these read one count back to the
+// host (a synchronization, as on CUDA) and then call an engine op whose
+// shape is known: nonzero_static, index.Tensor with integer indices,
+// repeat_interleave.Tensor with output_size.
+#include "ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/IndexingUtils.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <limits>
+
+namespace torchtpu {
+
+namespace {
+
+// A defined tensor in a Tensor?[] list (Python indexing passes slices as
+// undefined tensors, not None).
+bool is_index(const c10::IValue& e) {
+  return e.isTensor() && e.toTensor().defined();
+}
+
+bool is_mask(const at::Tensor& t) {
+  return t.defined() &&
+         (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte);
+}
+
+// A Tensor?[] index list with its boolean masks replaced by their nonzero
+// coordinates (IndexError on a mask whose shape does not match, as CPU).
+c10::List<std::optional<at::Tensor>> expand_masks(
+    const at::Tensor& self, const c10::IValue& list) {
+  c10::List<std::optional<at::Tensor>> in;
+  for (const c10::IValue& e : list.toListRef()) {
+    in.push_back(is_index(e) ? std::optional<at::Tensor>(e.toTensor())
+                             : std::nullopt);
+  }
+  const std::vector<at::Tensor> expanded = at::native::expandTensors(self, in);
+  c10::List<std::optional<at::Tensor>> out;
+  for (const at::Tensor& t : expanded) {
+    out.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+  }
+  return out;
+}
+
+// The index tensors must broadcast together; IndexError with CPU's message
+// (the meta kernel would raise a RuntimeError).
+void check_broadcast(const c10::IValue& list) {
+  std::vector<int64_t> shape;
+  bool first = true;
+  std::string shapes;
+  bool ok = true;
+  for (const c10::IValue& e : list.toListRef()) {
+    if (!is_index(e)) {
+      continue;
+    }
+    const at::Tensor& t = e.toTensor();
+    shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+    if (first) {
+      shape = t.sizes().vec();
+      first = false;
+      continue;
+    }
+    try {
+      shape = at::infer_size(shape, t.sizes());
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  TORCH_CHECK_INDEX(ok, "shape mismatch: indexing tensors could not be "
+                    "broadcast together with shapes ", shapes);
+}
+
+// index.Tensor(Tensor self, Tensor?[] indices)
+void index_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 2;
+  const c10::IValue& list = (*stack)[base + 1];
+  bool any_mask = false;
+  for (const c10::IValue& e : list.toListRef()) {
+    any_mask = any_mask || (is_index(e) && is_mask(e.toTensor()));
+  }
+  if (any_mask) {
+    (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
+  }
+  check_broadcast((*stack)[base + 1]);
+  run_engine_op(op, stack);
+}
+
+// _index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values,
+// bool accumulate, bool unsafe). The engine lowers one boolean mask alone
+// as a select (no host read); other mixes of masks go through nonzero.
+void index_put_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 5;
+  const c10::IValue& list = (*stack)[base + 1];
+  int defined = 0;
+  int masks = 0;
+  for (const c10::IValue& e : list.toListRef()) {
+    if (is_index(e)) {
+      defined++;
+      masks += is_mask(e.toTensor()) ? 1 : 0;
+    }
+  }
+  if (masks > 0 && !(defined == 1 && masks == 1)) {
+    (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
+  }
+  check_broadcast((*stack)[base + 1]);
+  run_engine_op(op, stack);
+}
+
+// repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None)
+void repeat_interleave_kernel(const c10::OperatorHandle& op,
+                              torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 2;
+  if ((*stack)[base + 1].isNone()) {
+    const at::Tensor& repeats = (*stack)[base].toTensor();
+    TORCH_CHECK(repeats.dim() <= 1,
+                "repeat_interleave only accept 1D vector as repeat");
+    (*stack)[base + 1] =
+        repeats.numel() == 0 ? int64_t{0} : repeats.sum().item<int64_t>();
+  }
+  run_engine_op(op, stack);
+}
+
+// nonzero(Tensor self): the count first (one host read), then the
+// coordinates with that static size.
+at::Tensor nonzero_tpu(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() < std::numeric_limits<int>::max(),
+              "nonzero is not supported for tensors with more than INT_MAX "
+              "elements");
+  const int64_t count = at::count_nonzero(self).item<int64_t>();
+  return at::nonzero_static(self, count, -1);
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor result = nonzero_tpu(self);
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got "
+              "scalar type", out.scalar_type());
+  out.resize_(result.sizes());
+  out.copy_(result);
+  return out;
+}
+
+// masked_select(Tensor self, Tensor mask): self[mask] after broadcasting.
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_select: expected BoolTensor for mask");
+  auto [s, m] = at::expand_outplace(self, mask);
+  if (s->dim() == 0) {
+    return at::index(s->reshape({1}), {m->reshape({1})});
+  }
+  return at::index(*s, {*m});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index.Tensor",
+         torch::CppFunction::makeFromBoxedFunction<&index_kernel>());
+  m.impl("_index_put_impl_",
+         torch::CppFunction::makeFromBoxedFunction<&index_put_kernel>());
+  m.impl("repeat_interleave.Tensor",
+         torch::CppFunction::makeFromBoxedFunction<&repeat_interleave_kernel>());
+  m.impl("nonzero", TORCH_FN(nonzero_tpu));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
+}
+
+}  // namespace torchtpu

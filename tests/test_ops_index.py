@@ -1,0 +1,488 @@
+"""Indexing ops on tpu against CPU: index_select/index_add/index_copy/
+index_fill, gather/scatter/scatter_add/scatter_reduce, advanced indexing
+(index, index_put_ with integer and boolean indices), nonzero,
+masked_select/masked_scatter, take/put, embedding (+ backward, max_norm),
+repeat_interleave, their gradients, in-place forms (also through views),
+and the errors CPU raises for out-of-range indices."""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from optest import DEV, assert_close, check, rand
+
+FLOATS = [torch.float32, torch.bfloat16]
+ALL = FLOATS + [torch.int64, torch.bool]
+
+
+def T(*v):
+    return torch.tensor(v)
+
+
+def _materialize(r):
+    if isinstance(r, torch.Tensor):
+        r.cpu()
+    elif isinstance(r, (list, tuple)):
+        for v in r:
+            _materialize(v)
+
+
+def same_error(fn, *args):
+    """fn raises on CPU, and the same exception type on tpu."""
+    with pytest.raises(Exception) as cpu:
+        fn(*args)
+    tpu_args = [a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(cpu.type):
+        _materialize(fn(*tpu_args))
+
+
+def fp(dtype):
+    return dtype.is_floating_point
+
+
+# ------------------------------------------------------------------ index_select
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_index_select(dtype, dim):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    i = T(3, 0, 3, 1)  # a repeated index: the gradient accumulates
+    check(lambda t, i: t.index_select(dim, i), x, i, grad=fp(dtype))
+
+
+def test_index_select_int32_0d_and_out():
+    x = rand(4, 5)
+    check(lambda t, i: t.index_select(1, i), x, T(4, 2).int())
+    check(lambda t, i: t.index_select(0, i), x, torch.tensor(2))
+    check(lambda t, i: torch.index_select(t, 0, i, out=torch.empty(0, 5, device=t.device)), x, T(1, 1))
+
+
+# ------------------------------------------------------------------ index_add/copy/fill
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_add(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    s = rand(3, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    check(lambda t, i, s: t.index_add(0, i, s, alpha=2), x, T(1, 3, 1), s, grad=fp(dtype))
+    check(lambda t, i, s: t.index_add(1, i, s), x, T(0, 4, 0), rand(4, 3, dtype=dtype, seed=2))
+
+
+def test_index_add_inplace_through_view():
+    def f(b, i, s):
+        b = b.clone()
+        b[:, 1:4].index_add_(1, i, s)  # a strided window of b
+        return b
+    check(f, rand(4, 6), T(0, 2, 0), rand(4, 3, seed=1))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.bool])
+def test_index_copy(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    s = rand(2, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    check(lambda t, i, s: t.index_copy(0, i, s), x, T(3, 1), s, grad=fp(dtype))
+    check(lambda t, i, s: t.clone().index_copy_(1, i, s), x.detach(), T(4, 0),
+          rand(4, 2, dtype=dtype, seed=2))
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_index_fill(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    v = True if dtype == torch.bool else 3
+    check(lambda t, i: t.index_fill(1, i, v), x, T(-1, 0, 2), grad=fp(dtype))
+    check(lambda t, i, v: t.index_fill(0, i, v), x, T(2), torch.tensor(v, dtype=dtype))
+
+    def through_view(b, i):
+        b = b.clone()
+        b[1:, ::2].index_fill_(0, i, v)
+        return b
+    check(through_view, x.detach(), T(0, 2))
+
+
+# ------------------------------------------------------------------ gather/scatter
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather(dtype, dim):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    i = torch.randint(0, 4, (3, 4), generator=torch.Generator().manual_seed(dim))
+    check(lambda t, i: t.gather(dim, i), x, i, grad=fp(dtype))
+
+
+def test_gather_3d_and_0d():
+    check(lambda t, i: t.gather(2, i), rand(2, 3, 4), torch.randint(0, 4, (2, 2, 6)))
+    check(lambda t, i: t.gather(0, i), rand(), torch.tensor(0))
+
+
+PERM = torch.tensor([[0, 3, 1, 2, 0], [2, 0, 3, 1, 1], [3, 1, 0, 0, 2]])
+# distinct targets per column, so a plain (non-accumulating) scatter is
+# well defined
+UNIQUE = torch.tensor([[0, 3, 1, 2, 0], [2, 0, 3, 1, 1]])
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_scatter(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    s = rand(2, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    check(lambda t, i, s: t.scatter(0, i, s), x, UNIQUE, s, grad=fp(dtype))
+    big = rand(3, 6, dtype=dtype, seed=1)  # only the part the index covers is used
+    check(lambda t, i, s: t.scatter(0, i, s), x.detach(), UNIQUE, big)
+    v = False if dtype == torch.bool else -2
+    check(lambda t, i: t.scatter(0, i, v), x, UNIQUE)
+    check(lambda t, i, s: t.clone().scatter_(1, i, s), x, torch.tensor([[4, 0], [1, 2]]), s)
+
+
+def test_scatter_reduce_str():
+    x, s = rand(4, 5), rand(3, 5, seed=1)
+    check(lambda t, i, s: t.scatter(0, i, s, reduce="add"), x, PERM, s)
+    check(lambda t, i, s: t.scatter(0, i, s, reduce="multiply"), x, PERM, s)
+    check(lambda t, i: t.scatter(0, i, 1.5, reduce="multiply"), x, PERM)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_scatter_add(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    s = rand(3, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    check(lambda t, i, s: t.scatter_add(0, i, s), x, PERM, s, grad=fp(dtype))
+
+    def through_view(b, i, s):
+        b = b.clone()
+        b.t().scatter_add_(1, i.t(), s.t())
+        return b
+    check(through_view, x.detach(), PERM, s.detach())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatter_reduce(reduce, include_self, dtype):
+    x = rand(4, 5, dtype=dtype)
+    s = rand(3, 5, dtype=dtype, seed=1)
+    check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self),
+          x, PERM, s, noncontig=False)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax"])
+def test_scatter_reduce_grad(reduce):
+    x = rand(4, 5, requires_grad=True)
+    s = rand(3, 5, requires_grad=True, seed=1)
+    check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce), x, PERM, s, grad=True, noncontig=False)
+
+
+def test_scatter_reduce_nan_and_bf16():
+    x = rand(4, 5)
+    s = rand(3, 5, seed=1)
+    s[1, 2] = float("nan")
+    check(lambda t, i, s: t.scatter_reduce(0, i, s, "amax"), x, PERM, s, noncontig=False)
+    check(lambda t, i, s: t.scatter_reduce(0, i, s, "sum", include_self=False),
+          x.bfloat16(), PERM, s.bfloat16(), noncontig=False)
+
+
+# ------------------------------------------------------------------ advanced indexing
+
+INDEXERS = {
+    "one": lambda t, i, j: t[i],
+    "two": lambda t, i, j: t[i, j],
+    "slice_then": lambda t, i, j: t[:, i],
+    "broadcast": lambda t, i, j: t[i[:, None], j],
+    "separated": lambda t, i, j: t[i, :, j],
+    "adjacent": lambda t, i, j: t[:, i, j],
+    "with_none": lambda t, i, j: t[None, i, ..., j],
+    "int_and_tensor": lambda t, i, j: t[1, :, j],
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXERS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index(name, dtype):
+    x = rand(3, 4, 5, dtype=dtype, requires_grad=fp(dtype))
+    i, j = T(2, 0, -1), T(-4, 3, 1)  # negative indices wrap
+    check(lambda t, i, j: INDEXERS[name](t, i, j), x, i, j, grad=fp(dtype))
+
+
+def test_index_bf16_bool_and_int32():
+    check(lambda t, i: t[i], rand(4, 5, dtype=torch.bfloat16, requires_grad=True), T(3, 3, 0), grad=True)
+    check(lambda t, i: t[:, i], rand(4, 5, dtype=torch.bool), T(1, 0).int())
+
+
+def test_index_with_cpu_indices():
+    x = rand(4, 5)
+    i = T(2, 0)
+    assert_close(x.to(DEV)[i], x[i])  # CPU index tensors move, as on CUDA
+    assert_close(x.to(DEV)[i, torch.tensor(1)], x[i, torch.tensor(1)])
+
+
+def test_index_empty():
+    x = rand(4, 5)
+    check(lambda t, i: t[i], x, torch.zeros(0, dtype=torch.long))
+    check(lambda t, i: t[:, i], x, torch.zeros(2, 0, dtype=torch.long))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_put(accumulate, dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    v = rand(3, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    # accumulate=True may repeat an index; plain assignment may not
+    i = T(1, 1, 3) if accumulate else T(1, 0, 3)
+
+    def f(t, i, j, v):
+        return t.index_put((i, j), v, accumulate=accumulate)
+    check(f, x, i, T(0, 4, -1), v, grad=fp(dtype))
+
+    def rows(t, i, v):
+        t = t.clone()
+        t.index_put_((i,), v[:, None] * 2, accumulate=accumulate)  # broadcast values
+        return t
+    check(rows, x.detach(), i, v.detach())
+
+
+def test_setitem_through_view_and_scalar():
+    def f(b, i):
+        b = b.clone()
+        v = b[:, 1:]          # a view
+        v[i, 2] = 7.0         # index_put_ on the view writes through to b
+        v[i] += 1.0
+        return b
+    check(f, rand(4, 6), T(0, 3))
+
+
+# ------------------------------------------------------------------ boolean masks
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_mask_getitem(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    m = rand(4, 5, seed=3) > 0
+    check(lambda t, m: t[m], x, m, grad=fp(dtype))
+    check(lambda t, m: t[m[:, 0]], x, m)            # a mask over dim 0
+    check(lambda t, m: t[:, m[0]], x, m)            # over dim 1
+    check(lambda t, m: t[m[:, 0], 1], x, m)         # a mask and an integer
+
+
+def test_mask_getitem_cpu_mask_and_byte():
+    x = rand(4, 5)
+    m = rand(4, 5, seed=3) > 0
+    assert_close(x.to(DEV)[m], x[m])
+    with pytest.warns(UserWarning):
+        r = x.to(DEV)[m.to(torch.uint8).to(DEV)]
+    assert_close(r, x[m])
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_mask_setitem(dtype):
+    x = rand(4, 5, dtype=dtype)
+    m = rand(4, 5, seed=3) > 0
+    n = int(m.sum())
+
+    def scalar(t, m):
+        t = t.clone()
+        t[m] = 5
+        return t
+
+    def values(t, m, v):
+        t = t.clone()
+        t[m] = v
+        return t
+
+    def rows(t, m, v):
+        t = t.clone()
+        t[m[:, 0]] = v    # one row of values for every selected row
+        return t
+
+    def accumulate(t, m, v):
+        return t.index_put((m,), v, accumulate=True)
+
+    check(scalar, x, m)
+    check(values, x, m, rand(n, dtype=dtype, seed=1))
+    check(rows, x, m, rand(5, dtype=dtype, seed=2))
+    check(rows, x, m, rand(int(m[:, 0].sum()), 5, dtype=dtype, seed=2))
+    check(accumulate, x, m, rand(n, dtype=dtype, seed=1))
+
+
+def test_mask_setitem_grad_and_mixed():
+    x = rand(4, 5, requires_grad=True)
+    m = rand(4, 5, seed=3) > 0
+    v = rand(int(m.sum()), requires_grad=True, seed=1)
+    check(lambda t, m, v: t.index_put((m,), v), x, m, v, grad=True)
+    rm = T(True, False, True, True)
+
+    def mixed(t, rm, j):
+        t = t.clone()
+        t[rm, j] = -1.0       # a mask with an integer index: via nonzero
+        return t
+    check(mixed, x.detach(), rm, T(0, 2, 4))
+
+
+def test_mask_count_mismatch_raises():
+    x = rand(4, 5)
+    m = rand(4, 5, seed=3) > 0
+
+    def f(t, m):
+        t = t.clone()
+        t[m] = torch.ones(int(m.sum()) + 1, device=t.device)
+        return t
+    same_error(f, x, m)
+
+
+def test_mask_shape_mismatch_raises():
+    same_error(lambda t, m: t[m], rand(4, 5), torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_nonzero(dtype):
+    x = rand(3, 4, 5, dtype=dtype)
+    if dtype != torch.bool:
+        x[x.abs() < 1] = 0
+    check(torch.nonzero, x)
+    check(lambda t: torch.nonzero(t, as_tuple=True), x)
+    check(torch.nonzero, torch.zeros(4, 5))
+    check(torch.nonzero, torch.tensor(3.0))
+    check(lambda t: torch.nonzero_static(t, size=50, fill_value=-7), x)
+    check(lambda t: torch.nonzero_static(t, size=3), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_masked_select(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    m = rand(5, seed=3) > 0                       # broadcast over rows
+    check(torch.masked_select, x, m, grad=fp(dtype))
+    check(torch.masked_select, x, rand(4, 5, seed=4) > 0, grad=fp(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_masked_scatter(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    m = rand(4, 5, seed=3) > 0
+    s = rand(24, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    check(lambda t, m, s: t.masked_scatter(m, s), x, m, s, grad=fp(dtype))
+    check(lambda t, m, s: t.clone().masked_scatter_(m[0], s[:30].reshape(6, 4)), x, m, s)
+
+
+def test_masked_scatter_too_few_raises():
+    same_error(lambda t, m, s: t.masked_scatter(m, s), rand(4, 5),
+               torch.ones(4, 5, dtype=torch.bool), rand(7))
+
+
+# ------------------------------------------------------------------ take/put
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_take_put(dtype):
+    x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
+    i = torch.tensor([[0, 19, -1], [7, -20, 3]])
+    check(torch.take, x, i, grad=fp(dtype))
+    s = rand(4, dtype=dtype, seed=1)
+    check(lambda t, i, s: t.clone().put_(i, s), x.detach(), T(3, 0, -1, 12), s)
+    check(lambda t, i, s: t.put(i, s, accumulate=True), x.detach(), T(3, 3, -1, 3), s)
+
+
+# ------------------------------------------------------------------ embedding
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("padding_idx,scale", [(None, False), (2, False), (None, True), (-1, True)])
+def test_embedding(dtype, padding_idx, scale):
+    w = rand(6, 4, dtype=dtype, requires_grad=True)
+    i = torch.tensor([[0, 2, 2], [5, 1, 2]])
+    check(lambda w, i: F.embedding(i, w, padding_idx=padding_idx, scale_grad_by_freq=scale),
+          w, i, grad=True)
+
+
+def test_embedding_max_norm():
+    w = rand(6, 4, low=-3, high=3)
+    i = torch.tensor([0, 2, 2, 5])
+
+    def f(w, i):
+        w = w.clone()
+        return F.embedding(i, w, max_norm=1.5, norm_type=2.0), w   # renorms w in place
+    check(f, w, i, noncontig=False)
+
+    def f1(w, i):
+        w = w.clone()
+        return F.embedding(i, w, max_norm=2.0, norm_type=1.0), w
+    check(f1, w, i, noncontig=False)
+
+
+# ------------------------------------------------------------------ repeat_interleave
+
+
+def test_repeat_interleave():
+    check(torch.repeat_interleave, T(2, 0, 3, 1))
+    x = rand(3, 4, requires_grad=True)
+    check(lambda t, r: t.repeat_interleave(r, dim=0), x, T(1, 0, 3), grad=True)
+    check(lambda t: t.repeat_interleave(2, dim=1), x, grad=True)
+    check(lambda r: torch.repeat_interleave(r, output_size=6), T(2, 0, 3, 1))
+    same_error(torch.repeat_interleave, T(2, -1))
+
+
+# ------------------------------------------------------------------ range checks
+
+
+OUT_OF_RANGE = {
+    "index_select": lambda t, i: t.index_select(0, i),
+    "index_select_neg": lambda t, i: t.index_select(0, -i),
+    "gather": lambda t, i: t.gather(0, i[None].expand(1, 5)),
+    "scatter": lambda t, i: t.scatter(0, i[None].expand(1, 5), 1.0),
+    "scatter_add": lambda t, i: t.scatter_add(0, i[None].expand(1, 5), t[:1]),
+    "scatter_reduce": lambda t, i: t.scatter_reduce(0, i[None].expand(1, 5), t[:1], "amax"),
+    "index_add": lambda t, i: t.index_add(0, i, t[:1]),
+    "index_copy": lambda t, i: t.index_copy(0, i, t[:1]),
+    "index_fill": lambda t, i: t.index_fill(0, i, 1.0),
+    "getitem": lambda t, i: t[i],
+    "getitem_neg": lambda t, i: t[-i - 1],
+    "getitem_dim1": lambda t, i: t[:, i + 1],
+    "getitem_two": lambda t, i: t[torch.zeros_like(i), i + 1],
+    "setitem": lambda t, i: t.index_put((i,), torch.ones((), device=t.device)),
+    "setitem_acc": lambda t, i: t.index_put((i,), torch.ones((), device=t.device), accumulate=True),
+    "take": lambda t, i: t.take(i * 5),
+    "put": lambda t, i: t.put(i * 5, torch.ones(1, device=t.device)),
+    "embedding": lambda t, i: F.embedding(i, t),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_OF_RANGE))
+def test_out_of_range_index_raises_like_cpu(name):
+    x = rand(4, 5)
+    i = T(4)  # one past the end of dim 0
+    fn = OUT_OF_RANGE[name]
+    with pytest.raises(Exception) as cpu:
+        fn(x, i)
+    t = x.to(DEV)
+    with pytest.raises(cpu.type) as dev:
+        _materialize(fn(t, i.to(DEV)))
+    # CPU's message, after the op name
+    assert str(cpu.value).split("\n")[0] in str(dev.value), (str(cpu.value), str(dev.value))
+    # the device and the input stay usable
+    assert_close(t.index_select(0, T(1).to(DEV)), x.index_select(0, T(1)))
+
+
+def test_index_checks_switch_off():
+    """TORCHTPU_CHECK_INDICES=0 skips the host read: no error, no crash,
+    reads stay in range (XLA clamps), scatters drop the bad update."""
+    x = rand(4, 5)
+    t = x.to(DEV)
+    os.environ["TORCHTPU_CHECK_INDICES"] = "0"
+    try:
+        r = t[T(9).to(DEV)].cpu()
+        assert r.shape == (1, 5) and torch.isin(r, x).all()
+        s = t.index_put((T(9, 1).to(DEV),), torch.tensor(7.0, device=DEV)).cpu()
+        expect = x.clone()
+        expect[1] = 7.0
+        assert_close(s, expect)
+    finally:
+        del os.environ["TORCHTPU_CHECK_INDICES"]
+    with pytest.raises(IndexError):
+        t[T(9).to(DEV)].cpu()
+
+
+def test_shape_errors_like_cpu():
+    x = rand(4, 5)
+    same_error(lambda t, i: t[i, i, i], x, T(0))                       # too many indices
+    same_error(lambda t, i, j: t[i, j], x, T(0, 1), T(0, 1, 2))          # no broadcast
+    same_error(lambda t, i: t.index_select(0, i), x, T(0.5))             # float index
+    same_error(lambda t, i: t.gather(0, i), x, T(0, 1))                  # rank mismatch
+    same_error(lambda t, i, v: t.index_put((i,), v), x, T(0, 1), torch.ones(3, 5))

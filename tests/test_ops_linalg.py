@@ -1,0 +1,239 @@
+"""Matrix products on tpu against CPU: mm, bmm, mv, dot/vdot, addmm,
+addmv, baddbmm, addbmm (functional, in-place, out=), and the composites
+that decompose into them: matmul over every rank combination, linear,
+outer, einsum."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from optest import DEV, assert_close, check, rand
+
+FLOATS = [torch.float32, torch.bfloat16]
+ALL = FLOATS + [torch.int64]
+
+
+def mk(*shape, dtype=torch.float32, seed=None):
+    grad = dtype.is_floating_point
+    return rand(*shape, dtype=dtype, requires_grad=grad, seed=seed)
+
+
+# ------------------------------------------------------------------ products
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_mm(dtype):
+    check(torch.mm, mk(3, 5, dtype=dtype), mk(5, 4, dtype=dtype), grad=dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_bmm(dtype):
+    check(torch.bmm, mk(2, 3, 5, dtype=dtype), mk(2, 5, 4, dtype=dtype), grad=dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_mv(dtype):
+    check(torch.mv, mk(3, 5, dtype=dtype), mk(5, dtype=dtype), grad=dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("fn", [torch.dot, torch.vdot])
+def test_dot(dtype, fn):
+    check(fn, mk(7, dtype=dtype), mk(7, dtype=dtype, seed=1), grad=dtype.is_floating_point)
+
+
+def test_float16_and_float64():
+    for dt in (torch.float16, torch.float64):
+        check(torch.mm, mk(3, 5, dtype=dt), mk(5, 4, dtype=dt), grad=True)
+
+
+def test_large_f32_is_exact_enough():
+    # HIGHEST precision: a long f32 contraction matches the CPU closely.
+    a, b = rand(64, 512), rand(512, 32)
+    check(torch.mm, a, b, atol=1e-4, rtol=1e-5, noncontig=False)
+
+
+def test_empty_contraction():
+    check(torch.mm, rand(3, 0), rand(0, 4), noncontig=False)
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=2), rand(3, 4), rand(3, 0), rand(0, 4), noncontig=False)
+
+
+# ------------------------------------------------------------------ add forms
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2.0), (0, 3)])
+def test_addmm(dtype, beta, alpha):
+    g = dtype.is_floating_point
+    if not g:
+        beta, alpha = int(beta * 2), int(alpha)
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=beta, alpha=alpha),
+          mk(3, 4, dtype=dtype), mk(3, 5, dtype=dtype), mk(5, 4, dtype=dtype), grad=g)
+    # self broadcasts (a linear layer's bias)
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=beta, alpha=alpha),
+          mk(4, dtype=dtype), mk(3, 5, dtype=dtype), mk(5, 4, dtype=dtype), grad=g)
+
+
+def test_addmm_int_scalars_truncate_like_cpu():
+    s, a, b = rand(3, 4, dtype=torch.int64), rand(3, 2, dtype=torch.int64), rand(2, 4, dtype=torch.int64)
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=1.7, alpha=0.5), s, a, b)
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=True, alpha=True), s, a, b)
+
+
+def test_zero_beta_ignores_nan_self():
+    nan = torch.full((3, 4), float("nan"))
+    check(lambda s, a, b: torch.addmm(s, a, b, beta=0), nan, rand(3, 5), rand(5, 4))
+    check(lambda s, a, b: torch.addmv(s, a, b, beta=0), nan[0, :3], rand(3, 5), rand(5))
+    check(lambda s, a, b: torch.baddbmm(s, a, b, beta=0), nan.expand(2, 3, 4).clone(), rand(2, 3, 5), rand(2, 5, 4))
+    check(lambda s, a, b: torch.addbmm(s, a, b, beta=0), nan, rand(2, 3, 5), rand(2, 5, 4))
+    # a zero alpha ignores the product, as BLAS does
+    check(lambda s, a, b: torch.addmm(s, a, b, alpha=0), rand(3, 4), torch.full((3, 5), float("nan")), rand(5, 4))
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_addmv(dtype):
+    g = dtype.is_floating_point
+    check(lambda s, a, b: torch.addmv(s, a, b, beta=2, alpha=3),
+          mk(3, dtype=dtype), mk(3, 5, dtype=dtype), mk(5, dtype=dtype), grad=g)
+    check(torch.addmv, mk(1, dtype=dtype), mk(3, 5, dtype=dtype), mk(5, dtype=dtype), grad=g)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_baddbmm(dtype):
+    g = dtype.is_floating_point
+    check(lambda s, a, b: torch.baddbmm(s, a, b, beta=2, alpha=-1),
+          mk(2, 3, 4, dtype=dtype), mk(2, 3, 5, dtype=dtype), mk(2, 5, 4, dtype=dtype), grad=g)
+    check(torch.baddbmm, mk(3, 1, dtype=dtype), mk(2, 3, 5, dtype=dtype), mk(2, 5, 4, dtype=dtype), grad=g)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_addbmm(dtype):
+    g = dtype.is_floating_point
+    check(lambda s, a, b: torch.addbmm(s, a, b, beta=2, alpha=3),
+          mk(3, 4, dtype=dtype), mk(2, 3, 5, dtype=dtype), mk(2, 5, 4, dtype=dtype), grad=g)
+    check(torch.addbmm, mk(4, dtype=dtype), mk(2, 3, 5, dtype=dtype), mk(2, 5, 4, dtype=dtype), grad=g)
+
+
+# ------------------------------------------------------------------ in-place, out=
+
+
+INPLACE = [
+    ("addmm_", (3, 4), (3, 5), (5, 4)),
+    ("addmv_", (3,), (3, 5), (5,)),
+    ("baddbmm_", (2, 3, 4), (2, 3, 5), (2, 5, 4)),
+    ("addbmm_", (3, 4), (2, 3, 5), (2, 5, 4)),
+]
+
+
+@pytest.mark.parametrize("name,s,a,b", INPLACE)
+def test_inplace(name, s, a, b):
+    def fn(s, a, b):
+        s = s.clone()
+        getattr(s, name)(a, b, beta=0.5, alpha=2)
+        return s
+
+    check(fn, rand(*s), rand(*a), rand(*b))
+
+
+def test_inplace_through_view():
+    base = rand(3, 4, 5)
+    a, b = rand(3, 2), rand(2, 5)
+
+    def fn(base, a, b):
+        x = base.clone()
+        x[:, 1].addmm_(a, b, alpha=2)   # a strided view of x
+        x[1, :3].addmm_(a, b)            # a contiguous one
+        return x
+
+    check(fn, base, a, b, noncontig=False)
+
+
+OUT = [
+    (torch.mm, [(3, 5), (5, 4)], (3, 4)),
+    (torch.bmm, [(2, 3, 5), (2, 5, 4)], (2, 3, 4)),
+    (torch.mv, [(3, 5), (5,)], (3,)),
+    (torch.dot, [(5,), (5,)], ()),
+    (torch.vdot, [(5,), (5,)], ()),
+    (torch.addmm, [(3, 4), (3, 5), (5, 4)], (3, 4)),
+    (torch.addmv, [(3,), (3, 5), (5,)], (3,)),
+    (torch.baddbmm, [(2, 3, 4), (2, 3, 5), (2, 5, 4)], (2, 3, 4)),
+    (torch.addbmm, [(3, 4), (2, 3, 5), (2, 5, 4)], (3, 4)),
+]
+
+
+@pytest.mark.parametrize("fn,shapes,out_shape", OUT, ids=[o[0].__name__ for o in OUT])
+def test_out(fn, shapes, out_shape):
+    args = [rand(*s, seed=i) for i, s in enumerate(shapes)]
+    expected = fn(*args)
+    out = torch.empty(out_shape, device=DEV)
+    r = fn(*[t.to(DEV) for t in args], out=out)
+    assert r.data_ptr() == out.data_ptr()
+    assert_close(out, expected)
+    # into a strided view of a bigger tensor
+    if len(out_shape) == 2:
+        big = torch.zeros(out_shape[0], out_shape[1] * 2, device=DEV)
+        fn(*[t.to(DEV) for t in args], out=big[:, ::2])
+        assert_close(big[:, ::2], expected)
+        assert_close(big[:, 1::2], torch.zeros(out_shape))
+
+
+# ------------------------------------------------------------------ composites
+
+
+MATMUL_SHAPES = [
+    ((5,), (5,)),
+    ((3, 5), (5,)),
+    ((5,), (5, 4)),
+    ((3, 5), (5, 4)),
+    ((2, 3, 5), (5,)),
+    ((5,), (2, 5, 4)),
+    ((2, 3, 5), (5, 4)),
+    ((3, 5), (2, 5, 4)),
+    ((2, 3, 5), (2, 5, 4)),
+    ((2, 1, 3, 5), (4, 5, 2)),
+    ((1, 3, 5), (2, 2, 5, 4)),
+]
+
+
+@pytest.mark.parametrize("a,b", MATMUL_SHAPES, ids=[f"{a}@{b}" for a, b in MATMUL_SHAPES])
+def test_matmul(a, b):
+    check(torch.matmul, mk(*a), mk(*b, seed=1), grad=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_bf16(dtype):
+    check(torch.matmul, mk(2, 3, 5, dtype=dtype), mk(5, 4, dtype=dtype), grad=True)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_linear(shape, bias, dtype):
+    w, b = mk(4, 5, dtype=dtype, seed=1), mk(4, dtype=dtype, seed=2) if bias else None
+    check(F.linear, mk(*shape, dtype=dtype), w, b, grad=True)
+
+
+def test_outer_einsum_tensordot():
+    check(torch.outer, mk(3), mk(4), grad=True)
+    check(lambda a, b: torch.einsum("bij,bjk->bik", a, b), mk(2, 3, 5), mk(2, 5, 4), grad=True)
+    check(lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1])), mk(3, 4, 5), mk(4, 5, 2), grad=True)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_errors_like_cpu():
+    cases = [
+        (torch.mm, (rand(3, 4), rand(5, 2))),                                   # shapes
+        (torch.mm, (rand(3, 4), rand(4, 2, dtype=torch.float64))),              # dtypes
+        (torch.mm, (rand(2, 2, dtype=torch.bool), rand(2, 2, dtype=torch.bool))),  # no bool kernel
+        (torch.dot, (rand(3, dtype=torch.bool), rand(3, dtype=torch.bool))),
+        (torch.bmm, (rand(2, 3, 4), rand(3, 4, 2))),
+        (torch.mv, (rand(3, 4), rand(3))),
+        (torch.matmul, (rand(2, 3, 4), rand(5, 2))),
+    ]
+    for fn, args in cases:
+        with pytest.raises(RuntimeError) as cpu:
+            fn(*args)
+        with pytest.raises(RuntimeError) as tpu:
+            fn(*[a.to(DEV) for a in args])
+        assert type(tpu.value) is type(cpu.value), (fn, cpu.value, tpu.value)

@@ -1,0 +1,54 @@
+"""torchtpu: the TPU as a native PyTorch device.
+
+``import torchtpu`` (or just ``import torch``: torchtpu registers itself as a
+``torch.backends`` autoload entry point) makes the device ``tpu`` available:
+``torch.ones(3, device="tpu")``, ``model.to("tpu")``, ``torch.tpu.*``.
+"""
+import os
+import sys
+
+
+def _autoload():
+    """``torch.backends`` entry point: importing this module is enough.
+
+    Defined before ``import torch``: when the user imports torchtpu first,
+    torch's autoload finds this partially initialized module and calls it.
+    """
+
+
+import torch  # noqa: E402
+
+# Must precede everything that names the device: PrivateUse1 becomes "tpu".
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402  (registers allocator, guard, hooks, kernels)
+
+# The engine looks for an installed plugin package (xla_plugins/..., libtpu/)
+# in these directories when TORCHTPU_PLUGIN is not set.
+_C._set_plugin_search_dirs([p for p in sys.path if p and os.path.isdir(p)])
+
+from . import device_module  # noqa: E402
+
+torch._register_device_module("tpu", device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_storage=True
+)
+
+from . import _printing  # noqa: E402
+
+_printing.install()
+
+# One boxed kernel per op of the engine's lowering table.
+registered_ops, skipped_ops = _C._register_kernels()
+
+
+def platform():
+    """Which PJRT plugin is behind ``tpu``: name, version, plugin path, ...
+
+    Starts the runtime (raises RuntimeError if no plugin can be loaded).
+    """
+    return _C._platform()
+
+
+__all__ = ["platform", "device_module"]
