@@ -328,6 +328,22 @@ def test_runtime_scalars_do_not_recompile():
         assert_close(a, e)
 
 
+def test_copy_and_unregistered_overloads_use_the_slow_path():
+    # _foreach_copy_ (src may be on the CPU) and the .Tensor overloads of
+    # addcmul/addcdiv (a CPU tensor of scalars) stay on ATen's per-tensor
+    # path, which runs the engine's single-tensor ops.
+    dst = make_list(torch.float32, 26)
+    src = make_list(torch.float32, 27)
+    run_both(lambda a, b: torch._foreach_copy_(a, b), dst, src, inplace=True)
+    d = [t.to(DEV) for t in dst]
+    torch._foreach_copy_(d, src)
+    for a, e in zip(d, src):
+        assert_close(a, e)
+    scal = torch.tensor([0.5, -1.0, 2.0])
+    run_both(lambda a, b, c: torch._foreach_addcdiv_(a, b, c, scal.clone()),
+             make_list(torch.float32, 28), src, make_list(torch.float32, 29, low=0.5), inplace=True)
+
+
 def test_empty_element():
     run_both(lambda a, b: torch._foreach_add(a, b), [rand(3), torch.zeros(0, 2)],
              [rand(3, seed=1), torch.zeros(0, 2)])

@@ -483,6 +483,14 @@ def test_shape_errors_like_cpu():
     x = rand(4, 5)
     same_error(lambda t, i: t[i, i, i], x, T(0))                       # too many indices
     same_error(lambda t, i, j: t[i, j], x, T(0, 1), T(0, 1, 2))          # no broadcast
-    same_error(lambda t, i: t.index_select(0, i), x, T(0.5))             # float index
+    for bad in (T(0.5), T(1).short()):                                  # index dtypes
+        same_error(lambda t, i: t.index_select(0, i), x, bad)
+        same_error(lambda t, i: t.index_add(0, i, t[:1]), x, bad)
+        same_error(lambda t, i: t[i], x, bad)
+        same_error(lambda t, i: t.index_put((i,), t[0, 0]), x, bad)
+    for bad in (T(1).int(), T(0.5)):
+        same_error(lambda t, i: t.index_copy(0, i, t[:1]), x, bad)
+        same_error(lambda t, i: t.index_fill(0, i, 1.0), x, bad)
+        same_error(lambda t, i: t.put(i, t[0, :1]), x, bad)
     same_error(lambda t, i: t.gather(0, i), x, T(0, 1))                  # rank mismatch
     same_error(lambda t, i, v: t.index_put((i,), v), x, T(0, 1), torch.ones(3, 5))

@@ -378,6 +378,13 @@ def test_dropout_edge_probabilities_and_eval():
     assert ((y == 0) | torch.isclose(y, x / 0.6)).all()
 
 
+def test_inplace_dropout():
+    x = torch.ones(N, device=DEV)
+    F.dropout(x, 0.5, training=True, inplace=True)  # bernoulli_.float + div_ + mul_
+    c = x.cpu()
+    assert set(c.unique().tolist()) == {0.0, 2.0} and abs((c == 0).double().mean() - 0.5) < 0.01
+
+
 def test_feature_dropout():
     x = torch.ones(8, 16, 5, 5)
     y = F.dropout2d(x.to(DEV), 0.5, training=True).cpu()

@@ -7,6 +7,9 @@
 import os
 import sys
 
+# The XLA plugin logs at INFO level to stderr by default; keep warnings only.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 
 def _autoload():
     """``torch.backends`` entry point: importing this module is enough.
@@ -36,6 +39,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _printing  # noqa: E402
+from . import debug  # noqa: E402
 
 _printing.install()
 
@@ -44,11 +48,20 @@ registered_ops, skipped_ops = _C._register_kernels()
 
 
 def platform():
-    """Which PJRT plugin is behind ``tpu``: name, version, plugin path, ...
+    """Which PJRT plugin is behind ``tpu``, e.g. "cpu (PJRT 0.81, 1 device)".
 
     Starts the runtime (raises RuntimeError if no plugin can be loaded).
     """
-    return _C._platform()
+    p = _C._platform()
+    major, minor = p["api_version"]
+    n = p["device_count"]
+    return f"{p['name']} (PJRT {major}.{minor}, {n} device{'s' if n != 1 else ''}, {p['plugin_path']})"
 
 
-__all__ = ["platform", "device_module"]
+def platform_info():
+    """The plugin behind ``tpu`` as a dict: name, version, plugin_path,
+    api_version, device_count."""
+    return dict(_C._platform())
+
+
+__all__ = ["platform", "platform_info", "debug", "device_module"]

@@ -46,9 +46,9 @@ c10::List<std::optional<at::Tensor>> expand_masks(
   return out;
 }
 
-// The index tensors must broadcast together; IndexError with CPU's message
-// (the meta kernel would raise a RuntimeError).
-void check_broadcast(const c10::IValue& list) {
+// Index tensors must be integers or masks and broadcast together:
+// IndexError with CPU's message (meta kernels raise RuntimeError).
+void check_indices(const c10::IValue& list) {
   std::vector<int64_t> shape;
   bool first = true;
   std::string shapes;
@@ -58,6 +58,10 @@ void check_broadcast(const c10::IValue& list) {
       continue;
     }
     const at::Tensor& t = e.toTensor();
+    TORCH_CHECK_INDEX(t.scalar_type() == at::kLong ||
+                          t.scalar_type() == at::kInt || is_mask(t),
+                      "tensors used as indices must be long, int, byte or "
+                      "bool tensors");
     shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
     if (first) {
       shape = t.sizes().vec();
@@ -85,7 +89,7 @@ void index_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (any_mask) {
     (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
   }
-  check_broadcast((*stack)[base + 1]);
+  check_indices((*stack)[base + 1]);
   run_engine_op(op, stack);
 }
 
@@ -106,7 +110,7 @@ void index_put_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (masks > 0 && !(defined == 1 && masks == 1)) {
     (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
   }
-  check_broadcast((*stack)[base + 1]);
+  check_indices((*stack)[base + 1]);
   run_engine_op(op, stack);
 }
 

@@ -204,12 +204,7 @@ static ttpu_status* lower_log_sigmoid_backward(ttpu_lower* L) {
 /* Fails the call (a data-dependent check) when scalar arg `arg` < 0. */
 static void check_not_negative(ttpu_lower* L, int arg, const char* msg) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_val s = ttpu_l_scalar(L, arg, TTPU_F64);
-  int64_t one = 1, three = 3;
-  ttpu_val flag = ttpu_hlo_convert(b, ttpu_ew_cmpk(b, TTPU_LT, s, 0), TTPU_I64);
-  ttpu_val parts[2] = {ttpu_hlo_reshape(b, flag, 1, &one),
-                       ttpu_hlo_const(b, ttpu_type_make(TTPU_I64, 1, &three), 0, 0)};
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 2, 0), TTPU_INVALID_ARGUMENT, msg);
+  ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_LT, ttpu_l_scalar(L, arg, TTPU_F32), 0), msg);
 }
 
 /* leaky_relu(self, negative_slope): x > 0 ? x : x * slope */

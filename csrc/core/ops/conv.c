@@ -55,19 +55,6 @@ static int require_float(ttpu_lower* L, const char* kernel, ttpu_dtype dt) {
   return ttpu_dtype_is_float(dt) ? 1 : reject(L, kernel, dt);
 }
 
-/* The lowest value of t's dtype (-inf for floats), broadcast to t. */
-static ttpu_val lowest(ttpu_hlo* h, ttpu_type t) {
-  switch (t.dtype) {
-    case TTPU_I8: return ttpu_hlo_const(h, t, 0, INT8_MIN);
-    case TTPU_I16: return ttpu_hlo_const(h, t, 0, INT16_MIN);
-    case TTPU_I32: return ttpu_hlo_const(h, t, 0, INT32_MIN);
-    case TTPU_I64: return ttpu_hlo_const(h, t, 0, INT64_MIN);
-    case TTPU_U8: case TTPU_U16: case TTPU_U32: case TTPU_U64:
-      return ttpu_hlo_const(h, t, 0, 0);
-    default: return ttpu_hlo_const(h, t, -INFINITY, 0);
-  }
-}
-
 /* int[] arg as n values: one value repeats (PyTorch's expand_param_if_
  * needed), an empty or None list gives `fallback` if given, else dflt. */
 static void ints_n(ttpu_lower* L, int arg, int n, const int64_t* fallback,
@@ -545,16 +532,17 @@ static ttpu_status* lower_convolution_backward(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ max pooling
  *
- * Both fixed and adaptive max pooling gather each output's window into a
- * trailing dim of size K and describe every window slot by its position
- * in the input plane per spatial dim (-1: outside the input). The CPU
- * kernels scan a window in row-major order taking `val > max || isnan(val)`,
- * so the result is the first maximum, or the last NaN when there is one;
- * window_argmax reproduces exactly that with plain reductions. */
+ * The CPU kernels scan a window in row-major order, starting from its
+ * first element and taking `val > max || isnan(val)`: the result is the
+ * first maximum, or the last NaN when there is one, and the index is flat
+ * within the (spatial) plane. Fixed windows do that scan literally;
+ * adaptive ones (variable, possibly large windows) get the same answer
+ * from reductions in window_argmax. */
 
-/* patches [lead.., O.., K]; pos[d] is an [O_d, K] table of input
- * positions along spatial dim d (-1 for none); H the input's spatial
- * sizes. Sets the values and the flat in-plane indices. */
+/* Float patches [lead.., O.., K] (each output's window gathered into the
+ * trailing dim); pos[d] is an [O_d, K] table of input positions along
+ * spatial dim d (-1 for none); H the input's spatial sizes. Sets the
+ * values and the flat in-plane indices. */
 static void window_argmax(ttpu_lower* L, ttpu_val patches, int n,
                           int64_t* const* pos, const int64_t* H,
                           ttpu_val* val, ttpu_val* idx) {
@@ -580,15 +568,13 @@ static void window_argmax(ttpu_lower* L, ttpu_val patches, int n,
                                         ttpu_hlo_const(h, ti, 0, plane)));
     plane *= H[d];
   }
-  int is_float = ttpu_dtype_is_float(tp.dtype);
-  ttpu_val ok = valid, isnan = TTPU_VAL_ERROR;
-  if (is_float) {
-    isnan = ttpu_hlo_compare(h, TTPU_NE, patches, patches);
-    ok = ttpu_hlo_binary(h, TTPU_AND, valid, ttpu_hlo_unary(h, TTPU_NOT, isnan));
-  }
+  ttpu_val isnan = ttpu_hlo_compare(h, TTPU_NE, patches, patches);
+  ttpu_val ok = ttpu_hlo_binary(h, TTPU_AND, valid,
+                                ttpu_hlo_unary(h, TTPU_NOT, isnan));
   int64_t last[1] = {r - 1};
-  /* max over the usable slots; the others hold the lowest value */
-  ttpu_val fill = lowest(h, tp);
+  /* the max over usable slots (a window's first usable slot wins a tie,
+   * and a window of -inf yields its first slot, as on the CPU) */
+  ttpu_val fill = ttpu_hlo_const(h, tp, -INFINITY, 0);
   ttpu_val m = ttpu_hlo_reduce(h, ttpu_hlo_select(h, ok, patches, fill),
                                TTPU_RED_MAX, last, 1);
   int64_t keep[MAXD];
@@ -599,11 +585,6 @@ static void window_argmax(ttpu_lower* L, ttpu_val patches, int n,
   ttpu_val first = ttpu_hlo_reduce(
       h, ttpu_hlo_select(h, hit, F, ttpu_hlo_const(h, ti, 0, INT64_MAX)),
       TTPU_RED_MIN, last, 1);
-  if (!is_float) {
-    *val = m;
-    *idx = first;
-    return;
-  }
   ttpu_val nanpos = ttpu_hlo_reduce(
       h,
       ttpu_hlo_select(h, ttpu_hlo_binary(h, TTPU_AND, valid, isnan), F,

@@ -120,21 +120,26 @@ ttpu_val ttpu_ew_min(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
   return nan_prop(b, TTPU_MIN, x, y);
 }
 
-void ttpu_ew_check_int_divisor(ttpu_lower* L, ttpu_val divisor) {
+void ttpu_ew_check(ttpu_lower* L, ttpu_val flags, const char* msg) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  const ttpu_type* tp = ttpu_hlo_type(b, divisor);
-  if (!tp || !ttpu_dtype_is_int(tp->dtype)) return;
+  const ttpu_type* tp = ttpu_hlo_type(b, flags);
+  if (!tp) return;
   ttpu_type t = *tp;
   int64_t n = ttpu_type_numel(&t), zero_dim = 0, three = 3, one = 1;
   if (n == 0) return;
-  ttpu_val flat = ttpu_hlo_reshape(b, divisor, 1, &n);
-  ttpu_val zero = ttpu_ew_cmpk(b, TTPU_EQ, flat, 0);
-  ttpu_val any = ttpu_hlo_reduce(b, zero, TTPU_RED_OR, &zero_dim, 1);
+  ttpu_val flat = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, flags, TTPU_BOOL), 1, &n);
+  ttpu_val any = ttpu_hlo_reduce(b, flat, TTPU_RED_OR, &zero_dim, 1);
   ttpu_val flag = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, any, TTPU_I64), 1, &one);
   ttpu_val rest = ttpu_hlo_const(b, ttpu_type_make(TTPU_I64, 1, &three), 0, 0);
   ttpu_val parts[2] = {flag, rest};
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 2, 0), TTPU_INVALID_ARGUMENT,
-               "ZeroDivisionError");
+  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 2, 0), TTPU_INVALID_ARGUMENT, msg);
+}
+
+void ttpu_ew_check_int_divisor(ttpu_lower* L, ttpu_val divisor) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  const ttpu_type* t = ttpu_hlo_type(b, divisor);
+  if (!t || !ttpu_dtype_is_int(t->dtype)) return;
+  ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_EQ, divisor, 0), "ZeroDivisionError");
 }
 
 /* ------------------------------------------------------------ arithmetic */
@@ -252,7 +257,10 @@ static ttpu_status* div_mode(ttpu_lower* L, const char* mode) {
   ttpu_dtype dt = ttpu_ew_common(L);
   if (!ttpu_ew_accepts(L, dt, TTPU_EW_NUM, floor ? "div_floor_cpu" : "div_trunc_cpu"))
     return NULL;
-  operands(L, dt, &x, &y);
+  /* CPU rounds a / b to half/bfloat16 before truncating or flooring it,
+   * so these run in the narrow type itself, not in opmath */
+  x = ttpu_ew_in(L, 0, dt);
+  y = ttpu_ew_in(L, 1, dt);
   ttpu_val q;
   if (ttpu_dtype_is_float(dt)) {
     q = floor ? floordiv_float(b, x, y) : trunc_float(b, ttpu_ew_div(b, x, y));
@@ -332,10 +340,10 @@ static ttpu_status* lower_pow(ttpu_lower* L) {
   return NULL;
 }
 
-/* pow.Tensor_Scalar / pow_.Scalar: CPU answers the common exponents with
- * exact formulas (x*x, sqrt, ...), which differ from pow() at signed zeros
- * and infinities; the exponent is runtime data, so each is a select.
- * Integer tensors refuse negative integer exponents. */
+/* pow.Tensor_Scalar / pow_.Scalar: CPU answers exponents 2, +-0.5 and -1
+ * (among others) with x*x, sqrt, rsqrt and 1/x, which are exact where pow()
+ * need not be (and differ at -0.0 and -inf); the exponent is runtime data,
+ * so each is a select. Integer tensors refuse negative integer exponents. */
 static ttpu_status* lower_pow_scalar(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
@@ -344,34 +352,16 @@ static ttpu_status* lower_pow_scalar(ttpu_lower* L) {
   operands(L, dt, &x, &e);
   if (!ttpu_dtype_is_float(dt)) {
     ttpu_val ek = ttpu_l_scalar(L, 1, TTPU_I64);
-    int64_t one = 1, three = 3;
-    ttpu_val flag = ttpu_hlo_convert(
-        b, ttpu_hlo_compare(b, TTPU_LT, ek, ttpu_ew_k(b, ek, 0)), TTPU_I64);
-    ttpu_val parts[2] = {ttpu_hlo_reshape(b, flag, 1, &one),
-                         ttpu_hlo_const(b, ttpu_type_make(TTPU_I64, 1, &three),
-                                        0, 0)};
-    ttpu_l_check(L, ttpu_hlo_concat(b, parts, 2, 0), TTPU_INVALID_ARGUMENT,
-                 "Integers to negative integer powers are not allowed.");
+    ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_LT, ek, 0),
+                  "Integers to negative integer powers are not allowed.");
     ttpu_l_set_out(L, 0, pow_int(b, x, e));
     return NULL;
   }
-  static const double special[] = {0.5, 2, 3, -0.5, -1, -2, 0, 1};
   ttpu_val r = ttpu_hlo_binary(b, TTPU_POW, x, e);
-  ttpu_val sq = ttpu_ew_mul(b, x, x);
-  for (int i = (int)(sizeof special / sizeof special[0]) - 1; i >= 0; --i) {
-    ttpu_val v;
-    switch (i) {
-      case 0: v = ttpu_hlo_unary(b, TTPU_SQRT, x); break;
-      case 1: v = sq; break;
-      case 2: v = ttpu_ew_mul(b, sq, x); break;
-      case 3: v = ttpu_hlo_unary(b, TTPU_RSQRT, x); break;
-      case 4: v = ttpu_ew_kdiv(b, 1, x); break;
-      case 5: v = ttpu_ew_kdiv(b, 1, sq); break;
-      case 6: v = ttpu_ew_k(b, x, 1); break;
-      default: v = x; break;
-    }
-    r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, special[i]), v, r);
-  }
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, 2), ttpu_ew_mul(b, x, x), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, 0.5), ttpu_hlo_unary(b, TTPU_SQRT, x), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, -1), ttpu_ew_kdiv(b, 1, x), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, -0.5), ttpu_hlo_unary(b, TTPU_RSQRT, x), r);
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
@@ -664,16 +654,17 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
  * CPU's order of evaluation). */
 static ttpu_status* addc(ttpu_lower* L, int divide) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype dt = ttpu_ew_common(L);
-  int is_bool = dt == TTPU_BOOL;
-  if (divide && !ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "addcdiv_cpu")) return NULL;
+  /* `value` takes no part in promotion (2.5 is 2 for integer tensors) */
+  ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
+  if (!ttpu_ew_accepts(L, dt, divide ? TTPU_EW_FLOAT : TTPU_EW_NUM,
+                       divide ? "addcdiv_cpu" : "addcmul_cpu_out"))
+    return NULL;
   ttpu_dtype md = ttpu_ew_opmath(dt);
   ttpu_val s = ttpu_ew_in(L, 0, md), t1 = ttpu_ew_in(L, 1, md);
   ttpu_val t2 = ttpu_ew_in(L, 2, md), v = ttpu_ew_in(L, 3, md);
-  ttpu_binop mul = is_bool ? TTPU_AND : TTPU_MUL;
-  ttpu_val p = ttpu_hlo_binary(b, mul, v, t1);
-  p = ttpu_hlo_binary(b, divide ? TTPU_DIV : mul, p, t2);
-  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, is_bool ? TTPU_OR : TTPU_ADD, s, p));
+  ttpu_val p = ttpu_ew_mul(b, v, t1);
+  p = ttpu_hlo_binary(b, divide ? TTPU_DIV : TTPU_MUL, p, t2);
+  ttpu_l_set_out(L, 0, ttpu_ew_add(b, s, p));
   return NULL;
 }
 

@@ -54,6 +54,9 @@ ttpu_val ttpu_ew_min(ttpu_hlo* b, ttpu_val x, ttpu_val y);
  * float32 erf stops 3 ulp short of 1); erfc keeps its tiny tail values. */
 ttpu_val ttpu_ew_erf(ttpu_hlo* b, ttpu_val x);
 ttpu_val ttpu_ew_erfc(ttpu_hlo* b, ttpu_val x);
+/* A data-dependent error: after the program runs, the call fails with
+ * RuntimeError(msg) if any element of `flags` is true. */
+void ttpu_ew_check(ttpu_lower* L, ttpu_val flags, const char* msg);
 /* Fails the call with "ZeroDivisionError" (RuntimeError, as on CPU) when
  * an integer divisor has a zero element; a data-dependent check. */
 void ttpu_ew_check_int_divisor(ttpu_lower* L, ttpu_val divisor);

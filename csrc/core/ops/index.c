@@ -49,6 +49,28 @@ static ttpu_val index_arg(ttpu_lower* L, int arg) {
   return ttpu_hlo_convert(ttpu_l_hlo(L), tensor_arg(L, arg, TTPU_I64), TTPU_I64);
 }
 
+/* c10's name of a dtype, as CPU's messages spell it. */
+static const char* c10_name(ttpu_dtype dt) {
+  static const char* const names[TTPU_DTYPE_COUNT] = {
+      "Bool", "Byte", "Char", "Short", "Int", "Long", "Half", "BFloat16",
+      "Float", "Double", "UInt16", "UInt32", "UInt64"};
+  return (int)dt >= 0 && dt < TTPU_DTYPE_COUNT ? names[dt] : "?";
+}
+
+/* CPU's index dtype check (meta kernels skip it for some ops): int64, or
+ * also int32 when allow_int32; fmt has one %s for the dtype's name. */
+static int index_dtype_ok(ttpu_lower* L, int arg, int allow_int32,
+                          ttpu_code code, const char* fmt) {
+  const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, -1);
+  ttpu_dtype dt = d ? d->dtype : ttpu_l_scalar_dtype(L, arg);
+  if (dt == TTPU_I64 || (allow_int32 && dt == TTPU_I32)) return 1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  ttpu_hlo_fail(ttpu_l_hlo(L), code, fmt, c10_name(dt));
+#pragma GCC diagnostic pop
+  return 0;
+}
+
 /* x + size where x < 0 (i64, any shape). */
 static ttpu_val wrap(ttpu_hlo* b, ttpu_val idx, int64_t size) {
   const ttpu_type* tp = ttpu_hlo_type(b, idx);
@@ -247,6 +269,9 @@ static int combiner_for(int op, ttpu_dtype dt) {
 /* index_select(Tensor self, int dim, Tensor index) (and .out) */
 static ttpu_status* lower_index_select(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 2, 1, TTPU_INVALID_ARGUMENT,
+                      "index_select(): Expected dtype int32 or int64 for index"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int nd = ttpu_l_type(L, x).ndim;
@@ -267,6 +292,10 @@ static ttpu_status* lower_index_select(ttpu_lower* L) {
  * Scalar alpha=1) (also index_add_ and .out) */
 static ttpu_status* lower_index_add(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 2, 1, TTPU_INVALID_ARGUMENT,
+                      "index_add_(): Expected dtype int32/int64 for index but "
+                      "got: %s"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
   int nd = ttpu_l_type(L, x).ndim;
@@ -294,6 +323,10 @@ static ttpu_status* lower_index_add(ttpu_lower* L) {
 /* index_copy(Tensor self, int dim, Tensor index, Tensor source) (and _) */
 static ttpu_status* lower_index_copy(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 2, 0, TTPU_INVALID_ARGUMENT,
+                      "index_copy_(): Expected a long tensor for index, but "
+                      "got %s"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int nd = ttpu_l_type(L, x).ndim;
@@ -316,6 +349,9 @@ static ttpu_status* lower_index_copy(ttpu_lower* L) {
  * Tensor index, Scalar|Tensor value) and the functional forms */
 static ttpu_status* lower_index_fill(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 2, 0, TTPU_INDEX_ERROR,
+                      "index_fill_(): Expected dtype int64 for index.%.0s"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int nd = ttpu_l_type(L, x).ndim;
@@ -536,6 +572,12 @@ static int adv_index_build(ttpu_lower* L, ttpu_type tx, int arg, adv_index* a) {
       ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
                     "boolean mask indices must be turned into integer indices "
                     "(nonzero) before the engine sees them");
+      return 0;
+    }
+    if (d->dtype != TTPU_I64 && d->dtype != TTPU_I32) {
+      ttpu_hlo_fail(b, TTPU_INDEX_ERROR,
+                    "tensors used as indices must be long, int, byte or bool "
+                    "tensors");
       return 0;
     }
     ttpu_val v = ttpu_hlo_convert(b, ttpu_l_tensor_at(L, arg, k), TTPU_I64);
@@ -897,6 +939,9 @@ static ttpu_status* lower_take(ttpu_lower* L) {
  * (and the functional form) */
 static ttpu_status* lower_put(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 1, 0, TTPU_INVALID_ARGUMENT,
+                      "put_(): Expected a long tensor for index, but got %s"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = flatten(b, ttpu_l_tensor(L, 0));
   int64_t n = ttpu_l_type(L, x).dims[0];
