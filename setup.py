@@ -63,6 +63,7 @@ setup(
     version="0.1.0",
     description="PyTorch-native TPU backend driving XLA PJRT plugins",
     packages=find_packages(include=["torchtpu", "torchtpu.*"]),
+    package_data={"torchtpu": ["data/*.txt"]},
     python_requires=">=3.9",
     install_requires=["torch>=2.11,<2.15", "numpy"],
     ext_modules=[extension],

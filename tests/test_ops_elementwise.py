@@ -46,7 +46,7 @@ def same(fn, *args, meta_differs=False, **kw):
         fn(*args)
     except Exception as e:  # noqa: BLE001 - any CPU error must be mirrored
         tpu_args = [a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]
-        expected = (RuntimeError, ValueError, NotImplementedError) if meta_differs else type(e)
+        expected = (RuntimeError, ValueError, TypeError, NotImplementedError) if meta_differs else type(e)
         with pytest.raises(expected):
             _materialize(fn(*tpu_args))
         return

@@ -54,9 +54,13 @@ def test_layer_norm(dtype, affine):
     x = rand(3, 4, 6, dtype=dtype, requires_grad=True)
     w = rand(4, 6, dtype=dtype, requires_grad=True, seed=1) if affine else None
     b = rand(4, 6, dtype=dtype, requires_grad=True, seed=2) if affine else None
-    check(lambda t, ww, bb: F.layer_norm(t, (4, 6), ww, bb, eps=1e-5), x, w, b, grad=True)
+    # In bf16 the CPU saves mean/rstd rounded to bf16, the device (like
+    # CUDA, as the meta kernel says) in f32; weight gradients that cancel
+    # then differ by a few bf16 ulps.
+    tol = dict(atol=3e-2) if dtype == torch.bfloat16 else {}
+    check(lambda t, ww, bb: F.layer_norm(t, (4, 6), ww, bb, eps=1e-5), x, w, b, grad=True, **tol)
     w1 = rand(6, dtype=dtype, requires_grad=True, seed=3) if affine else None
-    check(lambda t, ww: F.layer_norm(t, (6,), ww), x, w1, grad=True)
+    check(lambda t, ww: F.layer_norm(t, (6,), ww), x, w1, grad=True, **tol)
 
 
 def test_layer_norm_outputs_and_masks():

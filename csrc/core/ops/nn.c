@@ -36,7 +36,7 @@ static ttpu_val un(ttpu_lower* L, ttpu_unop op, ttpu_val x) {
   return ttpu_hlo_unary(ttpu_l_hlo(L), op, x);
 }
 
-/* A tensor arg in dtype dt, or VAL_ERROR-free "absent" as `none`. */
+/* A tensor arg converted to dt; a 0-d CPU tensor arrives as a Scalar. */
 static ttpu_val tensor_as(ttpu_lower* L, int arg, ttpu_dtype dt) {
   if (ttpu_l_kind(L, arg) == TTPU_ARG_SCALAR) return ttpu_l_scalar(L, arg, dt);
   return ttpu_hlo_convert(ttpu_l_hlo(L), ttpu_l_tensor(L, arg), dt);
@@ -385,15 +385,10 @@ static ttpu_status* batch_norm(ttpu_lower* L, const bn_layout* lay) {
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?,
  * bool training, float momentum, float eps): updates the running stats
  * in place although its schema does not say so; the glue passes them as
- * extra outputs after the three returns. */
+ * extra outputs after the three returns. The same layout serves
+ * _native_batch_norm_legit (Tensor(a!) running stats) and its _functional
+ * variant (the new stats are returns 3 and 4). */
 static ttpu_status* lower_native_batch_norm(ttpu_lower* L) {
-  const bn_layout lay = {3, 4, 5, 0, 6, 7, 3, -1};
-  return batch_norm(L, &lay);
-}
-/* _native_batch_norm_legit(..., Tensor(a!) running_mean, Tensor(b!)
- * running_var, bool training, float momentum, float eps) and the
- * _functional variant (new stats as returns 3 and 4). */
-static ttpu_status* lower_bn_legit(ttpu_lower* L) {
   const bn_layout lay = {3, 4, 5, 0, 6, 7, 3, -1};
   return batch_norm(L, &lay);
 }
@@ -896,8 +891,8 @@ const ttpu_op_def ttpu_ops_nn[] = {
     {"native_layer_norm", lower_layer_norm, 0},
     {"native_layer_norm_backward", lower_layer_norm_bwd, 0},
     {"native_batch_norm", lower_native_batch_norm, 0},
-    {"_native_batch_norm_legit", lower_bn_legit, 0},
-    {"_native_batch_norm_legit_functional", lower_bn_legit, 0},
+    {"_native_batch_norm_legit", lower_native_batch_norm, 0},
+    {"_native_batch_norm_legit_functional", lower_native_batch_norm, 0},
     {"_native_batch_norm_legit.no_stats", lower_bn_legit_no_stats, 0},
     {"_native_batch_norm_legit_no_training", lower_bn_legit_no_training, 0},
     {"_batch_norm_with_update", lower_bn_with_update, 0},
