@@ -86,8 +86,9 @@ BINARY = {
     "xlogy": torch.xlogy,
     "logaddexp": torch.logaddexp,
     "logaddexp2": torch.logaddexp2,
+    "heaviside": torch.heaviside,
 }
-NO_GRAD = {"div_trunc", "div_floor", "fmax", "fmin"}
+NO_GRAD = {"div_trunc", "div_floor", "fmax", "fmin", "heaviside"}
 
 
 def _binary_inputs(name, dtype, grad):
@@ -130,7 +131,7 @@ def test_noncontiguous_inputs(name):
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "remainder", "fmod", "maximum", "minimum",
                                   "fmax", "fmin", "atan2", "pow", "hypot", "copysign", "div_floor",
-                                  "div_trunc", "xlogy", "logaddexp"])
+                                  "div_trunc", "xlogy", "logaddexp", "heaviside"])
 def test_binary_special_values(name):
     x, y = specials()
     check(BINARY[name], x, y, noncontig=False)
@@ -200,6 +201,11 @@ def test_integer_pow():
     check(lambda x: 2 ** x, e.abs(), noncontig=False)
     check(lambda x: x ** 2.5, a.abs(), noncontig=False)  # promotes to float
     check(lambda x: x.pow(torch.tensor(2)), a, noncontig=False)
+    # wrapping like CPU's exponentiation by squaring, whatever the exponent
+    check(lambda x: x ** 70, a, noncontig=False)
+    check(torch.pow, torch.tensor([3, -3, 2, 7], dtype=torch.int8), torch.tensor([100, 5, 9, 127], dtype=torch.int8),
+          noncontig=False)
+    check(lambda x: 3 ** x, torch.tensor([0, 1, 40, 64, 200], dtype=torch.uint8), noncontig=False)
     with pytest.raises(RuntimeError, match="negative integer powers"):
         a ** -1
     with pytest.raises(RuntimeError, match="negative integer powers"):
@@ -260,6 +266,16 @@ def test_mixed_dtype_promotion(pair):
     b = rand(4, dtype=pair[1], low=1, high=4, seed=3)
     for fn in (torch.add, torch.div, torch.lt, lambda x, y: torch.where(x > 2, x, y)):
         same(fn, a, b)
+
+
+def test_zero_dim_and_empty():
+    x = torch.tensor(2.5)
+    e = torch.zeros(0, 3)
+    for fn in (lambda t: t + 1, lambda t: t * t, torch.exp, F.gelu, lambda t: t.clamp(0, 1),
+               lambda t: torch.where(t > 1, t, 0.0), lambda t: t ** 2, lambda t: torch.lerp(t, t * 2, 0.3)):
+        check(fn, x, noncontig=False)
+        check(fn, e, noncontig=False)
+    check(lambda t, u: t + u, x, rand(3, 4), noncontig=False)
 
 
 def test_uint8_wraps_and_int8_overflow():
@@ -677,6 +693,35 @@ def test_out_variants(case):
         return o
 
     check(run, a, b, noncontig=False)
+
+
+def test_out_variants_of_backward_and_multi_output_ops():
+    g = rand(3, 4, seed=22)
+    x = rand(3, 4, seed=23)
+    aten = torch.ops.aten
+
+    def run(a, b):
+        o1 = torch.empty_like(a)
+        aten.threshold_backward.grad_input(a, b, 0.1, grad_input=o1)
+        o2 = torch.empty_like(a)
+        aten.gelu_backward.grad_input(a, b, grad_input=o2)
+        out, buf = torch.empty_like(a), torch.empty_like(a)
+        r = aten.log_sigmoid_forward.output(b, output=out, buffer=buf)
+        assert r[0] is out and r[1] is buf
+        return o1, o2, out, buf
+
+    check(run, g, x, noncontig=False)
+
+
+def test_scalar_overloads_of_other_ops():
+    x = rand(3, 4, low=0.5, high=2)
+    check(lambda t: torch.copysign(t, -1.0), x, noncontig=False)
+    check(lambda t: torch.copysign(t, 2), x, noncontig=False)
+    check(lambda t: torch.xlogy(t, 3.0), x, noncontig=False)
+    check(lambda t: torch.xlogy(2, t), x, noncontig=False)
+    check(lambda t: torch.xlogy(0.0, t - 1), x, noncontig=False)
+    check(lambda t: torch.remainder(5, t), x, noncontig=False)
+    check(lambda t: torch.bitwise_left_shift(3, t), rand(3, 4, dtype=torch.int64, low=0, high=3), noncontig=False)
 
 
 def test_out_dtype_errors_like_cpu():

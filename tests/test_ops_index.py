@@ -2,7 +2,7 @@
 index_fill, gather/scatter/scatter_add/scatter_reduce, advanced indexing
 (index, index_put_ with integer and boolean indices), nonzero,
 masked_select/masked_scatter, take/put, embedding (+ backward, max_norm),
-repeat_interleave, their gradients, in-place forms (also through views),
+repeat_interleave, bincount, their gradients, in-place forms (also through views),
 and the errors CPU raises for out-of-range indices."""
 import os
 
@@ -41,6 +41,13 @@ def fp(dtype):
     return dtype.is_floating_point
 
 
+def f32(dtype):
+    """Gradients and non-contiguous layouts are checked in float32: the
+    layout and backward paths do not depend on the dtype, and every extra
+    variant costs compiles."""
+    return dtype == torch.float32
+
+
 # ------------------------------------------------------------------ index_select
 
 
@@ -49,7 +56,7 @@ def fp(dtype):
 def test_index_select(dtype, dim):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     i = T(3, 0, 3, 1)  # a repeated index: the gradient accumulates
-    check(lambda t, i: t.index_select(dim, i), x, i, grad=fp(dtype))
+    check(lambda t, i: t.index_select(dim, i), x, i, grad=f32(dtype), noncontig=f32(dtype))
 
 
 def test_index_select_int32_0d_and_out():
@@ -66,8 +73,8 @@ def test_index_select_int32_0d_and_out():
 def test_index_add(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     s = rand(3, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
-    check(lambda t, i, s: t.index_add(0, i, s, alpha=2), x, T(1, 3, 1), s, grad=fp(dtype))
-    check(lambda t, i, s: t.index_add(1, i, s), x, T(0, 4, 0), rand(4, 3, dtype=dtype, seed=2))
+    check(lambda t, i, s: t.index_add(0, i, s, alpha=2), x, T(1, 3, 1), s, grad=f32(dtype), noncontig=f32(dtype))
+    check(lambda t, i, s: t.index_add(1, i, s), x, T(0, 4, 0), rand(4, 3, dtype=dtype, seed=2), noncontig=f32(dtype))
 
 
 def test_index_add_inplace_through_view():
@@ -82,7 +89,7 @@ def test_index_add_inplace_through_view():
 def test_index_copy(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     s = rand(2, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
-    check(lambda t, i, s: t.index_copy(0, i, s), x, T(3, 1), s, grad=fp(dtype))
+    check(lambda t, i, s: t.index_copy(0, i, s), x, T(3, 1), s, grad=f32(dtype), noncontig=f32(dtype))
     check(lambda t, i, s: t.clone().index_copy_(1, i, s), x.detach(), T(4, 0),
           rand(4, 2, dtype=dtype, seed=2))
 
@@ -91,14 +98,14 @@ def test_index_copy(dtype):
 def test_index_fill(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     v = True if dtype == torch.bool else 3
-    check(lambda t, i: t.index_fill(1, i, v), x, T(-1, 0, 2), grad=fp(dtype))
-    check(lambda t, i, v: t.index_fill(0, i, v), x, T(2), torch.tensor(v, dtype=dtype))
+    check(lambda t, i: t.index_fill(1, i, v), x, T(-1, 0, 2), grad=f32(dtype), noncontig=f32(dtype))
+    check(lambda t, i, v: t.index_fill(0, i, v), x, T(2), torch.tensor(v, dtype=dtype), noncontig=f32(dtype))
 
     def through_view(b, i):
         b = b.clone()
         b[1:, ::2].index_fill_(0, i, v)
         return b
-    check(through_view, x.detach(), T(0, 2))
+    check(through_view, x.detach(), T(0, 2), noncontig=f32(dtype))
 
 
 # ------------------------------------------------------------------ gather/scatter
@@ -109,7 +116,7 @@ def test_index_fill(dtype):
 def test_gather(dtype, dim):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     i = torch.randint(0, 4, (3, 4), generator=torch.Generator().manual_seed(dim))
-    check(lambda t, i: t.gather(dim, i), x, i, grad=fp(dtype))
+    check(lambda t, i: t.gather(dim, i), x, i, grad=f32(dtype), noncontig=f32(dtype))
 
 
 def test_gather_3d_and_0d():
@@ -127,14 +134,15 @@ UNIQUE = torch.tensor([[0, 3, 1, 2, 0], [2, 0, 3, 1, 1]])
 def test_scatter(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     s = rand(2, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
-    check(lambda t, i, s: t.scatter(0, i, s), x, UNIQUE, s, grad=fp(dtype))
+    check(lambda t, i, s: t.scatter(0, i, s), x, UNIQUE, s, grad=f32(dtype), noncontig=f32(dtype))
     big = rand(3, 6, dtype=dtype, seed=1)  # only the part the index covers is used
-    check(lambda t, i, s: t.scatter(0, i, s), x.detach(), UNIQUE, big)
+    check(lambda t, i, s: t.scatter(0, i, s), x.detach(), UNIQUE, big, noncontig=f32(dtype))
     v = False if dtype == torch.bool else -2
-    check(lambda t, i: t.scatter(0, i, v), x, UNIQUE)
-    check(lambda t, i, s: t.clone().scatter_(1, i, s), x, torch.tensor([[4, 0], [1, 2]]), s)
+    check(lambda t, i: t.scatter(0, i, v), x, UNIQUE, noncontig=f32(dtype))
+    check(lambda t, i, s: t.clone().scatter_(1, i, s), x, torch.tensor([[4, 0], [1, 2]]), s, noncontig=f32(dtype))
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
 def test_scatter_reduce_str():
     x, s = rand(4, 5), rand(3, 5, seed=1)
     check(lambda t, i, s: t.scatter(0, i, s, reduce="add"), x, PERM, s)
@@ -146,18 +154,18 @@ def test_scatter_reduce_str():
 def test_scatter_add(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     s = rand(3, 5, dtype=dtype, requires_grad=fp(dtype), seed=1)
-    check(lambda t, i, s: t.scatter_add(0, i, s), x, PERM, s, grad=fp(dtype))
+    check(lambda t, i, s: t.scatter_add(0, i, s), x, PERM, s, grad=f32(dtype), noncontig=f32(dtype))
 
     def through_view(b, i, s):
         b = b.clone()
         b.t().scatter_add_(1, i.t(), s.t())
         return b
-    check(through_view, x.detach(), PERM, s.detach())
+    check(through_view, x.detach(), PERM, s.detach(), noncontig=f32(dtype))
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
-@pytest.mark.parametrize("include_self", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("include_self,dtype", [(True, torch.float32), (False, torch.float32),
+                                                (False, torch.int64)])
 def test_scatter_reduce(reduce, include_self, dtype):
     x = rand(4, 5, dtype=dtype)
     s = rand(3, 5, dtype=dtype, seed=1)
@@ -196,16 +204,19 @@ INDEXERS = {
 
 
 @pytest.mark.parametrize("name", list(INDEXERS))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
-def test_index(name, dtype):
+def test_index(name):
+    dtype = torch.float32
     x = rand(3, 4, 5, dtype=dtype, requires_grad=fp(dtype))
     i, j = T(2, 0, -1), T(-4, 3, 1)  # negative indices wrap
-    check(lambda t, i, j: INDEXERS[name](t, i, j), x, i, j, grad=fp(dtype))
+    check(lambda t, i, j: INDEXERS[name](t, i, j), x, i, j, grad=f32(dtype), noncontig=f32(dtype))
 
 
-def test_index_bf16_bool_and_int32():
-    check(lambda t, i: t[i], rand(4, 5, dtype=torch.bfloat16, requires_grad=True), T(3, 3, 0), grad=True)
-    check(lambda t, i: t[:, i], rand(4, 5, dtype=torch.bool), T(1, 0).int())
+def test_index_bf16_int64_bool_and_int32():
+    check(lambda t, i: t[i], rand(4, 5, dtype=torch.bfloat16, requires_grad=True), T(3, 3, 0),
+          grad=True, noncontig=False)
+    check(lambda t, i, j: t[i, :, j], rand(3, 4, 5, dtype=torch.int64), T(2, 0), T(-1, 1),
+          noncontig=False)
+    check(lambda t, i: t[:, i], rand(4, 5, dtype=torch.bool), T(1, 0).int(), noncontig=False)
 
 
 def test_index_with_cpu_indices():
@@ -231,13 +242,13 @@ def test_index_put(accumulate, dtype):
 
     def f(t, i, j, v):
         return t.index_put((i, j), v, accumulate=accumulate)
-    check(f, x, i, T(0, 4, -1), v, grad=fp(dtype))
+    check(f, x, i, T(0, 4, -1), v, grad=f32(dtype), noncontig=f32(dtype))
 
     def rows(t, i, v):
         t = t.clone()
         t.index_put_((i,), v[:, None] * 2, accumulate=accumulate)  # broadcast values
         return t
-    check(rows, x.detach(), i, v.detach())
+    check(rows, x.detach(), i, v.detach(), noncontig=f32(dtype))
 
 
 def test_setitem_through_view_and_scalar():
@@ -257,7 +268,7 @@ def test_setitem_through_view_and_scalar():
 def test_mask_getitem(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     m = rand(4, 5, seed=3) > 0
-    check(lambda t, m: t[m], x, m, grad=fp(dtype))
+    check(lambda t, m: t[m], x, m, grad=f32(dtype), noncontig=f32(dtype))
     check(lambda t, m: t[m[:, 0]], x, m)            # a mask over dim 0
     check(lambda t, m: t[:, m[0]], x, m)            # over dim 1
     check(lambda t, m: t[m[:, 0], 1], x, m)         # a mask and an integer
@@ -296,11 +307,11 @@ def test_mask_setitem(dtype):
     def accumulate(t, m, v):
         return t.index_put((m,), v, accumulate=True)
 
-    check(scalar, x, m)
-    check(values, x, m, rand(n, dtype=dtype, seed=1))
-    check(rows, x, m, rand(5, dtype=dtype, seed=2))
-    check(rows, x, m, rand(int(m[:, 0].sum()), 5, dtype=dtype, seed=2))
-    check(accumulate, x, m, rand(n, dtype=dtype, seed=1))
+    check(scalar, x, m, noncontig=f32(dtype))
+    check(values, x, m, rand(n, dtype=dtype, seed=1), noncontig=f32(dtype))
+    check(rows, x, m, rand(5, dtype=dtype, seed=2), noncontig=f32(dtype))
+    check(rows, x, m, rand(int(m[:, 0].sum()), 5, dtype=dtype, seed=2), noncontig=f32(dtype))
+    check(accumulate, x, m, rand(n, dtype=dtype, seed=1), noncontig=f32(dtype))
 
 
 def test_mask_setitem_grad_and_mixed():
@@ -327,6 +338,16 @@ def test_mask_count_mismatch_raises():
         return t
     same_error(f, x, m)
 
+    def rows(t, m):
+        t = t.clone()
+        t[:, m[0]] = torch.ones(4, 9, device=t.device)
+        return t
+    with pytest.raises(RuntimeError) as cpu:
+        rows(x, m)
+    with pytest.raises(RuntimeError) as dev:
+        rows(x.to(DEV), m.to(DEV)).cpu()
+    assert str(cpu.value) in str(dev.value)
+
 
 def test_mask_shape_mismatch_raises():
     same_error(lambda t, m: t[m], rand(4, 5), torch.ones(3, dtype=torch.bool))
@@ -337,20 +358,20 @@ def test_nonzero(dtype):
     x = rand(3, 4, 5, dtype=dtype)
     if dtype != torch.bool:
         x[x.abs() < 1] = 0
-    check(torch.nonzero, x)
-    check(lambda t: torch.nonzero(t, as_tuple=True), x)
-    check(torch.nonzero, torch.zeros(4, 5))
-    check(torch.nonzero, torch.tensor(3.0))
-    check(lambda t: torch.nonzero_static(t, size=50, fill_value=-7), x)
-    check(lambda t: torch.nonzero_static(t, size=3), x)
+    check(torch.nonzero, x, noncontig=f32(dtype))
+    check(lambda t: torch.nonzero(t, as_tuple=True), x, noncontig=f32(dtype))
+    check(torch.nonzero, torch.zeros(4, 5), noncontig=f32(dtype))
+    check(torch.nonzero, torch.tensor(3.0), noncontig=f32(dtype))
+    check(lambda t: torch.nonzero_static(t, size=50, fill_value=-7), x, noncontig=f32(dtype))
+    check(lambda t: torch.nonzero_static(t, size=3), x, noncontig=f32(dtype))
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
 def test_masked_select(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     m = rand(5, seed=3) > 0                       # broadcast over rows
-    check(torch.masked_select, x, m, grad=fp(dtype))
-    check(torch.masked_select, x, rand(4, 5, seed=4) > 0, grad=fp(dtype))
+    check(torch.masked_select, x, m, grad=f32(dtype), noncontig=f32(dtype))
+    check(torch.masked_select, x, rand(4, 5, seed=4) > 0, grad=f32(dtype), noncontig=f32(dtype))
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
@@ -358,8 +379,8 @@ def test_masked_scatter(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     m = rand(4, 5, seed=3) > 0
     s = rand(24, dtype=dtype, requires_grad=fp(dtype), seed=1)
-    check(lambda t, m, s: t.masked_scatter(m, s), x, m, s, grad=fp(dtype))
-    check(lambda t, m, s: t.clone().masked_scatter_(m[0], s[:30].reshape(6, 4)), x, m, s)
+    check(lambda t, m, s: t.masked_scatter(m, s), x, m, s, grad=f32(dtype), noncontig=f32(dtype))
+    check(lambda t, m, s: t.clone().masked_scatter_(m[0], s[:30].reshape(6, 4)), x, m, s, noncontig=f32(dtype))
 
 
 def test_masked_scatter_too_few_raises():
@@ -374,22 +395,23 @@ def test_masked_scatter_too_few_raises():
 def test_take_put(dtype):
     x = rand(4, 5, dtype=dtype, requires_grad=fp(dtype))
     i = torch.tensor([[0, 19, -1], [7, -20, 3]])
-    check(torch.take, x, i, grad=fp(dtype))
+    check(torch.take, x, i, grad=f32(dtype), noncontig=f32(dtype))
     s = rand(4, dtype=dtype, seed=1)
-    check(lambda t, i, s: t.clone().put_(i, s), x.detach(), T(3, 0, -1, 12), s)
-    check(lambda t, i, s: t.put(i, s, accumulate=True), x.detach(), T(3, 3, -1, 3), s)
+    check(lambda t, i, s: t.clone().put_(i, s), x.detach(), T(3, 0, -1, 12), s, noncontig=f32(dtype))
+    check(lambda t, i, s: t.put(i, s, accumulate=True), x.detach(), T(3, 3, -1, 3), s, noncontig=f32(dtype))
 
 
 # ------------------------------------------------------------------ embedding
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("padding_idx,scale", [(None, False), (2, False), (None, True), (-1, True)])
+@pytest.mark.parametrize("dtype,padding_idx,scale", [
+    (torch.float32, None, False), (torch.float32, 2, False), (torch.float32, -1, True),
+    (torch.bfloat16, 2, True)])
 def test_embedding(dtype, padding_idx, scale):
     w = rand(6, 4, dtype=dtype, requires_grad=True)
     i = torch.tensor([[0, 2, 2], [5, 1, 2]])
     check(lambda w, i: F.embedding(i, w, padding_idx=padding_idx, scale_grad_by_freq=scale),
-          w, i, grad=True)
+          w, i, grad=True, noncontig=f32(dtype))
 
 
 def test_embedding_max_norm():
@@ -417,6 +439,16 @@ def test_repeat_interleave():
     check(lambda t: t.repeat_interleave(2, dim=1), x, grad=True)
     check(lambda r: torch.repeat_interleave(r, output_size=6), T(2, 0, 3, 1))
     same_error(torch.repeat_interleave, T(2, -1))
+
+
+def test_bincount():
+    x = torch.tensor([0, 3, 3, 1, 7, 3])
+    check(torch.bincount, x, noncontig=False)
+    check(lambda x: torch.bincount(x, minlength=10), x, noncontig=False)
+    check(lambda x, w: torch.bincount(x, w), x, rand(6, seed=1), noncontig=False)
+    check(lambda x, w: torch.bincount(x, w), x, rand(6, dtype=torch.bfloat16, seed=1), noncontig=False)
+    check(lambda x: torch.bincount(x, minlength=2), torch.zeros(0, dtype=torch.long), noncontig=False)
+    same_error(torch.bincount, T(1, -1))
 
 
 # ------------------------------------------------------------------ range checks
@@ -494,3 +526,11 @@ def test_shape_errors_like_cpu():
         same_error(lambda t, i: t.put(i, t[0, :1]), x, bad)
     same_error(lambda t, i: t.gather(0, i), x, T(0, 1))                  # rank mismatch
     same_error(lambda t, i, v: t.index_put((i,), v), x, T(0, 1), torch.ones(3, 5))
+    d = torch.ones(2, 5, dtype=torch.float64)                            # source dtypes
+    same_error(lambda t, i, v: t.index_put((i,), v), x, T(0, 1), d)
+    same_error(lambda t, m, v: t.index_put((m,), v), x, x > 0, torch.ones(1, 1, dtype=torch.int64) + d[:, :1])
+    # one mask and one value: CPU fills (converting the value), no error
+    check(lambda t, m, v: t.index_put((m,), v), x, x > 0, torch.ones((), dtype=torch.float64))
+    same_error(lambda t, i, v: t.index_add(0, i, v), x, T(0, 1), d)
+    same_error(lambda t, i, v: t.index_copy(0, i, v), x, T(0, 1), d)
+    same_error(lambda t, i, v: t.put(i, v), x, T(0, 1), d[0, :2])

@@ -1,5 +1,5 @@
 // Ops whose output shape depends on data: nonzero, masked_select, indexing
-// with boolean masks, repeat_interleave without output_size. The engine
+// with boolean masks, repeat_interleave without output_size, bincount. The engine
 // only runs programs of static shape, so these read one count back to the
 // host (a synchronization, as on CUDA) and then call an engine op whose
 // shape is known: nonzero_static, index.Tensor with integer indices,
@@ -9,9 +9,11 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/ops/unfold_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace torchtpu {
@@ -159,6 +161,42 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   return at::index(*s, {*m});
 }
 
+// bincount(Tensor self, Tensor? weights=None, SymInt minlength=0): the
+// length is max(self) + 1, read to the host together with the min (one
+// read); the counting is an index_add.
+at::Tensor bincount(const at::Tensor& self,
+                    const std::optional<at::Tensor>& weights,
+                    int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(),
+                                                    /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  const bool weighted = weights.has_value() && weights->defined();
+  TORCH_CHECK(!weighted || (weights->dim() == 1 &&
+                            weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  const at::ScalarType dtype =
+      !weighted ? at::kLong
+                : weights->scalar_type() == at::kFloat ? at::kFloat
+                                                       : at::kDouble;
+  int64_t length = minlength;
+  if (self.numel() > 0) {
+    auto [lo, hi] = at::aminmax(self);
+    const at::Tensor both = at::stack({lo, hi}).to(at::kLong).cpu();
+    const int64_t* v = both.const_data_ptr<int64_t>();
+    TORCH_CHECK(v[0] >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    length = std::max(length, v[1] + 1);
+  }
+  at::Tensor out = at::zeros({length}, self.options().dtype(dtype));
+  if (self.numel() == 0) {
+    return out;
+  }
+  const at::Tensor w =
+      weighted ? weights->to(dtype) : at::ones({self.size(0)}, out.options());
+  return out.index_add_(0, self, w);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -171,6 +209,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero_tpu));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("bincount", TORCH_FN(bincount));
+  // A strided view like any other: ATen's generic one serves (its backward,
+  // unfold_backward, is an engine op).
+  m.impl("unfold", TORCH_FN(at::native::unfold));
 }
 
 }  // namespace torchtpu

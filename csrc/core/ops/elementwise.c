@@ -56,6 +56,11 @@ int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op) {
 ttpu_val ttpu_ew_fit(ttpu_lower* L, ttpu_val v, ttpu_dtype dt) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type o = ttpu_l_out_type(L, 0);
+  const ttpu_type* t = ttpu_hlo_type(b, v);
+  /* XLA rewrites x * convert(pred) as select(pred, x, 0), which turns
+   * False * NaN into 0; a detour through uint8 keeps IEEE's NaN */
+  if (t && t->dtype == TTPU_BOOL && ttpu_dtype_is_float(dt))
+    v = ttpu_hlo_convert(b, v, TTPU_U8);
   return ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, v, dt), o.ndim, o.dims);
 }
 
@@ -82,6 +87,10 @@ ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v) {
   ttpu_type c = *t;
   /* (int64_t)inf is undefined: integral constants come from finite v */
   return ttpu_hlo_const(b, c, v, ttpu_dtype_is_float(c.dtype) ? 0 : (int64_t)v);
+}
+
+static int is_unsigned(ttpu_dtype dt) {
+  return dt == TTPU_U8 || dt == TTPU_U16 || dt == TTPU_U32 || dt == TTPU_U64;
 }
 
 static int is_float_val(ttpu_hlo* b, ttpu_val x) {
@@ -306,23 +315,33 @@ static ttpu_status* rem_like(ttpu_lower* L, int python) {
 static ttpu_status* lower_remainder(ttpu_lower* L) { return rem_like(L, 1); }
 static ttpu_status* lower_fmod(ttpu_lower* L) { return rem_like(L, 0); }
 
-/* Integer power as CPU's powi: exponentiation by squaring (wrapping) for
- * e >= 0; for e < 0, 1 for base 1, +-1 for base -1, else 0. */
+/* Integer power as CPU's powi: exponentiation by squaring, wrapping, over
+ * every bit of the exponent (the plugin's own integer power is not exact
+ * modulo 2^bits for large exponents); for e < 0: 1 for base 1, +-1 for
+ * base -1, else 0. */
 static ttpu_val pow_int(ttpu_hlo* b, ttpu_val x, ttpu_val e) {
-  ttpu_val p = ttpu_hlo_binary(b, TTPU_POW, x, ttpu_hlo_select(
-      b, ttpu_ew_cmpk(b, TTPU_LT, e, 0), ttpu_ew_k(b, e, 0), e));
-  if (ttpu_dtype_is_int(dtype_of(b, x)) && dtype_of(b, x) != TTPU_U8) {
-    ttpu_val odd = ttpu_ew_cmpk(
-        b, TTPU_NE, ttpu_hlo_binary(b, TTPU_AND, e, ttpu_ew_k(b, e, 1)), 0);
-    ttpu_val neg_one = ttpu_hlo_select(b, odd, ttpu_ew_k(b, x, -1),
-                                       ttpu_ew_k(b, x, 1));
-    ttpu_val inv = ttpu_hlo_select(
-        b, ttpu_ew_cmpk(b, TTPU_EQ, x, 1), ttpu_ew_k(b, x, 1),
-        ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, -1), neg_one,
-                        ttpu_ew_k(b, x, 0)));
-    p = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, e, 0), inv, p);
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_dtype dt = tp->dtype;
+  int is_signed = !is_unsigned(dt);
+  int bits = (int)ttpu_dtype_size(dt) * 8 - is_signed;
+  ttpu_val one = ttpu_ew_k(b, x, 1), zero = ttpu_ew_k(b, x, 0);
+  ttpu_val acc = one, base = x, rest = e;
+  for (int k = 0; k < bits; ++k) {
+    ttpu_val bit = ttpu_ew_cmpk(b, TTPU_NE, ttpu_hlo_binary(b, TTPU_AND, rest, one), 0);
+    acc = ttpu_hlo_select(b, bit, ttpu_ew_mul(b, acc, base), acc);
+    if (k + 1 < bits) {
+      base = ttpu_ew_mul(b, base, base);
+      rest = ttpu_hlo_binary(b, TTPU_SHR_L, rest, one);
+    }
   }
-  return p;
+  if (!is_signed) return acc;
+  ttpu_val odd = ttpu_ew_cmpk(b, TTPU_NE, ttpu_hlo_binary(b, TTPU_AND, e, one), 0);
+  ttpu_val inv = ttpu_hlo_select(
+      b, ttpu_ew_cmpk(b, TTPU_EQ, x, 1), one,
+      ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, -1),
+                      ttpu_hlo_select(b, odd, ttpu_ew_k(b, x, -1), one), zero));
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, e, 0), inv, acc);
 }
 
 static ttpu_val pow_values(ttpu_hlo* b, ttpu_val x, ttpu_val e) {
@@ -355,6 +374,12 @@ static ttpu_status* lower_pow_scalar(ttpu_lower* L) {
     ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_LT, ek, 0),
                   "Integers to negative integer powers are not allowed.");
     ttpu_l_set_out(L, 0, pow_int(b, x, e));
+    return NULL;
+  }
+  if (dt == TTPU_F16) {
+    /* CPU's half kernel: plain pow, with the exponent rounded to half */
+    e = ttpu_hlo_convert(b, ttpu_hlo_convert(b, e, TTPU_F16), TTPU_F32);
+    ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_POW, x, e));
     return NULL;
   }
   ttpu_val r = ttpu_hlo_binary(b, TTPU_POW, x, e);
@@ -538,7 +563,7 @@ static ttpu_status* shift(ttpu_lower* L, int left) {
     return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
-  ttpu_binop op = left ? TTPU_SHL : dt == TTPU_U8 ? TTPU_SHR_L : TTPU_SHR_A;
+  ttpu_binop op = left ? TTPU_SHL : is_unsigned(dt) ? TTPU_SHR_L : TTPU_SHR_A;
   ttpu_l_set_out(L, 0, ttpu_hlo_binary(ttpu_l_hlo(L), op, x, y));
   return NULL;
 }

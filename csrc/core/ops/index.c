@@ -57,16 +57,35 @@ static const char* c10_name(ttpu_dtype dt) {
   return (int)dt >= 0 && dt < TTPU_DTYPE_COUNT ? names[dt] : "?";
 }
 
+/* The dtype of a tensor (or CPU-scalar) argument. */
+static ttpu_dtype arg_dtype(ttpu_lower* L, int arg) {
+  const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, -1);
+  return d ? d->dtype : ttpu_l_scalar_dtype(L, arg);
+}
+
 /* CPU's index dtype check (meta kernels skip it for some ops): int64, or
  * also int32 when allow_int32; fmt has one %s for the dtype's name. */
 static int index_dtype_ok(ttpu_lower* L, int arg, int allow_int32,
                           ttpu_code code, const char* fmt) {
-  const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, -1);
-  ttpu_dtype dt = d ? d->dtype : ttpu_l_scalar_dtype(L, arg);
+  ttpu_dtype dt = arg_dtype(L, arg);
   if (dt == TTPU_I64 || (allow_int32 && dt == TTPU_I32)) return 1;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
   ttpu_hlo_fail(ttpu_l_hlo(L), code, fmt, c10_name(dt));
+#pragma GCC diagnostic pop
+  return 0;
+}
+
+/* CPU requires source and self of one dtype here (the meta kernels do not
+ * check); fmt takes self's then the source's c10 name. */
+static int same_dtype_ok(ttpu_lower* L, int self_arg, int src_arg,
+                         const char* fmt) {
+  ttpu_dtype a = arg_dtype(L, self_arg), c = arg_dtype(L, src_arg);
+  if (a == c) return 1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT, fmt, c10_name(a),
+                c10_name(c));
 #pragma GCC diagnostic pop
   return 0;
 }
@@ -204,23 +223,24 @@ static ttpu_val coords(ttpu_hlo* b, ttpu_val idx, int dim) {
   return ttpu_hlo_concat(b, parts, r, r);
 }
 
-static const int64_t kIota[TTPU_MAX_DIMS] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
-
 /* x at every coordinate of c (S + [rank x]): shape S. */
 static ttpu_val gather_elems(ttpu_hlo* b, ttpu_val x, ttpu_val c) {
   const ttpu_type* tx = ttpu_hlo_type(b, x);
   const ttpu_type* tc = ttpu_hlo_type(b, c);
   if (!tx || !tc) return ERR;
   int r = tx->ndim;
-  int64_t ones[TTPU_MAX_DIMS];
-  for (int i = 0; i < r; ++i) ones[i] = 1;
+  int64_t ones[TTPU_MAX_DIMS], all[TTPU_MAX_DIMS];
+  for (int i = 0; i < r; ++i) {
+    ones[i] = 1;
+    all[i] = i;
+  }
   ttpu_type out = ttpu_type_make(tx->dtype, tc->ndim - 1, tc->dims);
   ttpu_gather_dims dn;
   memset(&dn, 0, sizeof(dn));
   dn.n_collapsed_slice_dims = r;
-  dn.collapsed_slice_dims = kIota;
+  dn.collapsed_slice_dims = all;
   dn.n_start_index_map = r;
-  dn.start_index_map = kIota;
+  dn.start_index_map = all;
   dn.index_vector_dim = tc->ndim - 1;
   dn.slice_sizes = ones;
   return ttpu_hlo_gather(b, x, c, &dn, out);
@@ -232,12 +252,14 @@ static ttpu_val scatter_elems(ttpu_hlo* b, ttpu_val x, ttpu_val c,
   const ttpu_type* tx = ttpu_hlo_type(b, x);
   const ttpu_type* tc = ttpu_hlo_type(b, c);
   if (!tx || !tc) return ERR;
+  int64_t all[TTPU_MAX_DIMS];
+  for (int i = 0; i < tx->ndim; ++i) all[i] = i;
   ttpu_scatter_dims dn;
   memset(&dn, 0, sizeof(dn));
   dn.n_inserted_window_dims = tx->ndim;
-  dn.inserted_window_dims = kIota;
+  dn.inserted_window_dims = all;
   dn.n_scatter_dims_to_operand_dims = tx->ndim;
-  dn.scatter_dims_to_operand_dims = kIota;
+  dn.scatter_dims_to_operand_dims = all;
   dn.index_vector_dim = tc->ndim - 1;
   return ttpu_hlo_scatter(b, x, c, upd, &dn, combine);
 }
@@ -296,6 +318,9 @@ static ttpu_status* lower_index_add(ttpu_lower* L) {
                       "index_add_(): Expected dtype int32/int64 for index but "
                       "got: %s"))
     return NULL;
+  if (!same_dtype_ok(L, 0, 3, "index_add_(): self (%s) and source (%s) must "
+                     "have the same scalar type"))
+    return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
   int nd = ttpu_l_type(L, x).ndim;
@@ -326,6 +351,9 @@ static ttpu_status* lower_index_copy(ttpu_lower* L) {
   if (!index_dtype_ok(L, 2, 0, TTPU_INVALID_ARGUMENT,
                       "index_copy_(): Expected a long tensor for index, but "
                       "got %s"))
+    return NULL;
+  if (!same_dtype_ok(L, 0, 3, "index_copy_(): self and source expected to "
+                     "have the same dtype, but got (self) %s and (source) %s"))
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -761,11 +789,16 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
                                      TTPU_RED_SUM, &zero, 1);
     ttpu_val bad = ttpu_hlo_compare(b, TTPU_NE, count,
                                     ttpu_hlo_const_i(b, TTPU_I64, count_at_values));
-    char vs[96], fmt[200];
+    /* CPU's message names the indexing result's shape, count included */
+    char vs[80], pre[64], post[64], fmt[240];
     shape_str(tv.dims, tv.ndim, vs, sizeof(vs));
+    shape_str(tx.dims, k, pre, sizeof(pre));
+    shape_str(tx.dims + k + r, tx.ndim - k - r, post, sizeof(post));
+    pre[strlen(pre) - 1] = '\0'; /* drop "]" */
     snprintf(fmt, sizeof(fmt),
              "shape mismatch: value tensor of shape %s cannot be broadcast to "
-             "indexing result with %%lld elements", vs);
+             "indexing result of shape %s%s%%lld%s%s", vs, pre, k ? ", " : "",
+             tx.ndim - k - r ? ", " : "", post + 1);
     ttpu_l_check(L, info4(b, bad, count, count, count), TTPU_INVALID_ARGUMENT,
                  fmt);
   }
@@ -803,8 +836,6 @@ static ttpu_status* lower_index_put(ttpu_lower* L) {
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
   int accumulate = ttpu_l_bool(L, 3, 0);
-  ttpu_val v = ttpu_hlo_convert(b, tensor_arg(L, 2, tx.dtype), tx.dtype);
-  /* a single boolean mask is lowered without nonzero */
   int nl = ttpu_l_count(L, 1), n_def = 0, mask_at = -1;
   for (int k = 0; k < nl; ++k) {
     const ttpu_tensor* d = ttpu_l_tensor_desc(L, 1, k);
@@ -812,6 +843,19 @@ static ttpu_status* lower_index_put(ttpu_lower* L) {
     n_def++;
     if (is_mask_dtype(d->dtype)) mask_at = k;
   }
+  /* CPU turns a single mask with one value into masked_fill_, which
+   * converts the value; otherwise the dtypes must match. */
+  const ttpu_tensor* vd = ttpu_l_tensor_desc(L, 2, -1);
+  int64_t vn = 1;
+  for (int i = 0; vd && i < vd->ndim; ++i) vn *= vd->sizes[i];
+  int as_fill = !accumulate && n_def == 1 && mask_at >= 0 && vn == 1;
+  if (!as_fill && vd &&
+      !same_dtype_ok(L, 0, 2, "Index put requires the source and destination "
+                     "dtypes match, got %s for the destination and %s for the "
+                     "source."))
+    return NULL;
+  ttpu_val v = ttpu_hlo_convert(b, tensor_arg(L, 2, tx.dtype), tx.dtype);
+  /* a single boolean mask is lowered without nonzero */
   if (n_def == 1 && mask_at >= 0)
     return index_put_mask(L, x, mask_at, ttpu_l_tensor_at(L, 1, mask_at), v,
                           accumulate);
@@ -875,8 +919,7 @@ static ttpu_status* lower_masked_scatter(ttpu_lower* L) {
                                    TTPU_RED_SUM, &zero, 1);
   ttpu_val bad = ttpu_hlo_compare(b, TTPU_GT, count, ttpu_hlo_const_i(b, TTPU_I64, ns));
   ttpu_l_check(L, info4(b, bad, count, count, count), TTPU_INVALID_ARGUMENT,
-               "masked_scatter_: expected source to have at least as many "
-               "elements as ones in mask");
+               "Number of elements of source < number of ones in mask");
   ttpu_val xf = flatten(b, x), vals;
   if (ns == 0) {
     vals = xf;
@@ -941,6 +984,10 @@ static ttpu_status* lower_put(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   if (!index_dtype_ok(L, 1, 0, TTPU_INVALID_ARGUMENT,
                       "put_(): Expected a long tensor for index, but got %s"))
+    return NULL;
+  if (!same_dtype_ok(L, 0, 2, "put_(): self and source expected to have the "
+                     "same dtype, but got self.dtype = %s and source.dtype = "
+                     "%s"))
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = flatten(b, ttpu_l_tensor(L, 0));

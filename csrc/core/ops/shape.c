@@ -451,23 +451,15 @@ static ttpu_status* lower_arange(ttpu_lower* L) {
   return NULL;
 }
 
-/* linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out):
- * CPU's formula: start + i * step for the first half, end - (steps - 1 -
- * i) * step for the rest; floats in their own type, integers through f64
- * and truncation. */
-static ttpu_status* lower_linspace(ttpu_lower* L) {
+/* CPU's linspace formula: start + i * step for the first half, end -
+ * (steps - 1 - i) * step for the rest, in type ct, with start and end
+ * first converted to the output's dtype `dt` as CPU does. */
+static ttpu_val lin_values(ttpu_lower* L, ttpu_dtype dt, ttpu_dtype ct,
+                           int64_t steps) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_type ot = ttpu_l_out_type(L, 0);
-  int64_t steps = ot.dims[0];
-  ttpu_dtype ct = ttpu_dtype_is_float(ot.dtype) ? ot.dtype : TTPU_F64;
-  ttpu_val start = ttpu_l_scalar(L, 0, ttpu_dtype_is_float(ot.dtype) ? ct : ot.dtype);
-  ttpu_val end = ttpu_l_scalar(L, 1, ttpu_dtype_is_float(ot.dtype) ? ct : ot.dtype);
-  start = ttpu_hlo_convert(b, start, ct);
-  end = ttpu_hlo_convert(b, end, ct);
-  if (steps == 1) {
-    ttpu_l_set_out(L, 0, ttpu_hlo_broadcast_to(b, start, 1, &steps));
-    return NULL;
-  }
+  ttpu_val start = ttpu_hlo_convert(b, ttpu_l_scalar(L, 0, dt), ct);
+  ttpu_val end = ttpu_hlo_convert(b, ttpu_l_scalar(L, 1, dt), ct);
+  if (steps == 1) return ttpu_hlo_broadcast_to(b, start, 1, &steps);
   ttpu_val step = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, end, start),
                                   ttpu_hlo_const_f(b, ct, (double)(steps - 1)));
   ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
@@ -479,7 +471,32 @@ static ttpu_status* lower_linspace(ttpu_lower* L) {
   ttpu_val hi = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_broadcast_to(b, end, 1, &steps),
                                 ttpu_hlo_binary(b, TTPU_MUL, sb, ttpu_hlo_convert(b, back, ct)));
   ttpu_val first = ttpu_hlo_compare(b, TTPU_LT, i, ttpu_hlo_const(b, ti, 0, steps / 2));
-  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, first, lo, hi));
+  return ttpu_hlo_select(b, first, lo, hi);
+}
+
+/* linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out):
+ * floats computed in their own type (CPU's step is of the output type),
+ * integers through f64 and truncation. */
+static ttpu_status* lower_linspace(ttpu_lower* L) {
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_dtype ct = ttpu_dtype_is_float(ot.dtype) ? ot.dtype : TTPU_F64;
+  ttpu_l_set_out(L, 0, lin_values(L, ot.dtype, ct, ot.dims[0]));
+  return NULL;
+}
+
+/* logspace.out(Scalar start, Scalar end, int steps, float base=10., *,
+ * Tensor(a!) out): base ** linspace. CPU runs the exponent and the power in
+ * double; f32 is close enough for float outputs (TPUs lack fast f64), f64
+ * keeps integer results exact before truncation. */
+static ttpu_status* lower_logspace(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_dtype ct = range_dtype(ot.dtype) == TTPU_F32 ? TTPU_F32 : TTPU_F64;
+  ttpu_val e = lin_values(L, ot.dtype, ct, ot.dims[0]);
+  ttpu_type t = ot;
+  t.dtype = ct;
+  ttpu_val base = ttpu_hlo_const(b, t, ttpu_l_float(L, 3, 10.0), 0);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_POW, base, e));
   return NULL;
 }
 
@@ -525,6 +542,7 @@ const ttpu_op_def ttpu_ops_shape[] = {
     {"unfold_backward", lower_unfold_backward, 0},
     {"arange.start_out", lower_arange, 0},
     {"linspace.out", lower_linspace, 0},
+    {"logspace.out", lower_logspace, 0},
     {"eye.out", lower_eye, 0},
     {"eye.m_out", lower_eye, 0},
     {NULL, NULL, 0},

@@ -1,10 +1,12 @@
 /* sort.c - sorting and order statistics: sort, topk, kthvalue, median,
- * nanmedian. All are one stable sort (the builder orders NaN as PyTorch
+ * nanmedian, and binary search (searchsorted, bucketize). The first are
+ * one stable sort (the builder orders NaN as PyTorch
  * does: largest) carrying an iota along for the indices.
  *
  * A stable sort is a valid result for stable=False, but CPU's unstable sort
  * may order the indices of equal elements differently. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ttpu_lower.h"
@@ -221,6 +223,105 @@ static ttpu_status* median_all(ttpu_lower* L, int ignore_nan) {
 static ttpu_status* lower_median(ttpu_lower* L) { return median_all(L, 0); }
 static ttpu_status* lower_nanmedian(ttpu_lower* L) { return median_all(L, 1); }
 
+/* ------------------------------------------------------------ searchsorted */
+
+/* The dtype both operands are compared in: PyTorch's promotion of the two
+ * (a float beats an integer, the wider type wins, f16 with bf16 is f32). */
+static ttpu_dtype promote2(ttpu_dtype a, ttpu_dtype b) {
+  if (a == b) return a;
+  int fa = ttpu_dtype_is_float(a), fb = ttpu_dtype_is_float(b);
+  if (fa != fb) return fa ? a : b;
+  if (fa) {
+    if ((a == TTPU_F16 && b == TTPU_BF16) || (a == TTPU_BF16 && b == TTPU_F16))
+      return TTPU_F32;
+    return ttpu_dtype_size(a) >= ttpu_dtype_size(b) ? a : b;
+  }
+  if (a == TTPU_BOOL) return b;
+  if (b == TTPU_BOOL) return a;
+  if (a == TTPU_U8 || b == TTPU_U8) { /* u8 with a signed type */
+    ttpu_dtype o = a == TTPU_U8 ? b : a;
+    return o == TTPU_I8 ? TTPU_I16 : o;
+  }
+  return ttpu_dtype_size(a) >= ttpu_dtype_size(b) ? a : b;
+}
+
+/* seq (1-d, or the values' leading dims + [N]) along its last dim at the
+ * per-value positions pos (the values' shape, i64). */
+static ttpu_val seq_at(ttpu_hlo* b, ttpu_val seq, ttpu_val pos) {
+  const ttpu_type* ts = ttpu_hlo_type(b, seq);
+  if (!ts) return ERR;
+  if (ts->ndim == 1) return ttpu_hlo_take(b, seq, pos);
+  const ttpu_type* tp = ttpu_hlo_type(b, pos);
+  if (!tp) return ERR;
+  return take_at(b, seq, tp->ndim - 1, pos);
+}
+
+/* CPU's binary search, unrolled: floor(log2(N)) + 1 halvings of [lo, hi)
+ * reproduce its result exactly, also for NaN and unsorted input. left:
+ * first i with !(seq[i] < v) as `!(seq[mid] >= v)` moves right; right:
+ * `!(seq[mid] > v)`. */
+static ttpu_status* search_common(ttpu_lower* L, int seq_arg, int val_arg,
+                                  int right, int sorter_arg) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_val seq = ttpu_l_tensor(L, seq_arg);
+  ttpu_type tq = ttpu_l_type(L, seq);
+  ttpu_val v;
+  if (ttpu_l_kind(L, val_arg) == TTPU_ARG_TENSOR) {
+    v = ttpu_l_tensor(L, val_arg);
+  } else {
+    ttpu_dtype sd = ttpu_l_scalar_dtype(L, val_arg);
+    v = ttpu_l_scalar(L, val_arg, sd == TTPU_F64 ? (ttpu_dtype_is_float(tq.dtype) ? tq.dtype : TTPU_F32) : tq.dtype);
+  }
+  ttpu_dtype ct = promote2(tq.dtype, ttpu_l_type(L, v).dtype);
+  seq = ttpu_hlo_convert(b, seq, ct);
+  v = ttpu_hlo_convert(b, v, ct);
+  if (sorter_arg >= 0 && !ttpu_l_is_none(L, sorter_arg)) {
+    ttpu_val so = ttpu_hlo_convert(b, ttpu_l_tensor(L, sorter_arg), TTPU_I64);
+    seq = tq.ndim == 1 ? ttpu_hlo_take(b, seq, so) : take_at(b, seq, tq.ndim - 1, so);
+  }
+  ttpu_type tv = ttpu_l_type(L, v);
+  ttpu_type ti = tv;
+  ti.dtype = TTPU_I64;
+  int64_t n = tq.ndim ? tq.dims[tq.ndim - 1] : 1;
+  ttpu_val lo = ttpu_hlo_const(b, ti, 0, 0), hi = ttpu_hlo_const(b, ti, 0, n);
+  if (n > 0 && ttpu_type_numel(&tv) > 0) {
+    ttpu_val one = ttpu_hlo_const(b, ti, 0, 1);
+    ttpu_val last = ttpu_hlo_const(b, ti, 0, n - 1);
+    int rounds = 1;
+    while ((INT64_C(1) << rounds) <= n) ++rounds;
+    for (int r = 0; r < rounds; ++r) {
+      ttpu_val active = ttpu_hlo_compare(b, TTPU_LT, lo, hi);
+      ttpu_val mid = ttpu_hlo_binary(
+          b, TTPU_ADD, lo,
+          ttpu_hlo_binary(b, TTPU_SHR_A, ttpu_hlo_binary(b, TTPU_SUB, hi, lo), one));
+      ttpu_val mv = seq_at(b, seq, ttpu_hlo_binary(b, TTPU_MIN, mid, last));
+      ttpu_val stop = ttpu_hlo_compare(b, right ? TTPU_GT : TTPU_GE, mv, v);
+      ttpu_val go = ttpu_hlo_binary(b, TTPU_AND, active, ttpu_hlo_unary(b, TTPU_NOT, stop));
+      ttpu_val back = ttpu_hlo_binary(b, TTPU_AND, active, stop);
+      lo = ttpu_hlo_select(b, go, ttpu_hlo_binary(b, TTPU_ADD, mid, one), lo);
+      hi = ttpu_hlo_select(b, back, mid, hi);
+    }
+  }
+  ttpu_l_set_out(L, 0, reshape_to(b, lo, ot));
+  return NULL;
+}
+
+/* searchsorted.Tensor/.Scalar(Tensor sorted_sequence, Tensor|Scalar self,
+ * *, bool out_int32=False, bool right=False, str? side=None,
+ * Tensor? sorter=None) */
+static ttpu_status* lower_searchsorted(ttpu_lower* L) {
+  const char* side = ttpu_l_str(L, 4, NULL);
+  int right = ttpu_l_bool(L, 3, 0) || (side && !strcmp(side, "right"));
+  return search_common(L, 0, 1, right, 5);
+}
+
+/* bucketize.Tensor/.Scalar(Tensor|Scalar self, Tensor boundaries, *,
+ * bool out_int32=False, bool right=False) */
+static ttpu_status* lower_bucketize(ttpu_lower* L) {
+  return search_common(L, 1, 0, ttpu_l_bool(L, 3, 0), -1);
+}
+
 const ttpu_op_def ttpu_ops_sort[] = {
     {"sort.stable", lower_sort, 0},
     {"sort.values_stable", lower_sort, 0},
@@ -231,5 +332,9 @@ const ttpu_op_def ttpu_ops_sort[] = {
     {"median.dim", lower_median_dim, 0},
     {"nanmedian", lower_nanmedian, 0},
     {"nanmedian.dim", lower_nanmedian_dim, 0},
+    {"searchsorted.Tensor", lower_searchsorted, 0},
+    {"searchsorted.Scalar", lower_searchsorted, 0},
+    {"bucketize.Tensor", lower_bucketize, 0},
+    {"bucketize.Scalar", lower_bucketize, 0},
     {NULL, NULL, 0},
 };

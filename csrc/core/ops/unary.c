@@ -138,8 +138,10 @@ static ttpu_val atanh_v(ttpu_hlo* b, ttpu_val x) {
   return odd(b, x, ttpu_ew_mulk(b, un(b, TTPU_LOG1P, q), 0.5));
 }
 
-/* exp(x^2) erfc(x) for x >= 0 from a rational Chebyshev fit (fractional
- * error < 1.2e-7), times exp(-x^2): erfc without cancellation. */
+/* erfc(z) for z >= 0 as t exp(-z^2 + P(t)), t = 1 / (1 + z/2), with the
+ * Chebyshev-fitted coefficients of Press et al., Numerical Recipes, 2nd ed.,
+ * sec. 6.2 (fractional error < 1.2e-7 everywhere): no cancellation in the
+ * tail, where 1 - erf(z) would be all rounding error. */
 static ttpu_val erfc_tail(ttpu_hlo* b, ttpu_val z) {
   static const double c[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418,
                              -0.18628806, 0.27886807, -1.13520398, 1.48851587,
@@ -330,10 +332,10 @@ static ttpu_status* lower_signbit(ttpu_lower* L) {
     size_t n = ttpu_dtype_size(t.dtype);
     t.dtype = n == 8 ? TTPU_I64 : n == 4 ? TTPU_I32 : TTPU_I16;
     r = ttpu_ew_cmpk(b, TTPU_LT, ttpu_hlo_bitcast(b, x, t), 0);
-  } else if (t.dtype == TTPU_BOOL || t.dtype == TTPU_U8) {
+  } else if (t.dtype == TTPU_BOOL) {
     r = all_false(b, x);
   } else {
-    r = ttpu_ew_cmpk(b, TTPU_LT, x, 0);
+    r = ttpu_ew_cmpk(b, TTPU_LT, x, 0); /* an unsigned compare: never */
   }
   ttpu_l_set_out(L, 0, r);
   return NULL;
