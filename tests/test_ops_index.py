@@ -119,9 +119,13 @@ def test_gather(dtype, dim):
     check(lambda t, i: t.gather(dim, i), x, i, grad=f32(dtype), noncontig=f32(dtype))
 
 
-def test_gather_3d_and_0d():
+def test_gather_3d_0d_and_out():
     check(lambda t, i: t.gather(2, i), rand(2, 3, 4), torch.randint(0, 4, (2, 2, 6)))
     check(lambda t, i: t.gather(0, i), rand(), torch.tensor(0))
+    check(lambda t, i: torch.gather(t, 1, i, out=torch.empty(0, device=t.device)), rand(3, 4),
+          torch.tensor([[3, 0], [1, 1], [2, 0]]))
+    check(lambda t, i: torch.index_add(t, 0, i, t[:2], out=torch.empty(0, device=t.device)),
+          rand(3, 4), T(2, 2))
 
 
 PERM = torch.tensor([[0, 3, 1, 2, 0], [2, 0, 3, 1, 1], [3, 1, 0, 0, 2]])

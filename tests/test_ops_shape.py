@@ -245,6 +245,13 @@ def test_topk(dtype):
     check(lambda t: torch.topk(t, 3, largest=False), one_nan(), noncontig=False)
     same_error(lambda t: torch.topk(t, 21), x.detach())
 
+    def out(t):
+        v = torch.empty(0, dtype=t.dtype, device=t.device)
+        i = torch.empty(0, dtype=torch.long, device=t.device)
+        torch.topk(t, 2, out=(v, i))
+        return v, i
+    check(out, x.detach(), noncontig=False)
+
 
 def test_kthvalue_median():
     x = torch.randperm(35, generator=torch.Generator().manual_seed(2)).reshape(5, 7).float()

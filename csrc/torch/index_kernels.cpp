@@ -1,9 +1,9 @@
 // Ops whose output shape depends on data: nonzero, masked_select, indexing
-// with boolean masks, repeat_interleave without output_size, bincount. The engine
-// only runs programs of static shape, so these read one count back to the
-// host (a synchronization, as on CUDA) and then call an engine op whose
-// shape is known: nonzero_static, index.Tensor with integer indices,
-// repeat_interleave.Tensor with output_size.
+// with boolean masks, repeat_interleave without output_size, bincount. The
+// engine only runs programs of static shape, so these read one count back
+// to the host (a synchronization, as on CUDA) and then call engine ops of
+// known shape: nonzero_static, index.Tensor with integer indices,
+// repeat_interleave.Tensor with output_size, index_add.
 #include "ops.h"
 
 #include <ATen/ATen.h>
