@@ -6,44 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from optest import DEV, assert_close, check, noncontiguous, rand, to_tpu
+from optest import DEV, assert_close, check, check_fb, rand
 
 FLOATS = [torch.float32, torch.bfloat16]
 ALL = FLOATS + [torch.int64]
-
-
-def check_fb(fn, *args, noncontig=False, atol=None, rtol=None, dtype=None):
-    """Like optest.check(..., grad=True), but the backward is seeded with
-    random grad_outputs instead of a reduced loss: the same coverage with
-    fewer programs to compile (which is what makes op tests slow)."""
-    variants = [args]
-    if noncontig:
-        variants.append(tuple(noncontiguous(a) if isinstance(a, torch.Tensor) else a for a in args))
-    for variant in variants:
-        cpu = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
-               for a in variant]
-        dev = to_tpu(cpu)
-        exp, act = fn(*cpu), fn(*dev)
-        exp = list(exp) if isinstance(exp, (tuple, list)) else [exp]
-        act = list(act) if isinstance(act, (tuple, list)) else [act]
-        assert len(exp) == len(act)
-        for i, (a, e) in enumerate(zip(act, exp)):
-            assert a.device.type == DEV, f"output {i} is on {a.device}"
-            assert_close(a, e, dtype=dtype, atol=atol, rtol=rtol, msg=f"output {i}")
-        pairs = [(e, a) for e, a in zip(exp, act) if e.requires_grad]
-        if not pairs:
-            continue
-        gen = torch.Generator().manual_seed(0)
-        seeds = [torch.randn(e.shape, generator=gen).to(e.dtype) for e, _ in pairs]
-        leaves_c = [t for t in cpu if isinstance(t, torch.Tensor) and t.requires_grad]
-        leaves_t = [t for t in dev if isinstance(t, torch.Tensor) and t.requires_grad]
-        gc = torch.autograd.grad([e for e, _ in pairs], leaves_c, seeds, allow_unused=True)
-        gt = torch.autograd.grad([a for _, a in pairs], leaves_t, [s.to(DEV) for s in seeds], allow_unused=True)
-        for i, (a, e) in enumerate(zip(gt, gc)):
-            if e is None:
-                continue
-            assert a is not None, f"grad {i} missing"
-            assert_close(a, e, dtype=dtype, atol=atol, rtol=rtol, msg=f"grad {i}")
 
 
 def mk(*shape, dtype=torch.float32, seed=None):

@@ -78,6 +78,9 @@ size_t ttpu_dtype_size(ttpu_dtype t);
 const char* ttpu_dtype_mlir(ttpu_dtype t);
 /* Readable name: "bool", "uint8", "float32", ... (static string). */
 const char* ttpu_dtype_name(ttpu_dtype t);
+/* PyTorch's (c10 ScalarType) name, as its error messages spell it:
+ * "Bool", "Byte", "Long", "Float", ... (static string). */
+const char* ttpu_dtype_torch_title(ttpu_dtype t);
 int ttpu_dtype_is_float(ttpu_dtype t);
 int ttpu_dtype_is_int(ttpu_dtype t);   /* signed or unsigned integer, not bool */
 

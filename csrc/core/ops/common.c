@@ -1,4 +1,6 @@
 /* common.c - helpers shared by the op families. */
+#include <string.h>
+
 #include "ttpu_lower.h"
 
 void ttpu_l_broadcast_pair(ttpu_lower* L, ttpu_val* a, ttpu_val* b,
@@ -33,4 +35,73 @@ int64_t ttpu_l_dim(ttpu_lower* L, int64_t dim, int ndim) {
     return 0;
   }
   return dim < 0 ? dim + r : dim;
+}
+
+ttpu_val ttpu_l_reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
+                            const int* mask) {
+  ttpu_type t = ttpu_l_type(L, x);
+  int64_t dims[TTPU_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d)
+    if (mask[d]) dims[n++] = d;
+  return ttpu_hlo_reduce(ttpu_l_hlo(L), x, op, dims, n);
+}
+
+ttpu_val ttpu_l_bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type t,
+                           const int* mask) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  int64_t keep[TTPU_MAX_DIMS];
+  for (int d = 0; d < t.ndim; ++d) keep[d] = mask[d] ? 1 : t.dims[d];
+  r = ttpu_hlo_reshape(b, r, t.ndim, keep);
+  return ttpu_hlo_broadcast_to(b, r, t.ndim, t.dims);
+}
+
+ttpu_val ttpu_l_gather_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx) {
+  const ttpu_type* tx = ttpu_hlo_type(b, x);
+  const ttpu_type* ti = ttpu_hlo_type(b, idx);
+  if (!tx || !ti) return TTPU_VAL_ERROR;
+  ttpu_type out = *tx;
+  int64_t offs[TTPU_MAX_DIMS], sizes[TTPU_MAX_DIMS], d = dim;
+  int no = 0;
+  for (int i = 0; i < tx->ndim; ++i) {
+    if (i != dim) offs[no++] = i;
+    sizes[i] = i == dim ? 1 : tx->dims[i];
+  }
+  out.dims[dim] = ti->dims[0];
+  ttpu_gather_dims dn;
+  memset(&dn, 0, sizeof(dn));
+  dn.n_offset_dims = no;
+  dn.offset_dims = offs;
+  dn.n_collapsed_slice_dims = 1;
+  dn.collapsed_slice_dims = &d;
+  dn.n_start_index_map = 1;
+  dn.start_index_map = &d;
+  dn.index_vector_dim = 1;
+  dn.slice_sizes = sizes;
+  return ttpu_hlo_gather(b, x, idx, &dn, out);
+}
+
+ttpu_val ttpu_l_scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
+                            ttpu_val upd, int combine) {
+  const ttpu_type* tx = ttpu_hlo_type(b, x);
+  if (!tx) return TTPU_VAL_ERROR;
+  int64_t win[TTPU_MAX_DIMS], d = dim;
+  int nw = 0;
+  for (int i = 0; i < tx->ndim; ++i)
+    if (i != dim) win[nw++] = i;
+  ttpu_scatter_dims dn;
+  memset(&dn, 0, sizeof(dn));
+  dn.n_update_window_dims = nw;
+  dn.update_window_dims = win;
+  dn.n_inserted_window_dims = 1;
+  dn.inserted_window_dims = &d;
+  dn.n_scatter_dims_to_operand_dims = 1;
+  dn.scatter_dims_to_operand_dims = &d;
+  dn.index_vector_dim = 1;
+  return ttpu_hlo_scatter(b, x, idx, upd, &dn, combine);
+}
+
+ttpu_precision ttpu_l_precision(ttpu_dtype dt) {
+  return dt == TTPU_F32 || dt == TTPU_F64 ? TTPU_PREC_HIGHEST
+                                          : TTPU_PREC_DEFAULT;
 }

@@ -27,27 +27,10 @@ static ttpu_dtype acc_dtype(ttpu_dtype dt) {
   return dt;
 }
 
-static ttpu_precision precision_for(ttpu_dtype dt) {
-  return dt == TTPU_F32 || dt == TTPU_F64 ? TTPU_PREC_HIGHEST
-                                          : TTPU_PREC_DEFAULT;
-}
-
-static const char* cpu_name(ttpu_dtype dt) {
-  switch (dt) {
-    case TTPU_BOOL: return "Bool";
-    case TTPU_U8: return "Byte";
-    case TTPU_I8: return "Char";
-    case TTPU_I16: return "Short";
-    case TTPU_I32: return "Int";
-    case TTPU_I64: return "Long";
-    default: return ttpu_dtype_name(dt);
-  }
-}
-
 /* Fails like a CPU kernel with no instance for dt. */
 static int reject(ttpu_lower* L, const char* kernel, ttpu_dtype dt) {
   ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED,
-                "\"%s\" not implemented for '%s'", kernel, cpu_name(dt));
+                "\"%s\" not implemented for '%s'", kernel, ttpu_dtype_torch_title(dt));
   return 0;
 }
 
@@ -296,7 +279,7 @@ static ttpu_val conv_fwd(ttpu_lower* L, ttpu_val x, ttpu_val w,
   x = crop(L, x, 2, g->n, cut_lo, cut_hi);
   return ttpu_hlo_convolution(ttpu_l_hlo(L), x, w, g->n, g->stride, padding,
                               NULL, g->dil, g->groups, 1, acc,
-                              precision_for(tx.dtype));
+                              ttpu_l_precision(tx.dtype));
 }
 
 /* The gradient of conv_fwd with respect to its input (equivalently a
@@ -342,7 +325,7 @@ static ttpu_val conv_dgrad(ttpu_lower* L, ttpu_val gy, ttpu_val w,
     one[i] = 1;
   }
   ttpu_val r = ttpu_hlo_convolution(h, gy, k, n, one, padding, g->stride,
-                                    g->dil, G, 1, acc, precision_for(tg.dtype));
+                                    g->dil, G, 1, acc, ttpu_l_precision(tg.dtype));
   if (!need_cut) return r;
   ttpu_type tr = ttpu_l_type(L, r);
   int64_t s[MAXD], e[MAXD], st[MAXD];
@@ -394,7 +377,7 @@ static ttpu_val conv_wgrad(ttpu_lower* L, ttpu_val x, ttpu_val gy,
   for (int i = 0; i < n; ++i) od[2 + i] = k_sp[i];
   return ttpu_hlo_convolution_general(
       ttpu_l_hlo(L), x, gy, n, &dn, g->dil, padding, NULL, g->stride, 1,
-      g->groups, ttpu_type_make(acc, n + 2, od), precision_for(tx.dtype));
+      g->groups, ttpu_type_make(acc, n + 2, od), ttpu_l_precision(tx.dtype));
 }
 
 /* Reads stride/padding/dilation/groups starting at arg `a` (stride, pad,
@@ -1009,6 +992,26 @@ static ttpu_status* lower_avg_pool_backward(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ adaptive avg */
 
+/* Divides *v (of type ta, the accumulation type) by the length of each
+ * output's adaptive window, dim by dim: the averaging step shared by the
+ * adaptive average pool and its backward. */
+static ttpu_status* divide_by_window_lengths(ttpu_lower* L, ttpu_val* v,
+                                             ttpu_type ta, const pool_geom* p,
+                                             int n) {
+  ttpu_hlo* h = ttpu_l_hlo(L);
+  for (int d = 0; d < n; ++d) {
+    int64_t O = p->O[d], H = p->H[d];
+    int64_t* len = malloc(sizeof(int64_t) * (size_t)(O + 1));
+    if (!len) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    for (int64_t o = 0; o < O; ++o) len[o] = ad_end(o, O, H) - ad_start(o, O, H);
+    ttpu_val c = ttpu_hlo_convert(h, table_to(h, len, O, 1, ta, p->lead + d, -1),
+                                  ta.dtype);
+    *v = ttpu_hlo_binary(h, TTPU_DIV, *v, c);
+    free(len);
+  }
+  return NULL;
+}
+
 /* _adaptive_avg_poolNd(self, output_size): per dim, each window summed
  * and divided by its length (the CPU divides by each length in turn). */
 static ttpu_status* lower_adaptive_avg_pool(ttpu_lower* L) {
@@ -1040,15 +1043,8 @@ static ttpu_status* lower_adaptive_avg_pool(ttpu_lower* L) {
   }
   ttpu_type ta = out;
   ta.dtype = acc;
-  for (int d = 0; d < n; ++d) {
-    int64_t O = p.O[d], H = p.H[d];
-    int64_t* len = malloc(sizeof(int64_t) * (size_t)(O + 1));
-    if (!len) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    for (int64_t o = 0; o < O; ++o) len[o] = ad_end(o, O, H) - ad_start(o, O, H);
-    ttpu_val c = ttpu_hlo_convert(h, table_to(h, len, O, 1, ta, p.lead + d, -1), acc);
-    v = ttpu_hlo_binary(h, TTPU_DIV, v, c);
-    free(len);
-  }
+  ttpu_status* st = divide_by_window_lengths(L, &v, ta, &p, n);
+  if (st) return st;
   ttpu_l_set_out(L, 0, v);
   return NULL;
 }
@@ -1067,15 +1063,8 @@ static ttpu_status* lower_adaptive_avg_pool_backward(ttpu_lower* L) {
   ttpu_val v = ttpu_hlo_convert(h, go, acc);
   ttpu_type ta = tg;
   ta.dtype = acc;
-  for (int d = 0; d < n; ++d) {
-    int64_t O = p.O[d], H = p.H[d];
-    int64_t* len = malloc(sizeof(int64_t) * (size_t)(O + 1));
-    if (!len) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    for (int64_t o = 0; o < O; ++o) len[o] = ad_end(o, O, H) - ad_start(o, O, H);
-    ttpu_val c = ttpu_hlo_convert(h, table_to(h, len, O, 1, ta, p.lead + d, -1), acc);
-    v = ttpu_hlo_binary(h, TTPU_DIV, v, c);
-    free(len);
-  }
+  ttpu_status* st = divide_by_window_lengths(L, &v, ta, &p, n);
+  if (st) return st;
   for (int d = 0; d < n; ++d) {
     int64_t O = p.O[d], H = p.H[d], km = 1;
     /* input h lies in the windows of outputs [first(h), last(h)] */

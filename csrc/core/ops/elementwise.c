@@ -27,29 +27,13 @@ ttpu_dtype ttpu_ew_float(ttpu_lower* L) {
   return ttpu_dtype_is_float(dt) ? dt : TTPU_F32;
 }
 
-const char* ttpu_ew_dtype_title(ttpu_dtype dt) {
-  switch (dt) {
-    case TTPU_BOOL: return "Bool";
-    case TTPU_U8: return "Byte";
-    case TTPU_I8: return "Char";
-    case TTPU_I16: return "Short";
-    case TTPU_I32: return "Int";
-    case TTPU_I64: return "Long";
-    case TTPU_F16: return "Half";
-    case TTPU_BF16: return "BFloat16";
-    case TTPU_F32: return "Float";
-    case TTPU_F64: return "Double";
-    default: return ttpu_dtype_name(dt);
-  }
-}
-
 int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op) {
   int kind = dt == TTPU_BOOL ? TTPU_EW_BOOL
              : ttpu_dtype_is_float(dt) ? TTPU_EW_FLOAT
                                        : TTPU_EW_INT;
   if (kinds & kind) return 1;
   ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED,
-                "\"%s\" not implemented for '%s'", op, ttpu_ew_dtype_title(dt));
+                "\"%s\" not implemented for '%s'", op, ttpu_dtype_torch_title(dt));
   return 0;
 }
 

@@ -34,8 +34,6 @@ ttpu_dtype ttpu_ew_float(ttpu_lower* L);
 /* Fails the lowering with NotImplementedError, as the CPU dispatch does,
  * when dt is not among `kinds`; returns 0 then, 1 if accepted. */
 int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op);
-/* PyTorch's name of a dtype in dispatch errors: "Float", "Long", ... */
-const char* ttpu_ew_dtype_title(ttpu_dtype dt);
 
 /* Argument `arg` (a tensor, a CPU scalar tensor or a Scalar) converted to
  * dt and broadcast to output 0's shape. */

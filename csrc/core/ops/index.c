@@ -49,14 +49,6 @@ static ttpu_val index_arg(ttpu_lower* L, int arg) {
   return ttpu_hlo_convert(ttpu_l_hlo(L), tensor_arg(L, arg, TTPU_I64), TTPU_I64);
 }
 
-/* c10's name of a dtype, as CPU's messages spell it. */
-static const char* c10_name(ttpu_dtype dt) {
-  static const char* const names[TTPU_DTYPE_COUNT] = {
-      "Bool", "Byte", "Char", "Short", "Int", "Long", "Half", "BFloat16",
-      "Float", "Double", "UInt16", "UInt32", "UInt64"};
-  return (int)dt >= 0 && dt < TTPU_DTYPE_COUNT ? names[dt] : "?";
-}
-
 /* The dtype of a tensor (or CPU-scalar) argument. */
 static ttpu_dtype arg_dtype(ttpu_lower* L, int arg) {
   const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, -1);
@@ -71,7 +63,7 @@ static int index_dtype_ok(ttpu_lower* L, int arg, int allow_int32,
   if (dt == TTPU_I64 || (allow_int32 && dt == TTPU_I32)) return 1;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-  ttpu_hlo_fail(ttpu_l_hlo(L), code, fmt, c10_name(dt));
+  ttpu_hlo_fail(ttpu_l_hlo(L), code, fmt, ttpu_dtype_torch_title(dt));
 #pragma GCC diagnostic pop
   return 0;
 }
@@ -84,8 +76,8 @@ static int same_dtype_ok(ttpu_lower* L, int self_arg, int src_arg,
   if (a == c) return 1;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT, fmt, c10_name(a),
-                c10_name(c));
+  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT, fmt, ttpu_dtype_torch_title(a),
+                ttpu_dtype_torch_title(c));
 #pragma GCC diagnostic pop
   return 0;
 }
@@ -156,54 +148,6 @@ static void check(ttpu_lower* L, ttpu_val info, ttpu_code code,
   if (info != ERR) ttpu_l_check(L, info, code, fmt);
 }
 
-/* Gathers x's slices along dim at idx (1-d i64): x's shape with dim -> n.
- * x's dim must not be empty. */
-static ttpu_val gather_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx) {
-  const ttpu_type* tx = ttpu_hlo_type(b, x);
-  const ttpu_type* ti = ttpu_hlo_type(b, idx);
-  if (!tx || !ti) return ERR;
-  ttpu_type out = *tx;
-  int64_t offs[TTPU_MAX_DIMS], sizes[TTPU_MAX_DIMS], d = dim;
-  int no = 0;
-  for (int i = 0; i < tx->ndim; ++i) {
-    if (i != dim) offs[no++] = i;
-    sizes[i] = i == dim ? 1 : tx->dims[i];
-  }
-  out.dims[dim] = ti->dims[0];
-  ttpu_gather_dims dn;
-  memset(&dn, 0, sizeof(dn));
-  dn.n_offset_dims = no;
-  dn.offset_dims = offs;
-  dn.n_collapsed_slice_dims = 1;
-  dn.collapsed_slice_dims = &d;
-  dn.n_start_index_map = 1;
-  dn.start_index_map = &d;
-  dn.index_vector_dim = 1;
-  dn.slice_sizes = sizes;
-  return ttpu_hlo_gather(b, x, idx, &dn, out);
-}
-
-/* Scatters upd (x's shape with dim -> n) into x along dim at idx (1-d). */
-static ttpu_val scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
-                            ttpu_val upd, int combine) {
-  const ttpu_type* tx = ttpu_hlo_type(b, x);
-  if (!tx) return ERR;
-  int64_t win[TTPU_MAX_DIMS], d = dim;
-  int nw = 0;
-  for (int i = 0; i < tx->ndim; ++i)
-    if (i != dim) win[nw++] = i;
-  ttpu_scatter_dims dn;
-  memset(&dn, 0, sizeof(dn));
-  dn.n_update_window_dims = nw;
-  dn.update_window_dims = win;
-  dn.n_inserted_window_dims = 1;
-  dn.inserted_window_dims = &d;
-  dn.n_scatter_dims_to_operand_dims = 1;
-  dn.scatter_dims_to_operand_dims = &d;
-  dn.index_vector_dim = 1;
-  return ttpu_hlo_scatter(b, x, idx, upd, &dn, combine);
-}
-
 /* Full coordinates for element-wise gather/scatter along dim: idx (i64,
  * shape S, rank >= 1) is the position in dim, iotas give the others.
  * Result S + [rank]. */
@@ -272,12 +216,17 @@ static ttpu_val at_least_1d(ttpu_hlo* b, ttpu_val x) {
   return ttpu_hlo_reshape(b, x, 1, &one);
 }
 
-static ttpu_val zeros(ttpu_hlo* b, ttpu_type t) {
-  return ttpu_hlo_const(b, t, 0, 0);
+/* The dim argument (arg 1) of a (self, int dim, index, ...) op, normalised
+ * against self's rank; *x (self) is raised to rank 1 after, as the CPU
+ * treats a 0-d self as one element along dim 0. */
+static int dim_of_self(ttpu_lower* L, ttpu_val* x) {
+  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, *x).ndim);
+  *x = at_least_1d(ttpu_l_hlo(L), *x);
+  return dim;
 }
 
-static ttpu_val reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {
-  return ttpu_hlo_reshape(b, x, t.ndim, t.dims);
+static ttpu_val zeros(ttpu_hlo* b, ttpu_type t) {
+  return ttpu_hlo_const(b, t, 0, 0);
 }
 
 /* ADD/MUL/MAX/MIN of a combiner as bool arithmetic (or/and). */
@@ -296,15 +245,13 @@ static ttpu_status* lower_index_select(ttpu_lower* L) {
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_val idx = flatten(b, index_arg(L, 2));
   int64_t size = ttpu_l_type(L, x).dims[dim];
   check(L, oob_info(b, idx, 0, dim, size), TTPU_INDEX_ERROR,
         "index out of range in self");
-  ttpu_val r = size == 0 ? zeros(b, ot) : gather_dim(b, x, dim, idx);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_val r = size == 0 ? zeros(b, ot) : ttpu_l_gather_dim(b, x, dim, idx);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -323,16 +270,14 @@ static ttpu_status* lower_index_add(ttpu_lower* L) {
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val idx = flatten(b, index_arg(L, 2));
   int64_t n = ttpu_l_type(L, idx).dims[0];
   ttpu_val src = ttpu_hlo_convert(b, ttpu_l_tensor(L, 3), ot.dtype);
   ttpu_type ts = tx;
   ts.dims[dim] = n;
-  src = reshape_to(b, src, ts);
+  src = ttpu_l_reshape_to(b, src, ts);
   if (!ttpu_l_is_none(L, 4)) {
     ttpu_val a = ttpu_hlo_broadcast_to(b, ttpu_l_scalar(L, 4, ot.dtype),
                                        ts.ndim, ts.dims);
@@ -340,8 +285,8 @@ static ttpu_status* lower_index_add(ttpu_lower* L) {
   }
   check(L, oob_info(b, idx, 0, dim, tx.dims[dim]), TTPU_INVALID_ARGUMENT,
         kOutOfBounds);
-  ttpu_val r = scatter_dim(b, x, dim, idx, src, combiner_for(TTPU_ADD, ot.dtype));
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_val r = ttpu_l_scatter_dim(b, x, dim, idx, src, combiner_for(TTPU_ADD, ot.dtype));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -357,19 +302,18 @@ static ttpu_status* lower_index_copy(ttpu_lower* L) {
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val idx = flatten(b, index_arg(L, 2));
   ttpu_type ts = tx;
   ts.dims[dim] = ttpu_l_type(L, idx).dims[0];
-  ttpu_val src = reshape_to(b, ttpu_hlo_convert(b, ttpu_l_tensor(L, 3), ot.dtype), ts);
+  ttpu_val src = ttpu_l_reshape_to(
+      b, ttpu_hlo_convert(b, ttpu_l_tensor(L, 3), ot.dtype), ts);
   check(L, oob_info(b, idx, 0, dim, tx.dims[dim]), TTPU_INDEX_ERROR,
         "index_copy_(): index %lld is out of bounds for dimension %lld with "
         "size %lld");
-  ttpu_val r = scatter_dim(b, x, dim, idx, src, TTPU_SCATTER_SET);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_val r = ttpu_l_scatter_dim(b, x, dim, idx, src, TTPU_SCATTER_SET);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -382,9 +326,7 @@ static ttpu_status* lower_index_fill(ttpu_lower* L) {
     return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
   int64_t size = tx.dims[dim];
   ttpu_val idx = flatten(b, index_arg(L, 2));
@@ -399,9 +341,9 @@ static ttpu_status* lower_index_fill(ttpu_lower* L) {
   tm.dtype = TTPU_BOOL;
   hit = ttpu_hlo_broadcast_in_dim(b, hit, tm, &map);
   ttpu_val v = ttpu_hlo_convert(b, tensor_arg(L, 3, tx.dtype), tx.dtype);
-  v = ttpu_hlo_broadcast_to(b, reshape_to(b, v, ttpu_type_make(tx.dtype, 0, NULL)),
+  v = ttpu_hlo_broadcast_to(b, ttpu_l_reshape_to(b, v, ttpu_type_make(tx.dtype, 0, NULL)),
                             tx.ndim, tx.dims);
-  ttpu_l_set_out(L, 0, reshape_to(b, ttpu_hlo_select(b, hit, v, x), ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, ttpu_hlo_select(b, hit, v, x), ot));
   return NULL;
 }
 
@@ -412,14 +354,12 @@ static ttpu_status* lower_gather(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_val idx = at_least_1d(b, index_arg(L, 2));
   int64_t size = ttpu_l_type(L, x).dims[dim];
   check(L, oob_info(b, idx, 0, dim, size), TTPU_INVALID_ARGUMENT, kOutOfBounds);
   ttpu_val r = size == 0 ? zeros(b, ot) : gather_elems(b, x, coords(b, idx, dim));
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -458,14 +398,12 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_dtype dt = ot.dtype;
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), dt);
-  int nd = ttpu_l_type(L, x).ndim;
-  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), nd);
-  x = at_least_1d(b, x);
+  int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val idx = at_least_1d(b, index_arg(L, 2));
   ttpu_type ti = ttpu_l_type(L, idx);
   if (ttpu_type_numel(&ti) == 0 || ttpu_type_numel(&tx) == 0) {
-    ttpu_l_set_out(L, 0, reshape_to(b, x, ot));
+    ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, x, ot));
     return NULL;
   }
   /* Only the part of src the index covers is used. */
@@ -529,7 +467,7 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
                                   : floor_div_pos(b, r, cnt);
     }
   }
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -678,7 +616,7 @@ static ttpu_status* lower_index(ttpu_lower* L) {
   if (!adv_index_build(L, ttpu_l_type(L, x), 1, &a)) return NULL;
   check(L, a.info, TTPU_INDEX_ERROR, kOutOfBounds);
   if (!a.m) { /* only None: a view-like copy */
-    ttpu_l_set_out(L, 0, reshape_to(b, x, ot));
+    ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, x, ot));
     return NULL;
   }
   ttpu_val r;
@@ -697,7 +635,7 @@ static ttpu_status* lower_index(ttpu_lower* L) {
     dn.slice_sizes = a.slice;
     r = ttpu_hlo_gather(b, x, a.coords, &dn, a.result);
   }
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -782,7 +720,7 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
     rank = ttpu_hlo_clamp(b, ttpu_hlo_const(b, tr, 0, 0),
                           ttpu_hlo_binary(b, TTPU_SUB, rank, ttpu_hlo_const(b, tr, 0, 1)),
                           ttpu_hlo_const(b, tr, 0, count_at_values - 1));
-    full = gather_dim(b, full, k, rank);
+    full = ttpu_l_gather_dim(b, full, k, rank);
     /* count check: the values must have exactly one entry per element */
     int64_t zero = 0;
     ttpu_val count = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, mf, TTPU_I64),
@@ -810,7 +748,7 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
   for (int i = 0; i < r; ++i)
     ex.dims[ex.ndim++] = count_at_values >= 0 ? tm.dims[i] : 1;
   for (int i = k + 1; i < tf.ndim; ++i) ex.dims[ex.ndim++] = tf.dims[i];
-  full = reshape_to(b, full, ex);
+  full = ttpu_l_reshape_to(b, full, ex);
   full = ttpu_hlo_broadcast_to(b, full, tx.ndim, tx.dims);
   int64_t map[TTPU_MAX_DIMS];
   for (int i = 0; i < r; ++i) map[i] = k + i;
@@ -883,7 +821,7 @@ static ttpu_status* lower_index_put(ttpu_lower* L) {
                          accumulate ? combiner_for(TTPU_ADD, tx.dtype)
                                     : TTPU_SCATTER_SET);
   }
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -929,7 +867,7 @@ static ttpu_status* lower_masked_scatter(ttpu_lower* L) {
                           ttpu_hlo_const(b, tr, 0, ns - 1));
     vals = ttpu_hlo_take(b, src, rank);
   }
-  ttpu_l_set_out(L, 0, reshape_to(b, ttpu_hlo_select(b, m, vals, xf), ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, ttpu_hlo_select(b, m, vals, xf), ot));
   return NULL;
 }
 
@@ -956,7 +894,7 @@ static ttpu_status* lower_masked_scatter_backward(ttpu_lower* L) {
   rank = ttpu_hlo_select(b, m, rank, ttpu_hlo_const(b, tr, 0, n)); /* drop */
   ttpu_val r = ttpu_hlo_put(b, zeros(b, ttpu_type_make(tg.dtype, 1, &n)), rank,
                             g, TTPU_SCATTER_SET);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -974,7 +912,7 @@ static ttpu_status* lower_take(ttpu_lower* L) {
   ttpu_val idx = index_arg(L, 1);
   check(L, oob_info(b, idx, 1, n, n), TTPU_INDEX_ERROR, kTakeRange);
   ttpu_val r = n == 0 ? zeros(b, ot) : ttpu_hlo_take(b, x, wrap(b, idx, n));
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -998,7 +936,7 @@ static ttpu_status* lower_put(ttpu_lower* L) {
   int acc = ttpu_l_bool(L, 3, 0);
   ttpu_val r = ttpu_hlo_put(b, x, wrap(b, idx, n), src,
                             acc ? combiner_for(TTPU_ADD, ot.dtype) : TTPU_SCATTER_SET);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -1032,7 +970,8 @@ static ttpu_status* lower_embedding_backward(ttpu_lower* L) {
                           ttpu_hlo_const(b, ti, 0, nw), idx);
   ttpu_type tw = ot;
   tw.dtype = acc;
-  ttpu_val r = n == 0 ? zeros(b, tw) : scatter_dim(b, zeros(b, tw), 0, idx, g, TTPU_ADD);
+  ttpu_val r = n == 0 ? zeros(b, tw)
+                      : ttpu_l_scatter_dim(b, zeros(b, tw), 0, idx, g, TTPU_ADD);
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }

@@ -15,11 +15,6 @@ static ttpu_dtype acc_dtype(ttpu_dtype dt) {
   return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
 }
 
-static ttpu_precision precision_for(ttpu_dtype dt) {
-  return dt == TTPU_F32 || dt == TTPU_F64 ? TTPU_PREC_HIGHEST
-                                          : TTPU_PREC_DEFAULT;
-}
-
 /* Tensor args [first, first + n) must share one dtype, as the CPU kernels
  * require (PyTorch's meta functions check only some of them). */
 static void same_dtypes(ttpu_lower* L, int first, int n, const char* what) {
@@ -56,16 +51,35 @@ static ttpu_dtype product_dtype(ttpu_lower* L, int n_operands,
   return dt;
 }
 
+/* Which dims of the two operands a product pairs up. */
+typedef struct {
+  const int64_t *a_batch, *b_batch;
+  int n_batch;
+  const int64_t *a_con, *b_con;
+  int n_con;
+} contraction;
+
+static const int64_t D0[] = {0}, D1[] = {1}, D2[] = {2}, D02[] = {0, 2},
+                     D01[] = {0, 1};
+/* [n, k] x [k, m] and [n, k] x [k]. */
+static const contraction kMatmul = {NULL, NULL, 0, D1, D0, 1};
+/* [b, n, k] x [b, k, m]. */
+static const contraction kBatched = {D0, D0, 1, D2, D1, 1};
+/* [k] x [k] -> 0-d. */
+static const contraction kDot = {NULL, NULL, 0, D0, D0, 1};
+/* [b, n, k] x [b, k, m] summed over the batch: one contraction over both
+ * the batch and the inner dim. */
+static const contraction kBatchSum = {NULL, NULL, 0, D02, D01, 2};
+
 /* dot_general of a and b (converted to dt) accumulating in acc_dtype(dt). */
 static ttpu_val contract(ttpu_lower* L, ttpu_val a, ttpu_val b, ttpu_dtype dt,
-                         const int64_t* a_batch, const int64_t* b_batch,
-                         int n_batch, const int64_t* a_con,
-                         const int64_t* b_con, int n_con) {
+                         const contraction* c) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   a = ttpu_hlo_convert(h, a, dt);
   b = ttpu_hlo_convert(h, b, dt);
-  return ttpu_hlo_dot_general(h, a, b, a_batch, b_batch, n_batch, a_con, b_con,
-                              n_con, acc_dtype(dt), precision_for(dt));
+  return ttpu_hlo_dot_general(h, a, b, c->a_batch, c->b_batch, c->n_batch,
+                              c->a_con, c->b_con, c->n_con, acc_dtype(dt),
+                              ttpu_l_precision(dt));
 }
 
 /* beta * self + alpha * product, in the product's (accumulation) type.
@@ -94,76 +108,62 @@ static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod) {
   return ttpu_hlo_binary(h, TTPU_ADD, s, p);
 }
 
-static const int64_t D0[] = {0}, D1[] = {1}, D2[] = {2}, D02[] = {0, 2},
-                     D01[] = {0, 1};
+/* The product of args 0 and 1 (mm, bmm, mv, dot). */
+static ttpu_status* lower_product(ttpu_lower* L, const char* cpu_kernel,
+                                  const contraction* c) {
+  ttpu_dtype dt = product_dtype(L, 2, cpu_kernel);
+  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt, c));
+  return NULL;
+}
 
-/* mm(self, mat2): [n, k] x [k, m]. */
+/* beta * self + alpha * (the product of args 1 and 2), the add* forms;
+ * self broadcasts to the product's shape. */
+static ttpu_status* lower_add_product(ttpu_lower* L, const char* cpu_kernel,
+                                      const contraction* c) {
+  ttpu_dtype dt = product_dtype(L, 3, cpu_kernel);
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, c);
+  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  return NULL;
+}
+
+/* mm(self, mat2) */
 static ttpu_status* lower_mm(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 2, "addmm_impl_cpu_");
-  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
-                                NULL, NULL, 0, D1, D0, 1));
-  return NULL;
+  return lower_product(L, "addmm_impl_cpu_", &kMatmul);
 }
 
-/* bmm(self, mat2): [b, n, k] x [b, k, m]. */
+/* bmm(self, mat2) */
 static ttpu_status* lower_bmm(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 2, "bmm");
-  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
-                                D0, D0, 1, D2, D1, 1));
-  return NULL;
+  return lower_product(L, "bmm", &kBatched);
 }
 
-/* mv(self, vec): [n, k] x [k]. */
+/* mv(self, vec) */
 static ttpu_status* lower_mv(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 2, "addmv_impl_cpu");
-  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
-                                NULL, NULL, 0, D1, D0, 1));
-  return NULL;
+  return lower_product(L, "addmv_impl_cpu", &kMatmul);
 }
 
-/* dot / vdot (the same for real dtypes): [k] x [k] -> 0-d. */
+/* dot / vdot (the same for real dtypes) */
 static ttpu_status* lower_dot(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 2, "dot");
-  ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt,
-                                NULL, NULL, 0, D0, D0, 1));
-  return NULL;
+  return lower_product(L, "dot", &kDot);
 }
 
-/* addmm(self, mat1, mat2, beta, alpha); self broadcasts to [n, m]. */
+/* addmm(self, mat1, mat2, beta, alpha) */
 static ttpu_status* lower_addmm(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 3, "addmm_impl_cpu_");
-  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
-                        NULL, 0, D1, D0, 1);
-  ttpu_l_set_out(L, 0, add_scaled(L, p));
-  return NULL;
+  return lower_add_product(L, "addmm_impl_cpu_", &kMatmul);
 }
 
-/* addmv(self, mat, vec, beta, alpha); self broadcasts to [n]. */
+/* addmv(self, mat, vec, beta, alpha) */
 static ttpu_status* lower_addmv(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 3, "addmv_impl_cpu");
-  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
-                        NULL, 0, D1, D0, 1);
-  ttpu_l_set_out(L, 0, add_scaled(L, p));
-  return NULL;
+  return lower_add_product(L, "addmv_impl_cpu", &kMatmul);
 }
 
-/* baddbmm(self, batch1, batch2, beta, alpha); self broadcasts to [b, n, m]. */
+/* baddbmm(self, batch1, batch2, beta, alpha) */
 static ttpu_status* lower_baddbmm(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 3, "baddbmm");
-  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, D0,
-                        D0, 1, D2, D1, 1);
-  ttpu_l_set_out(L, 0, add_scaled(L, p));
-  return NULL;
+  return lower_add_product(L, "baddbmm", &kBatched);
 }
 
-/* addbmm(self, batch1, batch2, beta, alpha): the batch of products summed,
- * which is one contraction over both the batch and the inner dim. */
+/* addbmm(self, batch1, batch2, beta, alpha) */
 static ttpu_status* lower_addbmm(ttpu_lower* L) {
-  ttpu_dtype dt = product_dtype(L, 3, "addbmm");
-  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, NULL,
-                        NULL, 0, D02, D01, 2);
-  ttpu_l_set_out(L, 0, add_scaled(L, p));
-  return NULL;
+  return lower_add_product(L, "addbmm", &kBatchSum);
 }
 
 /* The functional, in-place and out= overloads share argument positions

@@ -19,17 +19,13 @@ static ttpu_dtype acc2(ttpu_dtype a, ttpu_dtype b) {
   return a == TTPU_F64 || b == TTPU_F64 ? TTPU_F64 : TTPU_F32;
 }
 
-static ttpu_val cst_like(ttpu_lower* L, ttpu_val v, double f) {
-  return ttpu_hlo_const(ttpu_l_hlo(L), ttpu_l_type(L, v), f, (int64_t)f);
-}
-
 static ttpu_val bin(ttpu_lower* L, ttpu_binop op, ttpu_val x, ttpu_val y) {
   return ttpu_hlo_binary(ttpu_l_hlo(L), op, x, y);
 }
 
 /* x op scalar c. */
 static ttpu_val bin_c(ttpu_lower* L, ttpu_binop op, ttpu_val x, double c) {
-  return ttpu_hlo_binary(ttpu_l_hlo(L), op, x, cst_like(L, x, c));
+  return ttpu_hlo_binary(ttpu_l_hlo(L), op, x, ttpu_l_const_like(L, x, c));
 }
 
 static ttpu_val un(ttpu_lower* L, ttpu_unop op, ttpu_val x) {
@@ -79,26 +75,6 @@ static void set_zero(ttpu_lower* L, int k) {
   ttpu_l_set_out(L, k, ttpu_hlo_const(ttpu_l_hlo(L), t, 0.0, 0));
 }
 
-static ttpu_val reduce_dims(ttpu_lower* L, ttpu_val x, ttpu_redop op,
-                            const int* mask) {
-  ttpu_type t = ttpu_l_type(L, x);
-  int64_t dims[TTPU_MAX_DIMS];
-  int n = 0;
-  for (int d = 0; d < t.ndim; ++d)
-    if (mask[d]) dims[n++] = d;
-  return ttpu_hlo_reduce(ttpu_l_hlo(L), x, op, dims, n);
-}
-
-/* r (a value reduced over the masked dims of type t) broadcast back. */
-static ttpu_val bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type t,
-                           const int* mask) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  int64_t keep[TTPU_MAX_DIMS];
-  for (int d = 0; d < t.ndim; ++d) keep[d] = mask[d] ? 1 : t.dims[d];
-  r = ttpu_hlo_reshape(b, r, t.ndim, keep);
-  return ttpu_hlo_broadcast_to(b, r, t.ndim, t.dims);
-}
-
 /* A per-channel vector (C) broadcast along dim `axis` of type t. */
 static ttpu_val along(ttpu_lower* L, ttpu_val v, ttpu_type t, int axis) {
   ttpu_type r = t;
@@ -121,13 +97,13 @@ static void check_none(ttpu_lower* L, ttpu_val bad, ttpu_val shown,
   ttpu_type t = ttpu_l_type(L, bad);
   int mask[TTPU_MAX_DIMS];
   for (int d = 0; d < t.ndim; ++d) mask[d] = 1;
-  ttpu_val flag = ttpu_hlo_convert(b, reduce_dims(L, bad, TTPU_RED_OR, mask),
+  ttpu_val flag = ttpu_hlo_convert(b, ttpu_l_reduce_mask(L, bad, TTPU_RED_OR, mask),
                                    TTPU_I64);
   ttpu_val v = ttpu_hlo_const_i(b, TTPU_I64, 0);
   if (shown != TTPU_VAL_ERROR) {
     ttpu_type st = ttpu_l_type(L, shown);
     ttpu_val low = ttpu_hlo_const(b, st, 0, INT64_MIN);
-    v = reduce_dims(L, ttpu_hlo_select(b, bad, shown, low), TTPU_RED_MAX, mask);
+    v = ttpu_l_reduce_mask(L, ttpu_hlo_select(b, bad, shown, low), TTPU_RED_MAX, mask);
   }
   int64_t one = 1;
   ttpu_val parts[4] = {flag, v, ttpu_hlo_const_i(b, TTPU_I64, 0),
@@ -150,10 +126,12 @@ static ttpu_status* lower_softmax_like(ttpu_lower* L, int log) {
   int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), tx.ndim);
   int mask[TTPU_MAX_DIMS] = {0};
   if (tx.ndim > 0) mask[dim] = 1;
-  ttpu_val m = bcast_back(L, reduce_dims(L, x, TTPU_RED_MAX, mask), tx, mask);
+  ttpu_val m =
+      ttpu_l_bcast_back(L, ttpu_l_reduce_mask(L, x, TTPU_RED_MAX, mask), tx, mask);
   ttpu_val sh = bin(L, TTPU_SUB, x, m);
   ttpu_val e = un(L, TTPU_EXP, sh);
-  ttpu_val s = bcast_back(L, reduce_dims(L, e, TTPU_RED_SUM, mask), tx, mask);
+  ttpu_val s =
+      ttpu_l_bcast_back(L, ttpu_l_reduce_mask(L, e, TTPU_RED_SUM, mask), tx, mask);
   ttpu_val r = log ? bin(L, TTPU_SUB, sh, un(L, TTPU_LOG, s))
                    : bin(L, TTPU_DIV, e, s);
   ttpu_l_set_out(L, 0, r);
@@ -176,11 +154,13 @@ static ttpu_status* lower_softmax_bwd_like(ttpu_lower* L, int log) {
   if (t.ndim > 0) mask[dim] = 1;
   ttpu_val r;
   if (log) {
-    ttpu_val s = bcast_back(L, reduce_dims(L, g, TTPU_RED_SUM, mask), t, mask);
+    ttpu_val s =
+        ttpu_l_bcast_back(L, ttpu_l_reduce_mask(L, g, TTPU_RED_SUM, mask), t, mask);
     r = bin(L, TTPU_SUB, g, bin(L, TTPU_MUL, un(L, TTPU_EXP, y), s));
   } else {
     ttpu_val gy = bin(L, TTPU_MUL, g, y);
-    ttpu_val s = bcast_back(L, reduce_dims(L, gy, TTPU_RED_SUM, mask), t, mask);
+    ttpu_val s =
+        ttpu_l_bcast_back(L, ttpu_l_reduce_mask(L, gy, TTPU_RED_SUM, mask), t, mask);
     r = bin(L, TTPU_MUL, y, bin(L, TTPU_SUB, g, s));
   }
   ttpu_l_set_out(L, 0, r);
@@ -233,11 +213,12 @@ static ttpu_status* lower_layer_norm(ttpu_lower* L) {
   int64_t M, N;
   ttpu_val x2 = rows_of(L, x, 1, &M, &N);
   int cols[2] = {0, 1};
-  ttpu_val mean = bin_c(L, TTPU_DIV, reduce_dims(L, x2, TTPU_RED_SUM, cols),
+  ttpu_val mean = bin_c(L, TTPU_DIV, ttpu_l_reduce_mask(L, x2, TTPU_RED_SUM, cols),
                         (double)N);
   ttpu_val xc = bin(L, TTPU_SUB, x2, over_rows(L, mean, M, N, 0));
   ttpu_val var = bin_c(L, TTPU_DIV,
-                       reduce_dims(L, bin(L, TTPU_MUL, xc, xc), TTPU_RED_SUM, cols),
+                       ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, xc, xc),
+                                          TTPU_RED_SUM, cols),
                        (double)N);
   ttpu_val rstd = un(L, TTPU_RSQRT, bin_c(L, TTPU_ADD, var, eps));
   ttpu_val y = bin(L, TTPU_MUL, xc, over_rows(L, rstd, M, N, 0));
@@ -268,10 +249,10 @@ static ttpu_status* lower_layer_norm_bwd(ttpu_lower* L) {
     ttpu_val gh = g2;
     if (has_tensor(L, 5))
       gh = bin(L, TTPU_MUL, gh, over_rows(L, tensor_as(L, 5, acc), M, N, 1));
-    ttpu_val m1 = bin_c(L, TTPU_DIV, reduce_dims(L, gh, TTPU_RED_SUM, cols),
+    ttpu_val m1 = bin_c(L, TTPU_DIV, ttpu_l_reduce_mask(L, gh, TTPU_RED_SUM, cols),
                         (double)N);
     ttpu_val m2 = bin_c(L, TTPU_DIV,
-                        reduce_dims(L, bin(L, TTPU_MUL, gh, xhat), TTPU_RED_SUM,
+                        ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, gh, xhat), TTPU_RED_SUM,
                                     cols),
                         (double)N);
     ttpu_val gi = bin(L, TTPU_SUB, gh, over_rows(L, m1, M, N, 0));
@@ -279,8 +260,8 @@ static ttpu_status* lower_layer_norm_bwd(ttpu_lower* L) {
     set_out(L, 0, bin(L, TTPU_MUL, gi, rstd));
   }
   if (wanted(L, 1, 7))
-    set_out(L, 1, reduce_dims(L, bin(L, TTPU_MUL, g2, xhat), TTPU_RED_SUM, rows));
-  if (wanted(L, 2, 7)) set_out(L, 2, reduce_dims(L, g2, TTPU_RED_SUM, rows));
+    set_out(L, 1, ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, g2, xhat), TTPU_RED_SUM, rows));
+  if (wanted(L, 2, 7)) set_out(L, 2, ttpu_l_reduce_mask(L, g2, TTPU_RED_SUM, rows));
   return NULL;
 }
 
@@ -331,10 +312,11 @@ static ttpu_status* batch_norm(ttpu_lower* L, const bn_layout* lay) {
   double cnt = (double)(ttpu_type_numel(&tx) / (C > 0 ? C : 1));
   ttpu_val mean, var, invstd;
   if (training) {
-    mean = bin_c(L, TTPU_DIV, reduce_dims(L, x, TTPU_RED_SUM, mask), cnt);
+    mean = bin_c(L, TTPU_DIV, ttpu_l_reduce_mask(L, x, TTPU_RED_SUM, mask), cnt);
     ttpu_val xc = bin(L, TTPU_SUB, x, along(L, mean, tx, 1));
     var = bin_c(L, TTPU_DIV,
-                reduce_dims(L, bin(L, TTPU_MUL, xc, xc), TTPU_RED_SUM, mask),
+                ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, xc, xc),
+                                   TTPU_RED_SUM, mask),
                 cnt);
   } else {
     mean = tensor_as(L, lay->rmean, acc);
@@ -445,8 +427,8 @@ static ttpu_status* lower_batch_norm_bwd(ttpu_lower* L) {
   }
   ttpu_val xhat = bin(L, TTPU_MUL, bin(L, TTPU_SUB, x, along(L, mean, tx, 1)),
                       along(L, invstd, tx, 1));
-  ttpu_val sum_g = reduce_dims(L, g, TTPU_RED_SUM, mask);
-  ttpu_val sum_gx = reduce_dims(L, bin(L, TTPU_MUL, g, xhat), TTPU_RED_SUM, mask);
+  ttpu_val sum_g = ttpu_l_reduce_mask(L, g, TTPU_RED_SUM, mask);
+  ttpu_val sum_gx = ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, g, xhat), TTPU_RED_SUM, mask);
   if (wanted(L, 0, 9)) {
     ttpu_val scale = invstd;
     if (has_tensor(L, 2)) scale = bin(L, TTPU_MUL, scale, tensor_as(L, 2, acc));
@@ -505,11 +487,12 @@ static ttpu_status* lower_group_norm(ttpu_lower* L) {
   int64_t D = C / G * HxW;
   ttpu_val x3 = groups_of(L, x, N, G, D);
   int last[3] = {0, 0, 1};
-  ttpu_val mean = bin_c(L, TTPU_DIV, reduce_dims(L, x3, TTPU_RED_SUM, last),
+  ttpu_val mean = bin_c(L, TTPU_DIV, ttpu_l_reduce_mask(L, x3, TTPU_RED_SUM, last),
                         (double)D);
   ttpu_val xc = bin(L, TTPU_SUB, x3, per_group(L, mean, N, G, D));
   ttpu_val var = bin_c(L, TTPU_DIV,
-                       reduce_dims(L, bin(L, TTPU_MUL, xc, xc), TTPU_RED_SUM, last),
+                       ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, xc, xc),
+                                          TTPU_RED_SUM, last),
                        (double)D);
   ttpu_val rstd = un(L, TTPU_RSQRT, bin_c(L, TTPU_ADD, var, eps));
   ttpu_val y = bin(L, TTPU_MUL, xc, per_group(L, rstd, N, G, D));
@@ -549,10 +532,10 @@ static ttpu_status* lower_group_norm_bwd(ttpu_lower* L) {
     if (has_tensor(L, 4))
       gh = bin(L, TTPU_MUL, gh, per_channel(L, tensor_as(L, 4, acc), N, C, HxW));
     gh = groups_of(L, gh, N, G, D);
-    ttpu_val m1 = bin_c(L, TTPU_DIV, reduce_dims(L, gh, TTPU_RED_SUM, last),
+    ttpu_val m1 = bin_c(L, TTPU_DIV, ttpu_l_reduce_mask(L, gh, TTPU_RED_SUM, last),
                         (double)D);
     ttpu_val m2 = bin_c(L, TTPU_DIV,
-                        reduce_dims(L, bin(L, TTPU_MUL, gh, xhat), TTPU_RED_SUM,
+                        ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, gh, xhat), TTPU_RED_SUM,
                                     last),
                         (double)D);
     ttpu_val gi = bin(L, TTPU_SUB, gh, per_group(L, m1, N, G, D));
@@ -560,8 +543,8 @@ static ttpu_status* lower_group_norm_bwd(ttpu_lower* L) {
     set_out(L, 0, bin(L, TTPU_MUL, gi, rstd));
   }
   if (wanted(L, 1, 9))
-    set_out(L, 1, reduce_dims(L, bin(L, TTPU_MUL, g, xhat_c), TTPU_RED_SUM, chan));
-  if (wanted(L, 2, 9)) set_out(L, 2, reduce_dims(L, g, TTPU_RED_SUM, chan));
+    set_out(L, 1, ttpu_l_reduce_mask(L, bin(L, TTPU_MUL, g, xhat_c), TTPU_RED_SUM, chan));
+  if (wanted(L, 2, 9)) set_out(L, 2, ttpu_l_reduce_mask(L, g, TTPU_RED_SUM, chan));
   return NULL;
 }
 
@@ -573,7 +556,7 @@ static ttpu_val reduce_loss(ttpu_lower* L, ttpu_val loss, int64_t reduction) {
   ttpu_type t = ttpu_l_type(L, loss);
   int mask[TTPU_MAX_DIMS];
   for (int d = 0; d < t.ndim; ++d) mask[d] = 1;
-  ttpu_val s = reduce_dims(L, loss, TTPU_RED_SUM, mask);
+  ttpu_val s = ttpu_l_reduce_mask(L, loss, TTPU_RED_SUM, mask);
   if (reduction == RED_MEAN)
     s = bin_c(L, TTPU_DIV, s, (double)ttpu_type_numel(&t));
   return s;
@@ -643,8 +626,8 @@ static ttpu_status* lower_bce(ttpu_lower* L) {
   ttpu_val x = v[0], t = v[1];
   /* NaN fails the check too, as on CPU */
   ttpu_val ok = bin(L, TTPU_AND,
-                    ttpu_hlo_compare(b, TTPU_GE, x, cst_like(L, x, 0.0)),
-                    ttpu_hlo_compare(b, TTPU_LE, x, cst_like(L, x, 1.0)));
+                    ttpu_hlo_compare(b, TTPU_GE, x, ttpu_l_const_like(L, x, 0.0)),
+                    ttpu_hlo_compare(b, TTPU_LE, x, ttpu_l_const_like(L, x, 1.0)));
   check_none(L, un(L, TTPU_NOT, ok), TTPU_VAL_ERROR, TTPU_INVALID_ARGUMENT,
              "all elements of input should be between 0 and 1");
   ttpu_val lx = bin_c(L, TTPU_MAX, un(L, TTPU_LOG, x), -100.0);
@@ -731,7 +714,7 @@ static ttpu_status* lower_smooth_like(ttpu_lower* L, int huber) {
   ttpu_val v[2] = {tensor_as(L, 0, acc), tensor_as(L, 1, acc)};
   bcast_all(L, v, 2);
   ttpu_val z = un(L, TTPU_ABS, bin(L, TTPU_SUB, v[0], v[1]));
-  ttpu_val small = ttpu_hlo_compare(b, TTPU_LT, z, cst_like(L, z, beta));
+  ttpu_val small = ttpu_hlo_compare(b, TTPU_LT, z, ttpu_l_const_like(L, z, beta));
   ttpu_val quad = bin_c(L, TTPU_MUL, bin(L, TTPU_MUL, z, z), 0.5);
   ttpu_val loss;
   if (huber) {
@@ -762,8 +745,8 @@ static ttpu_status* lower_smooth_like_bwd(ttpu_lower* L, int huber) {
   bcast_all(L, v, 3);
   ttpu_val x = bin(L, TTPU_SUB, v[0], v[1]);
   ttpu_val g = bin_c(L, TTPU_MUL, v[2], loss_norm(L, v[0], red));
-  ttpu_val lo = ttpu_hlo_compare(b, TTPU_LE, x, cst_like(L, x, -beta));
-  ttpu_val hi = ttpu_hlo_compare(b, TTPU_GE, x, cst_like(L, x, beta));
+  ttpu_val lo = ttpu_hlo_compare(b, TTPU_LE, x, ttpu_l_const_like(L, x, -beta));
+  ttpu_val hi = ttpu_hlo_compare(b, TTPU_GE, x, ttpu_l_const_like(L, x, beta));
   ttpu_val edge = huber ? bin_c(L, TTPU_MUL, g, beta) : g;
   ttpu_val mid = bin(L, TTPU_MUL, x, g);
   if (!huber) mid = bin_c(L, TTPU_DIV, mid, beta);
@@ -841,11 +824,11 @@ static ttpu_status* lower_nll_loss(ttpu_lower* L) {
   nll_parts p = nll_prepare(L, x, 1, 2, ttpu_l_int(L, 4, -100), acc);
   /* select, not multiply: NaN/inf in other classes or ignored rows must
    * not leak in. */
-  ttpu_val picked = ttpu_hlo_select(b, p.onehot, x, cst_like(L, x, 0.0));
+  ttpu_val picked = ttpu_hlo_select(b, p.onehot, x, ttpu_l_const_like(L, x, 0.0));
   int64_t cd = p.cdim;
   picked = ttpu_hlo_reduce(b, picked, TTPU_RED_SUM, &cd, 1);
   ttpu_val loss = un(L, TTPU_NEG, bin(L, TTPU_MUL, picked, p.weight));
-  loss = ttpu_hlo_select(b, p.valid, loss, cst_like(L, loss, 0.0));
+  loss = ttpu_hlo_select(b, p.valid, loss, ttpu_l_const_like(L, loss, 0.0));
   ttpu_val total = reduce_loss(L, p.weight, RED_SUM);
   if (red == RED_NONE) {
     set_out(L, 0, loss);

@@ -15,15 +15,6 @@ static ttpu_dtype acc_of(ttpu_dtype dt) {
   return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
 }
 
-static ttpu_val reshape_to(ttpu_hlo* b, ttpu_val v, ttpu_type t) {
-  return ttpu_hlo_reshape(b, v, t.ndim, t.dims);
-}
-
-/* Scalar constant shaped like v. */
-static ttpu_val cst_like(ttpu_lower* L, ttpu_val v, double f) {
-  return ttpu_hlo_const(ttpu_l_hlo(L), ttpu_l_type(L, v), f, (int64_t)f);
-}
-
 /* Fills mask[0..ndim) from a dim argument (None, an int or an int list).
  * None means every dim, and so does an empty list when empty_all is set.
  * Rank-0 tensors accept dim 0/-1 and reduce nothing. Returns the count
@@ -53,6 +44,15 @@ static int dim_mask(ttpu_lower* L, int arg, int ndim, int empty_all,
   return count;
 }
 
+/* dim_mask for the overloads that take a dim list at dim_arg, with -1
+ * standing for the overloads without one (which reduce every dim). */
+static void dims_or_all(ttpu_lower* L, int dim_arg, int ndim, int* mask) {
+  if (dim_arg < 0)
+    for (int d = 0; d < ndim; ++d) mask[d] = 1;
+  else
+    dim_mask(L, dim_arg, ndim, 1, mask);
+}
+
 static int64_t masked_numel(ttpu_type t, const int* mask) {
   int64_t n = 1;
   for (int d = 0; d < t.ndim; ++d)
@@ -60,36 +60,15 @@ static int64_t masked_numel(ttpu_type t, const int* mask) {
   return n;
 }
 
-/* Reduces the masked dims of x (dropping them). */
-static ttpu_val reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
-                            const int* mask) {
-  ttpu_type t = ttpu_l_type(L, x);
-  int64_t dims[TTPU_MAX_DIMS];
-  int n = 0;
-  for (int d = 0; d < t.ndim; ++d)
-    if (mask[d]) dims[n++] = d;
-  return ttpu_hlo_reduce(ttpu_l_hlo(L), x, op, dims, n);
-}
-
-/* r (x reduced over the masked dims) broadcast back to x's type tx. */
-static ttpu_val bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type tx,
-                           const int* mask) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  int64_t keep[TTPU_MAX_DIMS];
-  for (int d = 0; d < tx.ndim; ++d) keep[d] = mask[d] ? 1 : tx.dims[d];
-  r = ttpu_hlo_reshape(b, r, tx.ndim, keep);
-  return ttpu_hlo_broadcast_to(b, r, tx.ndim, tx.dims);
-}
-
 /* max/min that propagate NaN whatever the backend's maximum does. */
 static ttpu_val reduce_extreme(ttpu_lower* L, ttpu_val x, int is_max,
                                const int* mask) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_val r = reduce_mask(L, x, is_max ? TTPU_RED_MAX : TTPU_RED_MIN, mask);
+  ttpu_val r = ttpu_l_reduce_mask(L, x, is_max ? TTPU_RED_MAX : TTPU_RED_MIN, mask);
   if (!ttpu_dtype_is_float(ttpu_l_type(L, x).dtype)) return r;
   ttpu_val nan = ttpu_hlo_compare(b, TTPU_NE, x, x);
-  ttpu_val any_nan = reduce_mask(L, nan, TTPU_RED_OR, mask);
-  return ttpu_hlo_select(b, any_nan, cst_like(L, r, NAN), r);
+  ttpu_val any_nan = ttpu_l_reduce_mask(L, nan, TTPU_RED_OR, mask);
+  return ttpu_hlo_select(b, any_nan, ttpu_l_const_like(L, r, NAN), r);
 }
 
 /* ------------------------------------------------------------ sum/mean/prod */
@@ -111,18 +90,15 @@ static ttpu_status* lower_sum_like(ttpu_lower* L, int dim_arg, ttpu_redop op,
   ttpu_val x = input_for_out(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
-  if (dim_arg < 0)
-    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
-  else
-    dim_mask(L, dim_arg, tx.ndim, 1, mask);
+  dims_or_all(L, dim_arg, tx.ndim, mask);
   if (nan_as_zero && ttpu_dtype_is_float(tx.dtype))
     x = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_NE, x, x),
-                        cst_like(L, x, 0.0), x);
-  ttpu_val r = reduce_mask(L, x, op, mask);
+                        ttpu_l_const_like(L, x, 0.0), x);
+  ttpu_val r = ttpu_l_reduce_mask(L, x, op, mask);
   if (mean)
     r = ttpu_hlo_binary(b, TTPU_DIV, r,
-                        cst_like(L, r, (double)masked_numel(tx, mask)));
-  ttpu_l_set_out(L, 0, reshape_to(b, r, out));
+                        ttpu_l_const_like(L, r, (double)masked_numel(tx, mask)));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, out));
   return NULL;
 }
 
@@ -160,7 +136,7 @@ static ttpu_status* lower_extreme(ttpu_lower* L, int is_max, int has_dim) {
   else
     for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
   ttpu_val r = reduce_extreme(L, x, is_max, mask);
-  ttpu_l_set_out(L, 0, reshape_to(ttpu_l_hlo(L), r, ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(ttpu_l_hlo(L), r, ttpu_l_out_type(L, 0)));
   return NULL;
 }
 
@@ -189,8 +165,8 @@ static ttpu_status* lower_extreme_dim(ttpu_lower* L, int is_max) {
   int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
   ttpu_val v, i;
   arg_extreme(L, x, dim, is_max, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, v, ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, i, ttpu_l_out_type(L, 1)));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, v, ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, i, ttpu_l_out_type(L, 1)));
   return NULL;
 }
 
@@ -216,7 +192,7 @@ static ttpu_status* lower_argextreme(ttpu_lower* L, int is_max) {
   }
   ttpu_val v, i;
   arg_extreme(L, x, dim, is_max, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, i, ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, i, ttpu_l_out_type(L, 0)));
   return NULL;
 }
 
@@ -230,9 +206,9 @@ static ttpu_status* lower_aminmax(ttpu_lower* L) {
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 0, mask);
-  ttpu_l_set_out(L, 0, reshape_to(b, reduce_extreme(L, x, 0, mask),
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, reduce_extreme(L, x, 0, mask),
                                   ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, reduce_extreme(L, x, 1, mask),
+  ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, reduce_extreme(L, x, 1, mask),
                                   ttpu_l_out_type(L, 1)));
   return NULL;
 }
@@ -252,10 +228,10 @@ static ttpu_status* lower_var_like(ttpu_lower* L, int take_sqrt, int with_mean) 
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 1, mask);
   double n = (double)masked_numel(tx, mask);
-  ttpu_val mean = reduce_mask(L, x, TTPU_RED_SUM, mask);
-  mean = ttpu_hlo_binary(b, TTPU_DIV, mean, cst_like(L, mean, n));
-  ttpu_val dev = ttpu_hlo_binary(b, TTPU_SUB, x, bcast_back(L, mean, tx, mask));
-  ttpu_val m2 = reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, dev, dev),
+  ttpu_val mean = ttpu_l_reduce_mask(L, x, TTPU_RED_SUM, mask);
+  mean = ttpu_hlo_binary(b, TTPU_DIV, mean, ttpu_l_const_like(L, mean, n));
+  ttpu_val dev = ttpu_hlo_binary(b, TTPU_SUB, x, ttpu_l_bcast_back(L, mean, tx, mask));
+  ttpu_val m2 = ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, dev, dev),
                             TTPU_RED_SUM, mask);
   ttpu_val corr = ttpu_l_is_none(L, 2) ? ttpu_hlo_const_f(b, acc, 1.0)
                                        : ttpu_l_scalar(L, 2, acc);
@@ -265,8 +241,8 @@ static ttpu_status* lower_var_like(ttpu_lower* L, int take_sqrt, int with_mean) 
   div = ttpu_hlo_broadcast_to(b, div, tm.ndim, tm.dims);
   ttpu_val var = ttpu_hlo_binary(b, TTPU_DIV, m2, div);
   if (take_sqrt) var = ttpu_hlo_unary(b, TTPU_SQRT, var);
-  ttpu_l_set_out(L, 0, reshape_to(b, var, out));
-  if (with_mean) ttpu_l_set_out(L, 1, reshape_to(b, mean, ttpu_l_out_type(L, 1)));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, var, out));
+  if (with_mean) ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, mean, ttpu_l_out_type(L, 1)));
   return NULL;
 }
 
@@ -290,8 +266,8 @@ static ttpu_status* lower_any_all(ttpu_lower* L, int is_any, int has_dim) {
   else
     for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
   ttpu_val nz = ttpu_hlo_convert(b, x, TTPU_BOOL);
-  ttpu_val r = reduce_mask(L, nz, is_any ? TTPU_RED_OR : TTPU_RED_AND, mask);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ttpu_l_out_type(L, 0)));
+  ttpu_val r = ttpu_l_reduce_mask(L, nz, is_any ? TTPU_RED_OR : TTPU_RED_AND, mask);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ttpu_l_out_type(L, 0)));
   return NULL;
 }
 
@@ -309,8 +285,8 @@ static ttpu_status* lower_count_nonzero(ttpu_lower* L) {
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 1, mask);
   ttpu_val nz = ttpu_hlo_convert(b, ttpu_hlo_convert(b, x, TTPU_BOOL), TTPU_I64);
-  ttpu_val r = reduce_mask(L, nz, TTPU_RED_SUM, mask);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, ttpu_l_out_type(L, 0)));
+  ttpu_val r = ttpu_l_reduce_mask(L, nz, TTPU_RED_SUM, mask);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ttpu_l_out_type(L, 0)));
   return NULL;
 }
 
@@ -326,15 +302,15 @@ static ttpu_status* lower_logsumexp(ttpu_lower* L) {
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 1, mask);
-  ttpu_val m = reduce_mask(L, x, TTPU_RED_MAX, mask);
+  ttpu_val m = ttpu_l_reduce_mask(L, x, TTPU_RED_MAX, mask);
   ttpu_val inf = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, m),
-                                  cst_like(L, m, INFINITY));
-  m = ttpu_hlo_select(b, inf, cst_like(L, m, 0.0), m);
-  ttpu_val sh = ttpu_hlo_binary(b, TTPU_SUB, x, bcast_back(L, m, tx, mask));
+                                  ttpu_l_const_like(L, m, INFINITY));
+  m = ttpu_hlo_select(b, inf, ttpu_l_const_like(L, m, 0.0), m);
+  ttpu_val sh = ttpu_hlo_binary(b, TTPU_SUB, x, ttpu_l_bcast_back(L, m, tx, mask));
   ttpu_val e = ttpu_hlo_unary(b, TTPU_EXP, sh);
-  ttpu_val s = ttpu_hlo_unary(b, TTPU_LOG, reduce_mask(L, e, TTPU_RED_SUM, mask));
+  ttpu_val s = ttpu_hlo_unary(b, TTPU_LOG, ttpu_l_reduce_mask(L, e, TTPU_RED_SUM, mask));
   ttpu_val r = ttpu_hlo_binary(b, TTPU_ADD, s, m);
-  ttpu_l_set_out(L, 0, reshape_to(b, r, out));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, out));
   return NULL;
 }
 
@@ -369,25 +345,25 @@ static ttpu_val vector_norm(ttpu_lower* L, ttpu_val x, ttpu_val p,
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, x);
   ttpu_val pb = ttpu_hlo_broadcast_to(b, p, tx.ndim, tx.dims);
-  ttpu_val is0 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 0.0));
-  ttpu_val is1 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 1.0));
-  ttpu_val is2 = ttpu_hlo_compare(b, TTPU_EQ, pb, cst_like(L, pb, 2.0));
+  ttpu_val is0 = ttpu_hlo_compare(b, TTPU_EQ, pb, ttpu_l_const_like(L, pb, 0.0));
+  ttpu_val is1 = ttpu_hlo_compare(b, TTPU_EQ, pb, ttpu_l_const_like(L, pb, 1.0));
+  ttpu_val is2 = ttpu_hlo_compare(b, TTPU_EQ, pb, ttpu_l_const_like(L, pb, 2.0));
   ttpu_val nz = ttpu_hlo_convert(
-      b, ttpu_hlo_compare(b, TTPU_NE, a, cst_like(L, a, 0.0)), tx.dtype);
+      b, ttpu_hlo_compare(b, TTPU_NE, a, ttpu_l_const_like(L, a, 0.0)), tx.dtype);
   ttpu_val t = ttpu_hlo_binary(b, TTPU_POW, a, pb);
   t = ttpu_hlo_select(b, is2, ttpu_hlo_binary(b, TTPU_MUL, a, a), t);
   t = ttpu_hlo_select(b, is1, a, t);
   t = ttpu_hlo_select(b, is0, nz, t);
-  ttpu_val s = reduce_mask(L, t, TTPU_RED_SUM, mask);
+  ttpu_val s = ttpu_l_reduce_mask(L, t, TTPU_RED_SUM, mask);
   ttpu_type ts = ttpu_l_type(L, s);
   ttpu_val ps = ttpu_hlo_broadcast_to(b, p, ts.ndim, ts.dims);
   ttpu_val root = ttpu_hlo_binary(
-      b, TTPU_POW, s, ttpu_hlo_binary(b, TTPU_DIV, cst_like(L, ps, 1.0), ps));
-  ttpu_val eq0 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 0.0));
-  ttpu_val eq1 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 1.0));
-  ttpu_val eq2 = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, 2.0));
-  ttpu_val pinf = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, INFINITY));
-  ttpu_val ninf = ttpu_hlo_compare(b, TTPU_EQ, ps, cst_like(L, ps, -INFINITY));
+      b, TTPU_POW, s, ttpu_hlo_binary(b, TTPU_DIV, ttpu_l_const_like(L, ps, 1.0), ps));
+  ttpu_val eq0 = ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_l_const_like(L, ps, 0.0));
+  ttpu_val eq1 = ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_l_const_like(L, ps, 1.0));
+  ttpu_val eq2 = ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_l_const_like(L, ps, 2.0));
+  ttpu_val pinf = ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_l_const_like(L, ps, INFINITY));
+  ttpu_val ninf = ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_l_const_like(L, ps, -INFINITY));
   ttpu_val r = ttpu_hlo_select(b, eq2, ttpu_hlo_unary(b, TTPU_SQRT, s), root);
   r = ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_OR, eq0, eq1), s, r);
   /* max/min of an empty set is refused by the meta kernel for +-inf;
@@ -405,13 +381,10 @@ static ttpu_status* lower_norm_at(ttpu_lower* L, int p_arg, int dim_arg) {
   ttpu_val x = input_for_out(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
-  if (dim_arg < 0)
-    for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
-  else
-    dim_mask(L, dim_arg, tx.ndim, 1, mask);
+  dims_or_all(L, dim_arg, tx.ndim, mask);
   ttpu_val p = ttpu_l_is_none(L, p_arg) ? ttpu_hlo_const_f(b, tx.dtype, 2.0)
                                         : ttpu_l_scalar(L, p_arg, tx.dtype);
-  ttpu_l_set_out(L, 0, reshape_to(b, vector_norm(L, x, p, mask), out));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, vector_norm(L, x, p, mask), out));
   return NULL;
 }
 

@@ -3,40 +3,15 @@
  * their backwards), triu/tril, narrow_copy, unfold_backward, arange,
  * linspace, eye. Every shape here is known when the program is built. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "ttpu_lower.h"
 
 #define ERR TTPU_VAL_ERROR
 
-static ttpu_val reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {
-  return ttpu_hlo_reshape(b, x, t.ndim, t.dims);
-}
-
 /* Gathers x's slices along dim at the constant positions idx[0..n). */
 static ttpu_val take_const(ttpu_hlo* b, ttpu_val x, int dim,
                            const int64_t* idx, int n) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return ERR;
-  ttpu_type tx = *tp, out = *tp;
-  int64_t offs[TTPU_MAX_DIMS], sizes[TTPU_MAX_DIMS], d = dim;
-  int no = 0;
-  for (int i = 0; i < tx.ndim; ++i) {
-    if (i != dim) offs[no++] = i;
-    sizes[i] = i == dim ? 1 : tx.dims[i];
-  }
-  out.dims[dim] = n;
-  ttpu_gather_dims dn;
-  memset(&dn, 0, sizeof(dn));
-  dn.n_offset_dims = no;
-  dn.offset_dims = offs;
-  dn.n_collapsed_slice_dims = 1;
-  dn.collapsed_slice_dims = &d;
-  dn.n_start_index_map = 1;
-  dn.start_index_map = &d;
-  dn.index_vector_dim = 1;
-  dn.slice_sizes = sizes;
-  return ttpu_hlo_gather(b, x, ttpu_hlo_const_i64s(b, idx, n), &dn, out);
+  return ttpu_l_gather_dim(b, x, dim, ttpu_hlo_const_i64s(b, idx, n));
 }
 
 /* The adjoint of take_const: sums g's slices along dim into a tensor whose
@@ -47,21 +22,9 @@ static ttpu_val add_const(ttpu_hlo* b, ttpu_val g, int dim, const int64_t* idx,
   if (!tp) return ERR;
   ttpu_type tz = *tp;
   tz.dims[dim] = size;
-  int64_t win[TTPU_MAX_DIMS], d = dim;
-  int nw = 0;
-  for (int i = 0; i < tz.ndim; ++i)
-    if (i != dim) win[nw++] = i;
-  ttpu_scatter_dims dn;
-  memset(&dn, 0, sizeof(dn));
-  dn.n_update_window_dims = nw;
-  dn.update_window_dims = win;
-  dn.n_inserted_window_dims = 1;
-  dn.inserted_window_dims = &d;
-  dn.n_scatter_dims_to_operand_dims = 1;
-  dn.scatter_dims_to_operand_dims = &d;
-  dn.index_vector_dim = 1;
-  return ttpu_hlo_scatter(b, ttpu_hlo_const(b, tz, 0, 0),
-                          ttpu_hlo_const_i64s(b, idx, n), g, &dn, TTPU_ADD);
+  ttpu_val zero = ttpu_hlo_const(b, tz, 0, 0);
+  return ttpu_l_scatter_dim(b, zero, dim, ttpu_hlo_const_i64s(b, idx, n), g,
+                            TTPU_ADD);
 }
 
 /* ------------------------------------------------------------ cat */
@@ -146,7 +109,7 @@ static ttpu_status* lower_roll(ttpu_lower* L) {
                               "shifts and dimensions must align. shifts: %d, "
                               "dims:0", ns);
     ttpu_val f = ttpu_hlo_reshape(b, x, 1, (int64_t[]){ttpu_type_numel(&ot)});
-    ttpu_l_set_out(L, 0, reshape_to(b, roll_dim(b, f, 0, shifts[0]), ot));
+    ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, roll_dim(b, f, 0, shifts[0]), ot));
     return NULL;
   }
   if (ns != nd)
@@ -196,7 +159,7 @@ static ttpu_status* lower_repeat(ttpu_lower* L) {
   }
   x = ttpu_hlo_reshape(b, x, 2 * nr, ones);
   x = ttpu_hlo_broadcast_to(b, x, 2 * nr, pair);
-  ttpu_l_set_out(L, 0, reshape_to(b, x, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, x, ot));
   return NULL;
 }
 
@@ -343,7 +306,8 @@ static ttpu_status* tri_common(ttpu_lower* L, int upper) {
   ttpu_type tk = tx;
   tk.dtype = TTPU_BOOL;
   keep = ttpu_hlo_broadcast_in_dim(b, keep, tk, map);
-  ttpu_l_set_out(L, 0, reshape_to(b, ttpu_hlo_select(b, keep, x, ttpu_hlo_const(b, tx, 0, 0)), ot));
+  ttpu_val r = ttpu_hlo_select(b, keep, x, ttpu_hlo_const(b, tx, 0, 0));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
 
@@ -376,7 +340,7 @@ static ttpu_status* lower_narrow_copy(ttpu_lower* L) {
                             "start (%lld) + length (%lld) exceeds dimension "
                             "size (%lld).", (long long)start, (long long)len,
                             (long long)tx.dims[dim]);
-  ttpu_l_set_out(L, 0, reshape_to(b, ttpu_hlo_slice(b, x, lo, hi, st), ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, ttpu_hlo_slice(b, x, lo, hi, st), ot));
   return NULL;
 }
 
@@ -390,7 +354,7 @@ static ttpu_status* lower_unfold_backward(ttpu_lower* L) {
   ttpu_type tg = ttpu_l_type(L, g);
   int64_t size = ttpu_l_int(L, 3, 1), step = ttpu_l_int(L, 4, 1);
   if (ot.ndim == 0) { /* unfold of a 0-d tensor: one window of one */
-    ttpu_l_set_out(L, 0, reshape_to(b, g, ot));
+    ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, g, ot));
     return NULL;
   }
   int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 2, 0), ot.ndim);

@@ -13,10 +13,6 @@
 
 #define ERR TTPU_VAL_ERROR
 
-static ttpu_val reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {
-  return ttpu_hlo_reshape(b, x, t.ndim, t.dims);
-}
-
 /* Sorted values and their original positions (i64) along dim. */
 static void sort_with_index(ttpu_hlo* b, ttpu_val x, int dim, int descending,
                             ttpu_val* values, ttpu_val* index) {
@@ -31,6 +27,14 @@ static void sort_with_index(ttpu_hlo* b, ttpu_val x, int dim, int descending,
   ttpu_hlo_sort(b, x, &io, 1, dim, descending, outs);
   *values = outs[0];
   *index = outs[1];
+}
+
+/* The (values, indices) outputs, each reshaped to its output's shape (a
+ * 0-d self was sorted as 1-d). */
+static void set_values_indices(ttpu_lower* L, ttpu_val values, ttpu_val index) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, values, ttpu_l_out_type(L, 0)));
+  ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, index, ttpu_l_out_type(L, 1)));
 }
 
 /* x[..., 0:k, ...] along dim. */
@@ -65,8 +69,7 @@ static ttpu_status* lower_sort(ttpu_lower* L) {
   int desc = ttpu_l_bool(L, 3, 0);
   ttpu_val v, i;
   sort_with_index(b, at_least_1d(b, x), dim, desc, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, v, ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, i, ttpu_l_out_type(L, 1)));
+  set_values_indices(L, v, i);
   return NULL;
 }
 
@@ -83,8 +86,9 @@ static ttpu_status* lower_topk(ttpu_lower* L) {
   x = at_least_1d(b, x);
   ttpu_val v, i;
   sort_with_index(b, x, dim, largest, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, first_k(b, v, dim, 0, k), ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, first_k(b, i, dim, 0, k), ttpu_l_out_type(L, 1)));
+  v = first_k(b, v, dim, 0, k);
+  i = first_k(b, i, dim, 0, k);
+  set_values_indices(L, v, i);
   return NULL;
 }
 
@@ -104,8 +108,9 @@ static ttpu_status* lower_kthvalue(ttpu_lower* L) {
                             "dimension %d", dim);
   ttpu_val v, i;
   sort_with_index(b, x, dim, 0, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, first_k(b, v, dim, k - 1, k), ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, first_k(b, i, dim, k - 1, k), ttpu_l_out_type(L, 1)));
+  v = first_k(b, v, dim, k - 1, k);
+  i = first_k(b, i, dim, k - 1, k);
+  set_values_indices(L, v, i);
   return NULL;
 }
 
@@ -162,7 +167,7 @@ static void median_along(ttpu_hlo* b, ttpu_val x, int dim, int ignore_nan,
     ttpu_val nan = ttpu_hlo_compare(b, TTPU_NE, x, x);
     ttpu_val cnt = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, nan, TTPU_I64),
                                    TTPU_RED_SUM, &d, 1);
-    cnt = reshape_to(b, cnt, tk);
+    cnt = ttpu_l_reshape_to(b, cnt, tk);
     ttpu_val nn = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const(b, tk, 0, n), cnt);
     if (ignore_nan) {
       /* (valid - 1) / 2, or 0 when nothing is valid */
@@ -193,8 +198,7 @@ static ttpu_status* median_dim(ttpu_lower* L, int ignore_nan) {
                             "non-zero size.", dim);
   ttpu_val v, i;
   median_along(b, x, dim, ignore_nan, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, v, ttpu_l_out_type(L, 0)));
-  ttpu_l_set_out(L, 1, reshape_to(b, i, ttpu_l_out_type(L, 1)));
+  set_values_indices(L, v, i);
   return NULL;
 }
 
@@ -216,7 +220,7 @@ static ttpu_status* median_all(ttpu_lower* L, int ignore_nan) {
   x = ttpu_hlo_reshape(b, x, 1, &n);
   ttpu_val v, i;
   median_along(b, x, 0, ignore_nan, &v, &i);
-  ttpu_l_set_out(L, 0, reshape_to(b, v, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, v, ot));
   return NULL;
 }
 
@@ -303,7 +307,7 @@ static ttpu_status* search_common(ttpu_lower* L, int seq_arg, int val_arg,
       hi = ttpu_hlo_select(b, back, mid, hi);
     }
   }
-  ttpu_l_set_out(L, 0, reshape_to(b, lo, ot));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, lo, ot));
   return NULL;
 }
 

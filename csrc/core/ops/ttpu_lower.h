@@ -115,6 +115,36 @@ void ttpu_l_broadcast_pair(ttpu_lower* L, ttpu_val* a, ttpu_val* b,
 /* Normalises a possibly negative dim for rank ndim (rank 0 allows 0/-1);
  * sets an IndexError in the builder when out of range. */
 int64_t ttpu_l_dim(ttpu_lower* L, int64_t dim, int ndim);
+/* Reduces x over the dims d with mask[d] set (dropping them); mask has
+ * one entry per dim of x. */
+ttpu_val ttpu_l_reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
+                            const int* mask);
+/* r (a value of type t reduced over the masked dims) reshaped with those
+ * dims kept as 1 and broadcast back to t's shape. */
+ttpu_val ttpu_l_bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type t,
+                           const int* mask);
+/* Gathers x's slices along dim at idx (1-d i64 of length n): x's shape
+ * with dim -> n. x's dim must not be empty. */
+ttpu_val ttpu_l_gather_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx);
+/* Combines upd (x's shape with dim -> n) into x along dim at idx (1-d i64
+ * of length n) with `combine` (TTPU_SCATTER_SET or a binop). */
+ttpu_val ttpu_l_scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
+                            ttpu_val upd, int combine);
+/* The precision contractions (dot_general, convolution) of dt ask for:
+ * HIGHEST for float32/float64, so a TPU does full-precision passes and
+ * results match the CPU; DEFAULT otherwise (bf16/f16 accumulate in f32
+ * anyway). torch.set_float32_matmul_precision maps here once the glue
+ * passes it down. */
+ttpu_precision ttpu_l_precision(ttpu_dtype dt);
+
+/* x reshaped to t's dims (t's dtype is x's). */
+static inline ttpu_val ttpu_l_reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {
+  return ttpu_hlo_reshape(b, x, t.ndim, t.dims);
+}
+/* A constant of v's type (every element f; integer types take (int64)f). */
+static inline ttpu_val ttpu_l_const_like(ttpu_lower* L, ttpu_val v, double f) {
+  return ttpu_hlo_const(ttpu_l_hlo(L), ttpu_l_type(L, v), f, (int64_t)f);
+}
 
 #ifdef __cplusplus
 }
