@@ -40,7 +40,9 @@ def test_device_registered():
 
 
 def test_platform():
-    info = torchtpu.platform()
+    info = torchtpu.platform_info()
+    assert info["name"] in torchtpu.platform()
+    assert info["api_version"][0] == 0 and info["api_version"][1] >= 57
     assert info["name"]
     assert os.path.exists(info["plugin_path"])
     assert info["device_count"] == torch.tpu.device_count()
@@ -337,6 +339,83 @@ def test_cpu_scalar_tensor_is_a_scalar():
     x = torch.ones(2, 3, device=DEV)
     assert torch.equal((x + torch.tensor(2.0)).cpu(), torch.full((2, 3), 3.0))
     assert torch.equal((x * torch.tensor(3)).cpu(), torch.full((2, 3), 3.0))
+
+
+def test_cpu_scalar_tensor_in_ops_that_check_devices():
+    # Meta kernels that compare the value's device with self's must accept a
+    # CPU 0-d tensor as CUDA does (it is a scalar, not a device mismatch).
+    x = torch.arange(4.0)
+    mask = torch.tensor([True, False, True, False])
+    got = x.to(DEV).masked_fill(mask.to(DEV), torch.tensor(2.0))
+    assert torch.equal(got.cpu(), x.masked_fill(mask, torch.tensor(2.0)))
+    got = torch.arange(4).to(DEV).masked_fill(mask.to(DEV), torch.tensor(2.7))
+    expected = torch.arange(4).masked_fill(mask, torch.tensor(2.7))
+    assert got.dtype == expected.dtype == torch.int64
+    assert torch.equal(got.cpu(), expected)
+    index = torch.tensor([1, 3])
+    got = x.to(DEV).index_fill(0, index.to(DEV), torch.tensor(1.0))
+    assert torch.equal(got.cpu(), x.index_fill(0, index, torch.tensor(1.0)))
+    got = x.to(DEV).clone().index_fill_(0, index.to(DEV), torch.tensor(-1.0))
+    assert torch.equal(got.cpu(), x.clone().index_fill_(0, index, torch.tensor(-1.0)))
+
+
+@pytest.mark.parametrize("make_a, b", [
+    (lambda: torch.arange(3), torch.tensor(2.5)),
+    (lambda: torch.ones(3, dtype=torch.float16), torch.tensor(2.0, dtype=torch.float64)),
+    (lambda: torch.ones(3, dtype=torch.bfloat16), torch.tensor(3)),
+    (lambda: torch.arange(3, dtype=torch.int32), torch.tensor(7)),
+    (lambda: torch.arange(3, dtype=torch.int32), torch.tensor(True)),
+    (lambda: torch.arange(3, dtype=torch.uint8), torch.tensor(-1.5, dtype=torch.float64)),
+    (lambda: torch.tensor(1.5, dtype=torch.float16), torch.tensor(2.0, dtype=torch.float64)),
+])
+def test_cpu_scalar_tensor_type_promotion_matches_cpu(make_a, b):
+    a = make_a()
+    for expected, got in [(a + b, a.to(DEV) + b), (b * a, b * a.to(DEV)),
+                          (torch.where(a > 0, a, b), torch.where(a.to(DEV) > 0, a.to(DEV), b))]:
+        assert got.device.type == "tpu"
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        assert torch.equal(got.cpu(), expected)
+
+
+def test_cpu_scalar_tensor_written_is_a_device_mismatch():
+    # Only read operands may be CPU scalars (TensorIterator's rule on CUDA).
+    t = torch.tensor(2.0, device=DEV)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.tensor(1.0).add_(t)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.add(t, t, out=torch.tensor(0.0))
+
+
+def test_python_meta_errors_are_runtime_errors():
+    # conv's Python meta function divides by the stride; CPU raises a
+    # RuntimeError for stride 0, and so must tpu (not ZeroDivisionError).
+    x, w = torch.randn(1, 1, 4, 4), torch.randn(1, 1, 2, 2)
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.conv2d(x, w, stride=0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
+        torch.nn.functional.conv2d(x.to(DEV), w.to(DEV), stride=0)
+    assert type(info.value) is RuntimeError
+    # Errors the meta kernels raise as PyTorch's own types keep them.
+    with pytest.raises(IndexError):
+        torch.ones(3, device=DEV).sum(dim=5)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_is_held_but_not_computed(dtype):
+    name = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble"}[dtype]
+    message = f"dtype {name} is not supported on device 'tpu'"
+    host = torch.randn(2, 3, dtype=dtype)
+    x = host.to(DEV)
+    assert x.dtype == dtype and x.device.type == "tpu"
+    assert torch.equal(x.cpu(), host)
+    assert torch.equal(x.view(3, 2).cpu(), host.view(3, 2))  # geometry only
+    for compute in [lambda: x + x, lambda: x.add(1), lambda: x @ x.t(),
+                    lambda: x.sum(), lambda: torch.zeros(3, dtype=dtype, device=DEV)]:
+        with pytest.raises(NotImplementedError, match=message):
+            compute()
+    # A real tensor promoted to complex by a complex CPU scalar.
+    with pytest.raises(NotImplementedError, match="dtype ComplexFloat is not supported"):
+        torch.ones(3, device=DEV) * torch.tensor(1j, dtype=dtype)
 
 
 def test_device_mismatch_between_devices():

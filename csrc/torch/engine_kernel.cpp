@@ -9,12 +9,14 @@
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/library.h>
 
 #include <ATen/Context.h>
 
 #include <cstdlib>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -160,12 +162,13 @@ bool is_cpu_scalar(const at::Tensor& tensor) {
   return tensor.defined() && tensor.is_cpu() && tensor.dim() == 0;
 }
 
-// The device every tensor of the call must be on; CPU 0-d tensors are
-// scalars and exempt, as on CUDA.
+// The device every tensor of the call must be on; CPU 0-d tensors that
+// are read are scalars and exempt, as on CUDA (TensorIterator's
+// allow_cpu_scalars covers inputs only: a written one is a mismatch).
 class DeviceCheck {
  public:
-  void see(const at::Tensor& tensor) {
-    if (!tensor.defined() || is_cpu_scalar(tensor)) {
+  void see(const at::Tensor& tensor, bool written) {
+    if (!tensor.defined() || (!written && is_cpu_scalar(tensor))) {
       return;
     }
     see(tensor.device());
@@ -197,8 +200,18 @@ class DeviceCheck {
   std::optional<c10::Device> first_;
 };
 
+// A CPU 0-d tensor (a scalar operand, see DeviceCheck) becomes a 0-d meta
+// tensor too: meta kernels compare devices against the other operands
+// (masked_fill's "Expected `value` to be on same device"), and those are
+// meta here where on CUDA they would be cuda. Dtype and dimension are
+// kept, so type promotion is unchanged. A wrapped number (a Python number
+// passed for a Tensor) stays on the CPU: that is where PyTorch expects one
+// (Python meta kernels receive it as a number, asserting it is on the CPU;
+// TensorIterator accepts it next to any device).
 at::Tensor to_meta(const at::Tensor& tensor) {
-  if (!tensor.defined() || is_cpu_scalar(tensor)) {
+  if (!tensor.defined() ||
+      (is_cpu_scalar(tensor) &&
+       tensor.unsafeGetTensorImpl()->is_wrapped_number())) {
     return tensor;
   }
   c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
@@ -417,13 +430,15 @@ class CallPacker {
     return desc;
   }
 
-  std::vector<ttpu_arg> args_;
-  std::vector<ttpu_tensor> tensors_;
-  std::vector<ttpu_tensor> outputs_;
-  // Deques: growing them never moves the elements the args point into.
-  std::deque<std::vector<int64_t>> ints_;
-  std::deque<std::vector<double>> floats_;
-  std::deque<std::string> strings_;
+  // Inline room for a typical call: packing one allocates nothing.
+  c10::SmallVector<ttpu_arg, 8> args_;
+  c10::SmallVector<ttpu_tensor, 8> tensors_;
+  c10::SmallVector<ttpu_tensor, 4> outputs_;
+  // Lists: growing them never moves the elements the args point into, and
+  // (unlike a deque) an empty one allocates nothing.
+  std::list<std::vector<int64_t>> ints_;
+  std::list<std::vector<double>> floats_;
+  std::list<std::string> strings_;
   bool all_outputs_empty_ = true;
 };
 
@@ -543,9 +558,12 @@ struct ReturnGeometry {
 
 // What running an op on meta tensors tells: the returns' geometry and the
 // new geometry of mutable arguments it resized (out=).
+// The common dtype (result_type of the operands) is keyed by the same
+// signature, so it is kept here too.
 struct MetaGeometry {
   std::vector<ReturnGeometry> returns;
   std::vector<std::pair<size_t, TensorGeometry>> restrided;
+  ttpu_dtype common_dtype = TTPU_DTYPE_NONE;
 };
 
 // The meta kernel's answer depends only on the call's signature: tensor
@@ -555,9 +573,14 @@ struct MetaGeometry {
 // never cached, so they are raised by the meta kernel every time. Most
 // meta kernels are Python functions (torch._meta_registrations overrides
 // the C++ ones), so the cache removes most of the per-op host cost.
+//
+// The key is built in a per-thread buffer that keeps its capacity, so a
+// cache hit allocates nothing; it is valid until the next SignatureKey of
+// the thread is made.
 class SignatureKey {
  public:
-  explicit SignatureKey(const c10::OperatorHandle& op) {
+  explicit SignatureKey(const c10::OperatorHandle& op) : bytes_(scratch()) {
+    bytes_.clear();
     put(std::hash<c10::OperatorHandle>{}(op));
     put(static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
     put(at::globalContext().deterministicAlgorithms());
@@ -662,7 +685,12 @@ class SignatureKey {
     put(tensor.unsafeGetTensorImpl()->unsafe_storage().nbytes());
   }
 
-  std::string bytes_;
+  static std::string& scratch() {
+    thread_local std::string buffer;
+    return buffer;
+  }
+
+  std::string& bytes_;
 };
 
 bool meta_cache_enabled() {
@@ -673,25 +701,121 @@ bool meta_cache_enabled() {
   return enabled;
 }
 
-std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
-                                             const OpInfo& info,
-                                             const std::vector<c10::IValue>& args) {
-  std::vector<c10::IValue> meta_args;
-  meta_args.reserve(args.size());
-  for (const c10::IValue& value : args) {
-    meta_args.push_back(to_meta(value));
+// Python meta functions (torch._meta_registrations, torch._refs) can fail
+// with whatever Python raises on arguments the C++ kernels reject with a
+// RuntimeError: conv2d with stride=0 divides by zero in the meta function
+// (ZeroDivisionError) where CPU says "non-positive stride is not
+// supported". The meta pre-run is our implementation detail, so such an
+// exception becomes the RuntimeError a CPU kernel would raise, its Python
+// type kept in the message. Exceptions PyTorch's C++ errors already map to
+// (RuntimeError and subclasses such as NotImplementedError, IndexError,
+// ValueError, TypeError) pass unchanged, as do MemoryError, warnings made
+// errors, and BaseExceptions that are not Exceptions (KeyboardInterrupt).
+// Returns the message for the RuntimeError, or nothing to rethrow as is.
+// Takes the GIL.
+std::optional<std::string> foreign_python_error(PyObject* type,
+                                                PyObject* value) {
+  if (type == nullptr || Py_IsInitialized() == 0) {
+    return std::nullopt;
   }
-  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
-  op.callBoxed(&meta_stack);
+  pybind11::gil_scoped_acquire gil;
+  for (PyObject* kept : {PyExc_RuntimeError, PyExc_IndexError,
+                         PyExc_ValueError, PyExc_TypeError, PyExc_MemoryError,
+                         PyExc_Warning}) {
+    if (PyErr_GivenExceptionMatches(type, kept) != 0) {
+      return std::nullopt;
+    }
+  }
+  if (PyErr_GivenExceptionMatches(type, PyExc_Exception) == 0) {
+    return std::nullopt;
+  }
+  std::string message = PyType_Check(type) != 0
+                            ? reinterpret_cast<PyTypeObject*>(type)->tp_name
+                            : "exception";
+  if (value != nullptr) {
+    PyObject* text = PyObject_Str(value);
+    if (text != nullptr) {
+      const char* utf8 = PyUnicode_AsUTF8(text);
+      if (utf8 != nullptr && *utf8 != '\0') {
+        message += std::string(": ") + utf8;
+      }
+      Py_DECREF(text);
+    }
+    PyErr_Clear();
+  }
+  return message;
+}
 
-  auto geometry = std::make_shared<MetaGeometry>();
+void call_meta_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::optional<std::string> translated;
+  try {
+    op.callBoxed(stack);
+    return;
+  } catch (python_error& error) {
+    error.persist();  // a bare `throw python_error()` left it in Python
+    translated = foreign_python_error(error.type, error.value);
+    if (!translated) {
+      throw;
+    }
+  } catch (pybind11::error_already_set& error) {
+    translated = foreign_python_error(error.type().ptr(), error.value().ptr());
+    if (!translated) {
+      throw;
+    }
+  }
+  // Thrown here, outside the handlers, once the Python exception is freed.
+  TORCH_CHECK(false, *translated);
+}
+
+ttpu_dtype common_dtype_of(const OpInfo& info,
+                           c10::ArrayRef<c10::IValue> args) {
+  at::native::ResultTypeState promotion{};
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!info.is_mutable[i] || !args[i].isTensor() ||
-        !args[i].toTensor().defined()) {
+    const c10::IValue& value = args[i];
+    if (!info.promotes[i] || value.isNone()) {
       continue;
     }
+    if (info.roles[i] == ArgRole::kScalar && !value.isTensor()) {
+      promotion = at::native::update_result_type_state(value.toScalar(),
+                                                       promotion);
+    } else if (value.isTensor()) {
+      if (value.toTensor().defined()) {
+        promotion =
+            at::native::update_result_type_state(value.toTensor(), promotion);
+      }
+    } else {
+      for (const at::Tensor& tensor : tensors_of(value)) {
+        if (tensor.defined()) {
+          promotion = at::native::update_result_type_state(tensor, promotion);
+        }
+      }
+    }
+  }
+  return to_ttpu_dtype(at::native::result_type(promotion));
+}
+
+std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
+                                             const OpInfo& info,
+                                             c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(args.size());
+  for (const c10::IValue& value : args) {
+    meta_stack.push_back(to_meta(value));
+  }
+  // The boxed call replaces the arguments by the returns; mutable ones are
+  // needed afterwards to see how the meta kernel resized them.
+  std::vector<std::pair<size_t, at::Tensor>> mutable_metas;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (info.is_mutable[i] && args[i].isTensor() &&
+        args[i].toTensor().defined()) {
+      mutable_metas.emplace_back(i, meta_stack[i].toTensor());
+    }
+  }
+  call_meta_kernel(op, &meta_stack);
+
+  auto geometry = std::make_shared<MetaGeometry>();
+  for (const auto& [i, meta] : mutable_metas) {
     const at::Tensor& real = args[i].toTensor();
-    const at::Tensor& meta = meta_args[i].toTensor();
     if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
         real.storage_offset() != meta.storage_offset()) {
       geometry->restrided.emplace_back(i, geometry_of(meta));
@@ -712,12 +836,13 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     }
     geometry->returns.push_back(std::move(ret));
   }
+  geometry->common_dtype = common_dtype_of(info, args);
   return geometry;
 }
 
 std::shared_ptr<const MetaGeometry> meta_geometry(
     const c10::OperatorHandle& op, const OpInfo& info,
-    const std::vector<c10::IValue>& args) {
+    c10::ArrayRef<c10::IValue> args) {
   if (!meta_cache_enabled()) {
     return run_meta(op, info, args);
   }
@@ -737,33 +862,30 @@ std::shared_ptr<const MetaGeometry> meta_geometry(
       return found->second;
     }
   }
+  // The key's buffer is reused by the next key this thread makes.
+  std::string key_bytes = key.bytes();
   std::shared_ptr<const MetaGeometry> geometry = run_meta(op, info, args);
   std::lock_guard<std::mutex> lock(mutex);
   // Bounded: a program with ever-new shapes must not grow it forever.
   if (cache.size() >= 65536) {
     cache.clear();
   }
-  cache.emplace(key.bytes(), geometry);
+  cache.emplace(std::move(key_bytes), geometry);
   return geometry;
 }
 
-void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_engine_op(op, stack);
-}
-
-std::pair<std::string, std::string> split_table_name(const std::string& name) {
-  const size_t dot = name.find('.');
-  if (dot == std::string::npos) {
-    return {"aten::" + name, ""};
+void push_outputs(CallPacker& packer, const c10::IValue& value) {
+  if (value.isTensor()) {
+    packer.add_output(value.toTensor());
+    return;
   }
-  return {"aten::" + name.substr(0, dot), name.substr(dot + 1)};
+  for (const at::Tensor& tensor : tensors_of(value)) {
+    packer.add_output(tensor);
+  }
 }
 
-}  // namespace
-
-void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                   bool allow_cpu_fallback) {
-  const OpInfo& info = info_for(op);
+void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
+                        torch::jit::Stack* stack, bool allow_cpu_fallback) {
   TORCH_CHECK_NOT_IMPLEMENTED(info.unsupported.empty(), "aten::", info.name,
                               " cannot run on the tpu engine: ",
                               info.unsupported);
@@ -778,16 +900,20 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
   const size_t num_args = info.num_args;
   TORCH_INTERNAL_ASSERT(stack->size() >= num_args);
-  std::vector<c10::IValue> args(stack->end() - static_cast<ptrdiff_t>(num_args),
-                                stack->end());
+  // The arguments, in place on the stack (nothing is pushed onto it before
+  // they are dropped).
+  const c10::ArrayRef<c10::IValue> args(
+      stack->data() + (stack->size() - num_args), num_args);
 
   // Devices: every tensor on one tpu device (CPU scalars exempt).
   DeviceCheck devices;
   std::optional<c10::DeviceIndex> requested_device;
   at::Generator generator;
-  for (const c10::IValue& value : args) {
+  bool has_index_list = false;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& value = args[i];
     if (value.isTensor()) {
-      devices.see(value.toTensor());
+      devices.see(value.toTensor(), info.is_mutable[i]);
     } else if (value.isTensorList()) {
       for (const at::Tensor& tensor : value.toTensorList()) {
         // A list element cannot be passed as a Scalar, so CPU scalars in
@@ -797,9 +923,10 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         }
       }
     } else if (is_optional_tensor_list(value)) {
+      has_index_list = true;
       for (const c10::IValue& element : value.toListRef()) {
         if (element.isTensor() && !element.toTensor().is_cpu()) {
-          devices.see(element.toTensor());
+          devices.see(element.toTensor(), info.is_mutable[i]);
         }
       }
     } else if (value.isDevice() &&
@@ -812,22 +939,26 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     }
   }
   const c10::DeviceIndex device = devices.device(requested_device);
-  // Index lists (Tensor?[]) may hold CPU tensors, as on CUDA: move them.
-  for (c10::IValue& value : args) {
-    if (!is_optional_tensor_list(value)) {
-      continue;
-    }
-    c10::List<std::optional<at::Tensor>> moved;
-    for (const c10::IValue& element : value.toListRef()) {
-      if (element.isTensor()) {
-        const at::Tensor& tensor = element.toTensor();
-        moved.push_back(tensor.is_cpu() ? tensor.to(tpu_device(device))
-                                        : tensor);
-      } else {
-        moved.push_back(std::nullopt);
+  // Index lists (Tensor?[]) may hold CPU tensors, as on CUDA: move them
+  // (on the stack: a CPU fallback then sees them on tpu, which it handles).
+  if (has_index_list) {
+    for (size_t i = 0; i < num_args; ++i) {
+      c10::IValue& value = (*stack)[stack->size() - num_args + i];
+      if (!is_optional_tensor_list(value)) {
+        continue;
       }
+      c10::List<std::optional<at::Tensor>> moved;
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor()) {
+          const at::Tensor& tensor = element.toTensor();
+          moved.push_back(tensor.is_cpu() ? tensor.to(tpu_device(device))
+                                          : tensor);
+        } else {
+          moved.push_back(std::nullopt);
+        }
+      }
+      value = moved;
     }
-    value = moved;
   }
 
   // Output geometry and CPU-identical errors from the meta kernel (or from
@@ -842,15 +973,12 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
 
   CallPacker packer;
-  std::vector<c10::IValue> results;
-  results.reserve(geometry->returns.size());
+  c10::SmallVector<c10::IValue, 4> results;
   for (size_t r = 0; r < geometry->returns.size(); ++r) {
     const int aliased = info.return_alias[r];
     if (aliased >= 0) {
       results.push_back(args[static_cast<size_t>(aliased)]);
-      for (const at::Tensor& tensor : tensors_of(results.back())) {
-        packer.add_output(tensor);
-      }
+      push_outputs(packer, results.back());
       continue;
     }
     const ReturnGeometry& ret = geometry->returns[r];
@@ -874,34 +1002,16 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     }
   }
   for (int index : info.extra_mutable) {
-    for (const at::Tensor& tensor : tensors_of(args[static_cast<size_t>(index)])) {
-      packer.add_output(tensor);
-    }
+    push_outputs(packer, args[static_cast<size_t>(index)]);
   }
 
-  at::native::ResultTypeState promotion{};
   for (size_t i = 0; i < num_args; ++i) {
-    const c10::IValue& value = args[i];
-    pack_argument(packer, info.roles[i], value);
-    if (!info.promotes[i] || value.isNone()) {
-      continue;
-    }
-    if (info.roles[i] == ArgRole::kScalar && !value.isTensor()) {
-      promotion = at::native::update_result_type_state(value.toScalar(),
-                                                       promotion);
-    } else {
-      for (const at::Tensor& tensor : tensors_of(value)) {
-        if (tensor.defined()) {
-          promotion = at::native::update_result_type_state(tensor, promotion);
-        }
-      }
-    }
+    pack_argument(packer, info.roles[i], args[i]);
   }
-  const ttpu_dtype common_dtype =
-      to_ttpu_dtype(at::native::result_type(promotion));
 
   if (!packer.nothing_to_compute()) {
-    const ttpu_op_call call = packer.call(info.engine_id, common_dtype, device);
+    const ttpu_op_call call =
+        packer.call(info.engine_id, geometry->common_dtype, device);
     ttpu_status* status = nullptr;
     with_generator_state(generator, device, [&] {
       status = ttpu_op_run(runtime(), &call);
@@ -922,12 +1032,43 @@ void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
 }
 
+// The boxed kernel registered for each engine op; it holds the op's
+// OpInfo, so a call looks nothing up.
+class EngineKernel final : public c10::OperatorKernel {
+ public:
+  explicit EngineKernel(const OpInfo& info) : info_(info) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                  torch::jit::Stack* stack) {
+    run_engine_op_with(info_, op, stack, /*allow_cpu_fallback=*/true);
+  }
+
+ private:
+  const OpInfo& info_;  // owned by info_for's map, never freed
+};
+
+std::pair<std::string, std::string> split_table_name(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    return {"aten::" + name, ""};
+  }
+  return {"aten::" + name.substr(0, dot), name.substr(dot + 1)};
+}
+
+}  // namespace
+
+void run_engine_op(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   bool allow_cpu_fallback) {
+  run_engine_op_with(info_for(op), op, stack, allow_cpu_fallback);
+}
+
 void engine_copy(const at::Tensor& dst, const at::Tensor& src) {
   static const c10::OperatorHandle copy_op =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  static const OpInfo& copy_info = info_for(copy_op);
   torch::jit::Stack stack{dst, src, false};
   // No CPU fallback: the fallback itself moves data with copies.
-  run_engine_op(copy_op, &stack, /*allow_cpu_fallback=*/false);
+  run_engine_op_with(copy_info, copy_op, &stack, /*allow_cpu_fallback=*/false);
 }
 
 const KernelRegistration& register_engine_kernels() {
@@ -969,8 +1110,8 @@ const KernelRegistration& register_engine_kernels() {
         result.skipped[name] = info.unsupported;
         continue;
       }
-      library->impl(name.c_str(),
-                    torch::CppFunction::makeFromBoxedFunction<&engine_kernel>());
+      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                      std::make_unique<EngineKernel>(info)));
       result.registered.push_back(name);
     }
     return result;
