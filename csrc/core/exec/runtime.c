@@ -54,7 +54,9 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
     if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
     ttpu_pjrt_client_destroy(rt->client);
   }
-  /* The plugin stays loaded: PJRT plugins cannot be unloaded safely. */
+  /* Frees our plugin object; the library itself stays mapped (the loader
+   * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
+  if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
   ttpu_rt_free_last_sigs(rt);
   free(rt->pending);
   free(rt->pending_device);
