@@ -265,6 +265,29 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
   return ttpu_hlo_take(b, flat, idx);
 }
 
+/* Inverse of from_stride_order for a view without broadcast dims of size
+ * > 1: v (the view's value) with its size-1 dims dropped and its dims put
+ * in stride order (dims g->size). */
+static ttpu_val to_stride_order(ttpu_hlo* b, ttpu_val v, const ttpu_tensor* t,
+                                const geom* g) {
+  int64_t kept[TTPU_MAX_DIMS];
+  int nk = 0;
+  for (int d = 0; d < t->ndim; ++d)
+    if (t->sizes[d] > 1 && t->strides[d] != 0) kept[nk++] = t->sizes[d];
+  v = ttpu_hlo_reshape(b, v, nk, kept);
+  if (g->m > 1) {
+    /* position of each stride-ordered dim among kept dims (orig order) */
+    int64_t perm[TTPU_MAX_DIMS];
+    for (int j = 0; j < g->m; ++j) {
+      int pos = 0;
+      for (int q = 0; q < g->m; ++q) pos += g->idx[q] < g->idx[j];
+      perm[j] = pos;
+    }
+    v = ttpu_hlo_transpose(b, v, perm); /* the builder skips an identity */
+  }
+  return v;
+}
+
 /* Writes v (the view's value, dtype t->dtype) into the flat storage value
  * `flat` (same dtype); returns the updated flat value. */
 static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
@@ -283,24 +306,7 @@ static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
     }
     v = ttpu_hlo_slice(b, v, start, limit, step);
   }
-  /* To stride order. */
-  int64_t kept[TTPU_MAX_DIMS];
-  int nk = 0;
-  for (int d = 0; d < t->ndim; ++d)
-    if (t->sizes[d] > 1 && t->strides[d] != 0) kept[nk++] = t->sizes[d];
-  v = ttpu_hlo_reshape(b, v, nk, kept);
-  if (g.m > 1) {
-    /* position of each stride-ordered dim among kept dims (orig order) */
-    int64_t perm[TTPU_MAX_DIMS];
-    for (int j = 0; j < g.m; ++j) {
-      int pos = 0;
-      for (int q = 0; q < g.m; ++q) pos += g.idx[q] < g.idx[j];
-      perm[j] = pos;
-    }
-    int ident = 1;
-    for (int j = 0; j < g.m; ++j) ident &= perm[j] == j;
-    if (!ident) v = ttpu_hlo_transpose(b, v, perm);
-  }
+  v = to_stride_order(b, v, t, &g);
   int64_t cnt = 1;
   for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
   if (g.dense) {
@@ -696,17 +702,7 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
           cur_nd = t->ndim;
           memcpy(cur_dims, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
         } else {
-          int64_t kept[TTPU_MAX_DIMS], perm[TTPU_MAX_DIMS];
-          int nk = 0;
-          for (int d = 0; d < t->ndim; ++d)
-            if (t->sizes[d] > 1) kept[nk++] = t->sizes[d];
-          cur = ttpu_hlo_reshape(L.b, v, nk, kept);
-          for (int j = 0; j < g.m; ++j) {
-            int pos = 0;
-            for (int q = 0; q < g.m; ++q) pos += g.idx[q] < g.idx[j];
-            perm[j] = pos;
-          }
-          cur = ttpu_hlo_transpose(L.b, cur, perm);
+          cur = to_stride_order(L.b, v, t, &g);
           cur_nd = g.m;
           memcpy(cur_dims, g.size, sizeof(int64_t) * (size_t)g.m);
         }
