@@ -406,6 +406,25 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* TORCHTPU_DUMP_DIR: every compiled program's StableHLO, one file each,
+ * named by op and signature hash so reruns overwrite rather than pile up. */
+static void dump_program(const ttpu_plan* p, const char* text, size_t len) {
+  const char* dir = getenv("TORCHTPU_DUMP_DIR");
+  if (!dir || !*dir) return;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t k = 0; k < p->n_key; ++k) {
+    h ^= (uint64_t)p->key[k];
+    h *= 1099511628211ull;
+  }
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s-%016llx.mlir", dir,
+           ttpu_op_name(p->call->op), (unsigned long long)h);
+  FILE* f = fopen(path, "wb");
+  if (!f) return; /* a dump is a diagnostic: never fail the op for it */
+  fwrite(text, 1, len, f);
+  fclose(f);
+}
+
 static ttpu_status* compile_entry(ttpu_runtime* rt, const ttpu_plan* p,
                                   ttpu_cache_entry** out) {
   char* text = NULL;
@@ -414,6 +433,7 @@ static ttpu_status* compile_entry(ttpu_runtime* rt, const ttpu_plan* p,
   ttpu_status* s =
       ttpu_lower_program(rt, p, &text, &len, &e.results, &e.n_results);
   if (s) return s;
+  dump_program(p, text, len);
   double t0 = now_seconds();
   s = ttpu_pjrt_compile(rt->client, text, len, NULL, 0, &e.exec);
   double dt = now_seconds() - t0;
