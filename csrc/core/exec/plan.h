@@ -46,6 +46,44 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
                              const ttpu_op_def* def, ttpu_plan* p);
 void ttpu_plan_free(ttpu_plan* p);
 
+/* A program of one or more ops (a fused window): the storages it touches
+ * ("stores"), and per op its plan, which store each plan slot is, and
+ * where its runtime scalars start in the program's packs. */
+typedef struct {
+  size_t nbytes;
+  int param;   /* parameter index, or -1: not read before written / zeros */
+  int result;  /* result index, or -1: not written, or dead at the end */
+  ttpu_dtype dtype; /* shape of the parameter */
+  int ndim;
+  int64_t dims[TTPU_MAX_DIMS];
+} ttpu_prog_store;
+
+typedef struct {
+  const ttpu_plan* plan;
+  const int* store; /* per plan slot */
+  int f_off, i_off;
+} ttpu_prog_op;
+
+typedef struct {
+  int n_ops;
+  const ttpu_prog_op* ops;
+  int n_stores;
+  const ttpu_prog_store* stores;
+  int n_params;
+  int f_param, n_f, i_param, n_i, rng_param;
+  int n_results;  /* stores' results and the rng state; checks follow */
+  int rng_result; /* -1: none */
+} ttpu_prog;
+
+/* Lowers a program (ops/lower.c). Result r's plan names its store in
+ * `slot` (-1 the rng state, TTPU_RESULT_CHECK a check, one per checking
+ * op after n_results). */
+ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
+                             ttpu_result_plan** results, int* n_results);
+/* The storage shape a written slot has after its op (ops/lower.c). */
+void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
+                             int* nd, int64_t* dims);
+
 /* Lowers the call into a program (ops/lower.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
 ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,

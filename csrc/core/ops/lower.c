@@ -17,7 +17,8 @@ struct ttpu_lower {
   char* in_done;
   ttpu_val* out;     /* per output, set by the lowering */
   ttpu_val* slot_val; /* per slot: parameter value, or ERROR */
-  ttpu_val fpack, ipack;
+  ttpu_val fpack, ipack; /* the program's scalar packs */
+  int f_off, i_off;       /* where this op's scalars start in them */
   ttpu_val rng_state; /* current rng state value (advanced by draws) */
   ttpu_val check;     /* ttpu_l_check's info, or ERROR */
   ttpu_code check_code;
@@ -465,12 +466,13 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
   switch (g->kind) {
     case TTPU_ARG_SCALAR:
       if (ttpu_dtype_is_float(g->scalar_dtype))
-        return pack_element(L, L->fpack, L->p->arg_scalar[arg], dt);
-      return pack_element(L, L->ipack, L->p->arg_scalar[arg], dt);
+        return pack_element(L, L->fpack, L->f_off + L->p->arg_scalar[arg], dt);
+      return pack_element(L, L->ipack, L->i_off + L->p->arg_scalar[arg], dt);
     case TTPU_ARG_SCALARS:
       if (k < 0 || k >= g->n)
         return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "scalar list index %d", k);
-      return pack_element(L, L->fpack, L->p->arg_scalar[arg] + k, dt);
+      return pack_element(L, L->fpack, L->f_off + L->p->arg_scalar[arg] + k,
+                          dt);
     case TTPU_ARG_INT:
     case TTPU_ARG_BOOL:
       if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, (double)g->i);
@@ -585,84 +587,69 @@ ttpu_val ttpu_l_random_uniform(ttpu_lower* L, ttpu_type t) {
 
 /* ------------------------------------------------------------ program */
 
-ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
-                                char** text, size_t* text_len,
-                                ttpu_result_plan** results, int* n_results) {
-  (void)rt;
-  *text = NULL;
-  *results = NULL;
-  *n_results = 0;
+/* The shape a written slot's storage is kept in after the op: the same
+ * decisions as the write-back in lower_op, without building anything, so
+ * a fused window knows every storage's shape before it is lowered. */
+void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
+                             int* nd, int64_t* dims) {
+  const ttpu_slot* x = &p->slots[sl];
   const ttpu_op_call* call = p->call;
-  ttpu_lower L;
-  memset(&L, 0, sizeof(L));
-  L.p = p;
-  L.call = call;
-  L.b = ttpu_hlo_create();
-  L.in = calloc((size_t)call->n_tensors + 1, sizeof(ttpu_val));
-  L.in_done = calloc((size_t)call->n_tensors + 1, 1);
-  L.out = malloc(((size_t)call->n_outputs + 1) * sizeof(ttpu_val));
-  L.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
-  int n_written = 0;
-  for (int s = 0; s < p->n_slots; ++s) n_written += p->slots[s].written;
-  int n_res = n_written + (p->rng_param >= 0);
-  ttpu_result_plan* res = calloc((size_t)n_res + 1, sizeof(*res));
-  ttpu_val* rvals = malloc(((size_t)n_res + 1) * sizeof(ttpu_val));
-  ttpu_status* s = NULL;
-  if (!L.b || !L.in || !L.in_done || !L.out || !L.slot_val || !res || !rvals) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    goto done;
+  *dt = x->phys_dtype;
+  *nd = x->phys_ndim;
+  memcpy(dims, x->phys_dims, sizeof(int64_t) * TTPU_MAX_DIMS);
+  int have = x->has_param;
+  for (int o = 0; o < call->n_outputs; ++o) {
+    if (p->out_slot[o] != sl) continue;
+    const ttpu_tensor* t = &call->outputs[o];
+    if (p->out_full[o]) {
+      geom g;
+      analyse(t, &g);
+      int contiguous = 1;
+      for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
+      if (contiguous) {
+        *nd = t->ndim;
+        memcpy(dims, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+      } else {
+        *nd = g.m;
+        memcpy(dims, g.size, sizeof(int64_t) * (size_t)g.m);
+      }
+      *dt = t->dtype;
+    } else if (!have) {
+      *dt = t->dtype;
+      *nd = 1;
+      dims[0] = (int64_t)(x->buf->nbytes / ttpu_dtype_size(t->dtype));
+    }
+    have = 1;
   }
-  for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
-  L.fpack = L.ipack = L.rng_state = L.check = TTPU_VAL_ERROR;
+  if (!have) {
+    *dt = TTPU_U8;
+    *nd = 1;
+    dims[0] = (int64_t)x->buf->nbytes;
+  }
+}
 
-  /* Parameters, in index order. Written storages donate their parameter
-   * to their result; result r is the r-th written slot, then the rng. */
-  int* result_of_slot = calloc((size_t)p->n_slots + 1, sizeof(int));
-  if (!result_of_slot) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    goto done;
-  }
-  for (int sl = 0, r = 0; sl < p->n_slots; ++sl)
-    result_of_slot[sl] = p->slots[sl].written ? r++ : -1;
-  for (int param = 0; param < p->n_params; ++param) {
-    for (int sl = 0; sl < p->n_slots; ++sl) {
-      const ttpu_slot* x = &p->slots[sl];
-      if (x->param != param) continue;
-      L.slot_val[sl] = ttpu_hlo_param(
-          L.b, ttpu_type_make(x->phys_dtype, x->phys_ndim, x->phys_dims),
-          x->written ? result_of_slot[sl] : -1);
-    }
-    if (param == p->f_param) {
-      int64_t n = p->n_f;
-      L.fpack = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_F64, 1, &n), -1);
-    }
-    if (param == p->i_param) {
-      int64_t n = p->n_i;
-      L.ipack = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_I64, 1, &n), -1);
-    }
-    if (param == p->rng_param) {
-      int64_t two = 2;
-      L.rng_state = ttpu_hlo_param(L.b, ttpu_type_make(TTPU_U64, 1, &two),
-                                   n_written);
-    }
-  }
-  for (int sl = 0; sl < p->n_slots; ++sl)
-    if (!p->slots[sl].has_param) L.slot_val[sl] = TTPU_VAL_ERROR;
+typedef struct {
+  ttpu_val info;
+  ttpu_code code;
+  char fmt[TTPU_CHECK_FMT_MAX];
+} lowered_check;
 
-  s = p->def->fn(&L);
-  if (!s) s = ttpu_hlo_take_status(L.b);
-  if (s) {
-    free(result_of_slot);
-    goto done;
-  }
+/* Lowers one op into L->b: L->slot_val holds each slot's value at the op's
+ * start (ERROR: no value, reads as zeros); on success every written slot
+ * holds its storage's new value. */
+static ttpu_status* lower_op(ttpu_lower* L) {
+  const ttpu_plan* p = L->p;
+  const ttpu_op_call* call = L->call;
+  ttpu_status* s = p->def->fn(L);
+  if (!s) s = ttpu_hlo_take_status(L->b);
+  if (s) return s;
 
   /* Write each output into its storage, in output order. A slot's running
    * value is its phys-shaped value; `cur_*` describe it. */
   for (int sl = 0; sl < p->n_slots; ++sl) {
     const ttpu_slot* x = &p->slots[sl];
     if (!x->written) continue;
-    int r = result_of_slot[sl];
-    ttpu_val cur = L.slot_val[sl];
+    ttpu_val cur = L->slot_val[sl];
     ttpu_dtype cur_dt = x->phys_dtype;
     int cur_nd = x->phys_ndim;
     int64_t cur_dims[TTPU_MAX_DIMS];
@@ -671,24 +658,20 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
     for (int o = 0; o < call->n_outputs; ++o) {
       if (p->out_slot[o] != sl) continue;
       const ttpu_tensor* t = &call->outputs[o];
-      ttpu_val v = L.out[o];
-      if (v == TTPU_VAL_ERROR) {
-        s = ttpu_status_make(TTPU_INTERNAL, "%s did not set output %d",
-                             ttpu_op_name(call->op), o);
-        break;
-      }
-      const ttpu_type* vt = ttpu_hlo_type(L.b, v);
-      if (!vt) break;
+      ttpu_val v = L->out[o];
+      if (v == TTPU_VAL_ERROR)
+        return ttpu_status_make(TTPU_INTERNAL, "%s did not set output %d",
+                                ttpu_op_name(call->op), o);
+      const ttpu_type* vt = ttpu_hlo_type(L->b, v);
+      if (!vt) return ttpu_hlo_take_status(L->b);
       int same_shape = vt->ndim == t->ndim;
       for (int d = 0; same_shape && d < t->ndim; ++d)
         same_shape = vt->dims[d] == t->sizes[d];
-      if (!same_shape) {
-        s = ttpu_status_make(TTPU_INTERNAL,
-                             "%s produced output %d with the wrong shape",
-                             ttpu_op_name(call->op), o);
-        break;
-      }
-      v = ttpu_hlo_convert(L.b, v, t->dtype);
+      if (!same_shape)
+        return ttpu_status_make(TTPU_INTERNAL,
+                                "%s produced output %d with the wrong shape",
+                                ttpu_op_name(call->op), o);
+      v = ttpu_hlo_convert(L->b, v, t->dtype);
       if (p->out_full[o]) {
         geom g;
         analyse(t, &g);
@@ -697,92 +680,242 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
          * order. */
         int contiguous = 1;
         for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
-        if (contiguous) {
-          cur = v;
-          cur_nd = t->ndim;
-          memcpy(cur_dims, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
-        } else {
-          cur = to_stride_order(L.b, v, t, &g);
-          cur_nd = g.m;
-          memcpy(cur_dims, g.size, sizeof(int64_t) * (size_t)g.m);
-        }
-        cur_dt = t->dtype;
-        have = 1;
+        cur = contiguous ? v : to_stride_order(L->b, v, t, &g);
       } else {
         size_t es = ttpu_dtype_size(t->dtype);
         int64_t total = (int64_t)(x->buf->nbytes / es);
         ttpu_val flat;
         if (have) {
-          flat = flat_from(L.b, cur, cur_dt, x->buf->nbytes, t->dtype);
+          flat = flat_from(L->b, cur, cur_dt, x->buf->nbytes, t->dtype);
         } else {
           int64_t n = total;
-          flat = ttpu_hlo_const(L.b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
+          flat = ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
         }
-        flat = write_view(L.b, flat, v, t, total);
-        if (have) {
-          cur = unflat(L.b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
-                       x->buf->nbytes);
-        } else {
-          cur = flat;
-          cur_dt = t->dtype;
-          cur_nd = 1;
-          cur_dims[0] = total;
-        }
-        have = 1;
+        flat = write_view(L->b, flat, v, t, total);
+        cur = have ? unflat(L->b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
+                            x->buf->nbytes)
+                   : flat;
       }
+      have = 1;
+      /* the shape bookkeeping is ttpu_lower_written_phys's, one output at
+       * a time */
+      const ttpu_type* ct = ttpu_hlo_type(L->b, cur);
+      if (!ct) return ttpu_hlo_take_status(L->b);
+      cur_dt = ct->dtype;
+      cur_nd = ct->ndim;
+      memcpy(cur_dims, ct->dims, sizeof(int64_t) * (size_t)ct->ndim);
     }
-    if (s) break;
-    if (!have) { /* only empty outputs: keep the storage's version */
+    if (!have) { /* only empty outputs: the storage stays zeros */
       int64_t n = (int64_t)x->buf->nbytes;
-      cur = ttpu_hlo_const(L.b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
-      cur_dt = TTPU_U8;
-      cur_nd = 1;
-      cur_dims[0] = n;
+      cur = ttpu_hlo_const(L->b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
     }
-    rvals[r] = cur;
-    res[r].slot = sl;
-    res[r].dtype = cur_dt;
-    res[r].ndim = cur_nd;
-    memcpy(res[r].dims, cur_dims, sizeof(cur_dims));
+    L->slot_val[sl] = cur;
   }
-  free(result_of_slot);
+  return ttpu_hlo_take_status(L->b);
+}
+
+ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
+                             ttpu_result_plan** results, int* n_results) {
+  *text = NULL;
+  *results = NULL;
+  *n_results = 0;
+  ttpu_hlo* b = ttpu_hlo_create();
+  ttpu_val* vals = malloc(((size_t)g->n_stores + 1) * sizeof(ttpu_val));
+  int cap_checks = 4, n_checks = 0;
+  lowered_check* checks = malloc((size_t)cap_checks * sizeof(*checks));
+  ttpu_result_plan* res = NULL;
+  ttpu_val* rvals = NULL;
+  ttpu_lower L;
+  memset(&L, 0, sizeof(L));
+  ttpu_status* s = NULL;
+  if (!b || !vals || !checks) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  L.b = b;
+  L.fpack = L.ipack = L.rng_state = TTPU_VAL_ERROR;
+  for (int k = 0; k < g->n_stores; ++k) vals[k] = TTPU_VAL_ERROR;
+  /* Parameters, in index order. A store with a result donates its
+   * parameter to it; so does the rng state. */
+  for (int param = 0; param < g->n_params; ++param) {
+    for (int k = 0; k < g->n_stores; ++k) {
+      const ttpu_prog_store* x = &g->stores[k];
+      if (x->param == param)
+        vals[k] = ttpu_hlo_param(b, ttpu_type_make(x->dtype, x->ndim, x->dims),
+                                 x->result);
+    }
+    if (param == g->f_param) {
+      int64_t n = g->n_f;
+      L.fpack = ttpu_hlo_param(b, ttpu_type_make(TTPU_F64, 1, &n), -1);
+    }
+    if (param == g->i_param) {
+      int64_t n = g->n_i;
+      L.ipack = ttpu_hlo_param(b, ttpu_type_make(TTPU_I64, 1, &n), -1);
+    }
+    if (param == g->rng_param) {
+      int64_t two = 2;
+      L.rng_state = ttpu_hlo_param(b, ttpu_type_make(TTPU_U64, 1, &two),
+                                   g->rng_result);
+    }
+  }
+
+  for (int i = 0; i < g->n_ops && !s; ++i) {
+    const ttpu_prog_op* op = &g->ops[i];
+    const ttpu_plan* p = op->plan;
+    const ttpu_op_call* call = p->call;
+    L.p = p;
+    L.call = call;
+    L.f_off = op->f_off;
+    L.i_off = op->i_off;
+    L.check = TTPU_VAL_ERROR;
+    L.in = calloc((size_t)call->n_tensors + 1, sizeof(ttpu_val));
+    L.in_done = calloc((size_t)call->n_tensors + 1, 1);
+    L.out = malloc(((size_t)call->n_outputs + 1) * sizeof(ttpu_val));
+    L.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
+    if (!L.in || !L.in_done || !L.out || !L.slot_val) {
+      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    } else {
+      for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
+      for (int sl = 0; sl < p->n_slots; ++sl) {
+        ttpu_val v = vals[op->store[sl]];
+        L.slot_val[sl] = p->slots[sl].has_param ? v : TTPU_VAL_ERROR;
+        if (p->slots[sl].has_param && v == TTPU_VAL_ERROR)
+          s = ttpu_status_make(TTPU_INTERNAL, "%s reads a storage with no value",
+                               ttpu_op_name(call->op));
+      }
+      if (!s) s = lower_op(&L);
+      if (!s) {
+        for (int sl = 0; sl < p->n_slots; ++sl)
+          if (p->slots[sl].written) vals[op->store[sl]] = L.slot_val[sl];
+        if (L.check != TTPU_VAL_ERROR) {
+          if (n_checks == cap_checks) {
+            cap_checks *= 2;
+            lowered_check* c = realloc(checks, (size_t)cap_checks * sizeof(*c));
+            if (!c) s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+            else checks = c;
+          }
+          if (!s) {
+            checks[n_checks].info = L.check;
+            checks[n_checks].code = L.check_code;
+            memcpy(checks[n_checks].fmt, L.check_fmt, sizeof(L.check_fmt));
+            n_checks++;
+          }
+        }
+      }
+      if (s && g->n_ops > 1)
+        s = ttpu_status_annotate(s, "op %d of %d in a fused window", i + 1,
+                                 g->n_ops);
+    }
+    free(L.in);
+    free(L.in_done);
+    free(L.out);
+    free(L.slot_val);
+    L.in = NULL;
+    L.in_done = NULL;
+    L.out = NULL;
+    L.slot_val = NULL;
+  }
   if (s) goto done;
-  if (p->rng_param >= 0) {
-    rvals[n_written] = L.rng_state;
-    res[n_written].slot = -1;
-    res[n_written].dtype = TTPU_U64;
-    res[n_written].ndim = 1;
-    res[n_written].dims[0] = 2;
+
+  /* Results: each store's final value in its result slot, the rng state,
+   * then the checks. */
+  int n_res = g->n_results + n_checks;
+  res = calloc((size_t)n_res + 1, sizeof(*res));
+  rvals = malloc(((size_t)n_res + 1) * sizeof(ttpu_val));
+  if (!res || !rvals) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
   }
-  if (L.check != TTPU_VAL_ERROR) { /* room was left for it */
-    rvals[n_res] = L.check;
-    res[n_res].slot = TTPU_RESULT_CHECK;
-    res[n_res].dtype = TTPU_I64;
-    res[n_res].ndim = 1;
-    res[n_res].dims[0] = 4;
-    res[n_res].check_code = L.check_code;
-    memcpy(res[n_res].check_fmt, L.check_fmt, sizeof(L.check_fmt));
-    n_res++;
+  for (int r = 0; r < g->n_results; ++r) rvals[r] = TTPU_VAL_ERROR;
+  for (int k = 0; k < g->n_stores; ++k) {
+    int r = g->stores[k].result;
+    if (r < 0) continue;
+    rvals[r] = vals[k];
+    res[r].slot = k;
   }
-  ttpu_hlo_return(L.b, rvals, n_res);
-  s = ttpu_hlo_take_status(L.b);
-  if (!s) s = ttpu_hlo_print(L.b, text, text_len);
+  if (g->rng_result >= 0) {
+    rvals[g->rng_result] = L.rng_state;
+    res[g->rng_result].slot = -1;
+  }
+  for (int r = 0; r < g->n_results; ++r) {
+    const ttpu_type* t =
+        rvals[r] == TTPU_VAL_ERROR ? NULL : ttpu_hlo_type(b, rvals[r]);
+    if (!t) {
+      s = ttpu_status_make(TTPU_INTERNAL, "program result %d has no value", r);
+      goto done;
+    }
+    res[r].dtype = t->dtype;
+    res[r].ndim = t->ndim;
+    memcpy(res[r].dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+  }
+  for (int c = 0; c < n_checks; ++c) {
+    int r = g->n_results + c;
+    rvals[r] = checks[c].info;
+    res[r].slot = TTPU_RESULT_CHECK;
+    res[r].dtype = TTPU_I64;
+    res[r].ndim = 1;
+    res[r].dims[0] = 4;
+    res[r].check_code = checks[c].code;
+    memcpy(res[r].check_fmt, checks[c].fmt, sizeof(checks[c].fmt));
+  }
+  ttpu_hlo_return(b, rvals, n_res);
+  s = ttpu_hlo_take_status(b);
+  if (!s) s = ttpu_hlo_print(b, text, text_len);
   if (!s) {
     *results = res;
     *n_results = n_res;
     res = NULL;
   }
 done:
-  if (s && L.b) {
-    ttpu_status* hs = ttpu_hlo_take_status(L.b);
-    ttpu_status_free(hs);
-  }
-  ttpu_hlo_free(L.b);
-  free(L.in);
-  free(L.in_done);
-  free(L.out);
-  free(L.slot_val);
+  if (s && b) ttpu_status_free(ttpu_hlo_take_status(b));
+  ttpu_hlo_free(b);
+  free(vals);
+  free(checks);
   free(res);
   free(rvals);
+  return s;
+}
+
+ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
+                                char** text, size_t* text_len,
+                                ttpu_result_plan** results, int* n_results) {
+  (void)rt;
+  /* One op as a program of one: its slots are the program's stores. */
+  ttpu_prog_store* st = calloc((size_t)p->n_slots + 1, sizeof(*st));
+  int* ident = calloc((size_t)p->n_slots + 1, sizeof(int));
+  if (!st || !ident) {
+    free(st);
+    free(ident);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  int r = 0;
+  for (int sl = 0; sl < p->n_slots; ++sl) {
+    const ttpu_slot* x = &p->slots[sl];
+    ident[sl] = sl;
+    st[sl].nbytes = x->buf->nbytes;
+    st[sl].param = x->param;
+    st[sl].result = x->written ? r++ : -1;
+    st[sl].dtype = x->phys_dtype;
+    st[sl].ndim = x->phys_ndim;
+    memcpy(st[sl].dims, x->phys_dims, sizeof(st[sl].dims));
+  }
+  ttpu_prog_op op = {p, ident, 0, 0};
+  ttpu_prog g;
+  memset(&g, 0, sizeof(g));
+  g.n_ops = 1;
+  g.ops = &op;
+  g.n_stores = p->n_slots;
+  g.stores = st;
+  g.n_params = p->n_params;
+  g.f_param = p->f_param;
+  g.n_f = p->n_f;
+  g.i_param = p->i_param;
+  g.n_i = p->n_i;
+  g.rng_param = p->rng_param;
+  g.rng_result = p->rng_param >= 0 ? r : -1;
+  g.n_results = r + (p->rng_param >= 0);
+  ttpu_status* s = ttpu_lower_prog(&g, text, text_len, results, n_results);
+  free(st);
+  free(ident);
   return s;
 }
