@@ -40,6 +40,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 
 from . import _printing  # noqa: E402
 from . import debug  # noqa: E402
+from .modes import flush, get_eager_mode, set_eager_mode  # noqa: E402
 
 _printing.install()
 
@@ -64,4 +65,5 @@ def platform_info():
     return dict(_C._platform())
 
 
-__all__ = ["platform", "platform_info", "debug", "device_module"]
+__all__ = ["platform", "platform_info", "debug", "device_module",
+           "set_eager_mode", "get_eager_mode", "flush"]

@@ -1024,6 +1024,10 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       }
       throw_status(status, ("aten::" + info.name).c_str());
     }
+    char warning[512];
+    if (ttpu_runtime_take_warning(runtime(), warning, sizeof(warning))) {
+      TORCH_WARN(warning);
+    }
   }
 
   torch::jit::drop(*stack, num_args);

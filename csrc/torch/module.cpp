@@ -30,6 +30,20 @@ py::dict stats_dict(int device) {
   out["bytes_in_use"] = stats.bytes_in_use;
   out["peak_bytes_in_use"] = stats.peak_bytes_in_use;
   out["live_buffers"] = stats.live_buffers;
+  out["disk_hits"] = stats.disk_hits;
+  out["disk_load_seconds"] = stats.disk_load_seconds;
+  out["disk_writes"] = stats.disk_writes;
+  out["recompiles"] = stats.recompiles;
+  out["fused_windows"] = stats.windows;
+  out["fused_ops"] = stats.window_ops;
+  out["fused_max_ops"] = stats.window_max_ops;
+  static const char* const kEnds[TTPU_END_COUNT] = {
+      "host_read", "sync", "op_limit", "step_repeat", "device_change"};
+  py::dict ends;
+  for (int k = 0; k < TTPU_END_COUNT; ++k) {
+    ends[kEnds[k]] = stats.window_ends[k];
+  }
+  out["fused_window_ends"] = ends;
   return out;
 }
 
@@ -101,6 +115,58 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
 
   m.def("_fallback_counts", &fallback_counts);
+  m.def("_set_eager_mode", [](const std::string& mode) {
+    ttpu_mode m = TTPU_MODE_STRICT;
+    if (mode == "debug") {
+      m = TTPU_MODE_DEBUG;
+    } else if (mode == "fused") {
+      m = TTPU_MODE_FUSED;
+    } else if (mode != "strict") {
+      throw py::value_error("eager mode must be 'debug', 'strict' or 'fused', not '" +
+                            mode + "'");
+    }
+    py::gil_scoped_release no_gil;
+    check(ttpu_runtime_set_mode(runtime(), m), "set_eager_mode");
+  });
+  m.def("_eager_mode", [] {
+    switch (ttpu_runtime_mode(runtime())) {
+      case TTPU_MODE_DEBUG:
+        return "debug";
+      case TTPU_MODE_FUSED:
+        return "fused";
+      default:
+        return "strict";
+    }
+  });
+  m.def("_flush", [] {
+    py::gil_scoped_release no_gil;
+    check(ttpu_runtime_flush(runtime()), "tpu fused window");
+  });
+  m.def("_set_fused_window_limit", [](int max_ops) {
+    ttpu_runtime_set_window_limit(runtime(), max_ops);
+  });
+  m.def("_compile_log", [] {
+    py::list out;
+    const int n = ttpu_runtime_compile_log_count(runtime());
+    for (int i = 0; i < n; ++i) {
+      ttpu_compile_record r{};
+      if (!ttpu_runtime_compile_log_get(runtime(), i, &r)) break;
+      py::dict d;
+      d["what"] = std::string(r.what);
+      d["reason"] = std::string(r.reason);
+      d["seconds"] = r.seconds;
+      d["from_disk"] = r.from_disk != 0;
+      d["ops"] = r.n_ops;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_clear_compile_log", [] { ttpu_runtime_compile_log_clear(runtime()); });
+  m.def("_set_cache_dir", [](const std::string& dir, int64_t max_bytes) {
+    check(ttpu_runtime_set_cache_dir(runtime(), dir.c_str(), max_bytes),
+          "set_cache_dir");
+  }, py::arg("dir"), py::arg("max_bytes") = 0);
+  m.def("_cache_dir", [] { return std::string(ttpu_runtime_cache_dir(runtime())); });
   m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
   m.def("_set_cpu_fallback", &set_cpu_fallback_enabled);
 

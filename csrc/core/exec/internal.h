@@ -9,6 +9,7 @@
 #include "../pjrt/ttpu_pjrt.h"
 #include "../hlo/ttpu_hlo.h"
 #include "../ops/ttpu_lower.h"
+#include "../cache/cache.h"
 
 #define TTPU_MAX_DEVICES 64
 
@@ -27,7 +28,8 @@ struct ttpu_buffer {
   int64_t phys_dims[TTPU_MAX_DIMS];
 };
 
-typedef struct ttpu_cache ttpu_cache;
+typedef struct ttpu_window ttpu_window;
+typedef struct ttpu_disk ttpu_disk;
 
 typedef struct {
   ttpu_stats stats;
@@ -51,7 +53,43 @@ struct ttpu_runtime {
   char last_reason[512];
   struct ttpu_last_sig* last_sigs; /* per op id: see exec/run.c */
   int n_last_sigs;
+  ttpu_mode mode;
+  ttpu_window* window;   /* fused mode's recorded ops (exec/window.c) */
+  ttpu_disk* disk;       /* persistent cache, NULL when off (cache/disk.c) */
+  ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
+  int64_t n_log;
+  char warning[512];     /* pending recompile warning, "" when none */
 };
+
+#define TTPU_LOG_CAP 4096
+
+/* Every engine entry point that touches storages calls this first (under
+ * rt->mu): a fused window's recorded ops run before anything else sees
+ * their storages. No-op outside fused mode. */
+ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
+/* Records one op into the fused window (under rt->mu). */
+ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                                const ttpu_op_def* def);
+/* A storage's state as the window sees it: 1 and its current shape if the
+ * window touched it (has_value: it holds a value), else 0. */
+int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
+                       int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
+void ttpu_window_destroy(ttpu_runtime* rt);
+void ttpu_window_set_limit(ttpu_runtime* rt, int max_ops);
+
+/* Persistent compile cache (cache/disk.c). open_default reads the
+ * environment (TORCHTPU_DISK_CACHE, TORCHTPU_CACHE_DIR, ..._MAX_MB). load
+ * returns 1 and fills *out (exec, results) on a valid entry; store returns
+ * 1 when the entry was written. */
+ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt);
+void ttpu_disk_close(ttpu_disk* d);
+int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
+                   size_t n, ttpu_cache_entry* out);
+int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
+                    size_t n, const ttpu_cache_entry* e);
+
+/* Drops a reference with rt->mu held. */
+void ttpu_rt_release_locked(ttpu_buffer* b);
 
 /* Frees rt->last_sigs (exec/run.c). */
 void ttpu_rt_free_last_sigs(ttpu_runtime* rt);
@@ -64,6 +102,25 @@ void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
                          ttpu_dtype dtype, int ndim, const int64_t* dims);
 /* Records an execution's completion event (under rt->mu). */
 void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e);
+
+/* Compile cache front door (exec/run.c, under rt->mu): the entry for
+ * `key`, from memory, else from the disk cache, else lowered with
+ * lower(ctx, ...) and compiled; `what` and `n_ops` label the compile. */
+typedef ttpu_status* (*ttpu_lower_cb)(void* ctx, char** text, size_t* len,
+                                      ttpu_result_plan** results,
+                                      int* n_results);
+ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
+                                 const int64_t* key, size_t n_key,
+                                 const char* what, int n_ops,
+                                 const char* reason, ttpu_lower_cb lower,
+                                 void* ctx, ttpu_cache_entry** entry);
+/* Reads a data-dependent check result; NULL when it passed. */
+ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
+                                const ttpu_result_plan* rp,
+                                ttpu_pjrt_buffer* buf);
+/* Appends a compile to the log (under rt->mu). */
+void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
+                         double seconds, int from_disk, int n_ops);
 
 /* Lowering table (ops/table.c): the definition of op id `op`, or NULL. */
 const ttpu_op_def* ttpu_op_def_get(int op);

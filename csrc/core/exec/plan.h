@@ -11,7 +11,8 @@ typedef struct {
   ttpu_buffer* buf;
   int read;       /* some input view, or a partial write, needs its value */
   int written;    /* some output writes into it */
-  int has_param;  /* read and written before: a program parameter */
+  int has_value;  /* holds a value (else it reads as zeros) */
+  int has_param;  /* read and has a value: a program parameter */
   int param;      /* parameter index, or -1 */
   ttpu_dtype phys_dtype;
   int phys_ndim;
@@ -42,8 +43,10 @@ typedef struct {
   int* part_index;
 } ttpu_plan;
 
+/* w: the fused window the call is recorded into, or NULL. */
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
-                             const ttpu_op_def* def, ttpu_plan* p);
+                             const ttpu_op_def* def, const ttpu_window* w,
+                             ttpu_plan* p);
 void ttpu_plan_free(ttpu_plan* p);
 
 /* A program of one or more ops (a fused window): the storages it touches

@@ -65,16 +65,21 @@ static int key_geom(ttpu_plan* p, const ttpu_tensor* t, int slot) {
 
 /* ------------------------------------------------------------ plan */
 
-static int slot_of(ttpu_plan* p, ttpu_buffer* b) {
+static int slot_of(ttpu_plan* p, ttpu_buffer* b, const ttpu_window* w) {
   for (int s = 0; s < p->n_slots; ++s)
     if (p->slots[s].buf == b) return s;
   ttpu_slot* sl = &p->slots[p->n_slots];
   memset(sl, 0, sizeof(*sl));
   sl->buf = b;
   sl->param = -1;
-  sl->phys_dtype = b->phys_dtype;
-  sl->phys_ndim = b->phys_ndim;
-  memcpy(sl->phys_dims, b->phys_dims, sizeof(sl->phys_dims));
+  /* In a fused window a storage's shape and value are the window's. */
+  if (!w || !ttpu_window_lookup(w, b, &sl->has_value, &sl->phys_dtype,
+                                &sl->phys_ndim, sl->phys_dims)) {
+    sl->has_value = b->pb != NULL;
+    sl->phys_dtype = b->phys_dtype;
+    sl->phys_ndim = b->phys_ndim;
+    memcpy(sl->phys_dims, b->phys_dims, sizeof(sl->phys_dims));
+  }
   return p->n_slots++;
 }
 
@@ -143,7 +148,8 @@ static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
 }
 
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
-                             const ttpu_op_def* def, ttpu_plan* p) {
+                             const ttpu_op_def* def, const ttpu_window* w,
+                             ttpu_plan* p) {
   memset(p, 0, sizeof(*p));
   p->call = call;
   p->def = def;
@@ -175,7 +181,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     }
     ttpu_status* s = check_tensor(rt, call, x, "input", t);
     if (s) return s;
-    p->tensor_slot[t] = slot_of(p, x->buffer);
+    p->tensor_slot[t] = slot_of(p, x->buffer, w);
     p->slots[p->tensor_slot[t]].read = 1;
   }
   for (int o = 0; o < no; ++o) {
@@ -186,7 +192,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     }
     ttpu_status* s = check_tensor(rt, call, x, "output", o);
     if (s) return s;
-    int sl = slot_of(p, x->buffer);
+    int sl = slot_of(p, x->buffer, w);
     p->out_slot[o] = sl;
     p->slots[sl].written = 1;
     p->out_full[o] = covers_storage(x);
@@ -194,7 +200,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   }
   for (int s = 0; s < p->n_slots; ++s) {
     ttpu_slot* sl = &p->slots[s];
-    sl->has_param = sl->read && sl->buf->pb != NULL;
+    sl->has_param = sl->read && sl->has_value;
     if (sl->has_param) sl->param = p->n_params++;
   }
   for (int a = 0; a < na; ++a) {
@@ -328,6 +334,8 @@ struct ttpu_last_sig {
   const char** label;
   int* index;
   int n_parts;
+  int recompiles; /* compiles after the first */
+  int warned;
 };
 typedef struct ttpu_last_sig last_sig;
 
@@ -341,6 +349,37 @@ void ttpu_rt_free_last_sigs(ttpu_runtime* rt) {
   free(rt->last_sigs);
   rt->last_sigs = NULL;
   rt->n_last_sigs = 0;
+}
+
+/* What word j of a labelled key part means (the layouts of key_geom and
+ * the storage part in ttpu_plan_build). */
+static void describe_word(char* buf, size_t n, const char* label, int index,
+                          size_t j, int64_t was, int64_t now) {
+  if (!strcmp(label, "input") || !strcmp(label, "output")) {
+    if (j == 1) {
+      snprintf(buf, n, "%s %d dtype changed", label, index);
+    } else if (j == 2) {
+      snprintf(buf, n, "%s %d rank changed (%lld -> %lld)", label, index,
+               (long long)was, (long long)now);
+    } else if (j >= 3) {
+      size_t d = (j - 3) / 2;
+      /* words after the dims (offset, coverage) read as "layout" */
+      snprintf(buf, n, "%s %d %s%zu changed (%lld -> %lld)", label, index,
+               (j - 3) % 2 ? "stride of dim " : "size of dim ", d,
+               (long long)was, (long long)now);
+    } else {
+      snprintf(buf, n, "%s %d now shares storage differently", label, index);
+    }
+  } else if (!strcmp(label, "storage")) {
+    snprintf(buf, n, j == 0 ? "storage %d size changed (%lld -> %lld bytes)"
+                            : "storage %d layout changed",
+             index, (long long)was, (long long)now);
+  } else if (!strcmp(label, "argument")) {
+    snprintf(buf, n, "argument %d value changed (%lld -> %lld)", index,
+             (long long)was, (long long)now);
+  } else {
+    snprintf(buf, n, "the op's argument structure changed");
+  }
 }
 
 static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
@@ -359,23 +398,38 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     snprintf(rt->last_reason, sizeof(rt->last_reason), "%s: first compile",
              name);
   } else {
-    const char* what = "signature";
-    int index = 0;
+    char what[200] = "signature changed";
     for (int k = 0; k < p->n_parts; ++k) {
       size_t a = p->part_at[k];
       size_t b = k + 1 < p->n_parts ? p->part_at[k + 1] : p->n_key;
-      int differs = k >= prev->n_parts || prev->part_at[k] != a ||
-                    (k + 1 < prev->n_parts ? prev->part_at[k + 1] : prev->n) != b ||
-                    memcmp(prev->key + a, p->key + a, (b - a) * sizeof(int64_t));
-      if (differs) {
-        what = p->part_label[k];
-        index = p->part_index[k];
-        break;
-      }
+      if (k >= prev->n_parts || prev->part_at[k] != a) break;
+      size_t pb = k + 1 < prev->n_parts ? prev->part_at[k + 1] : prev->n;
+      size_t m = b - a < pb - a ? b - a : pb - a;
+      size_t j = 0;
+      while (j < m && prev->key[a + j] == p->key[a + j]) ++j;
+      if (j == m && b == pb) continue;
+      int64_t was = j < m ? prev->key[a + j] : 0;
+      int64_t now = j < b - a ? p->key[a + j] : 0;
+      describe_word(what, sizeof(what), p->part_label[k], p->part_index[k], j,
+                    was, now);
+      break;
     }
-    snprintf(rt->last_reason, sizeof(rt->last_reason),
-             "%s: new %s %d (shape, stride, dtype or value changed)", name,
-             what, index);
+    snprintf(rt->last_reason, sizeof(rt->last_reason), "%s: recompiled: %s",
+             name, what);
+    prev->recompiles++;
+    rt->dev[p->call->device].stats.recompiles++;
+    const char* env = getenv("TORCHTPU_RECOMPILE_WARN");
+    int limit = env && *env ? atoi(env) : 8;
+    if (limit > 0 && prev->recompiles >= limit && !prev->warned) {
+      prev->warned = 1;
+      snprintf(rt->warning, sizeof(rt->warning),
+               "torchtpu: %s has been compiled %d times for new signatures; "
+               "last: %s. Each new shape compiles a new program: keep this "
+               "dimension fixed (pad or bucket it), or use "
+               "torch.compile(backend=\"tpu\") with dynamic shapes marked. "
+               "(TORCHTPU_RECOMPILE_WARN=N sets the threshold, 0 silences)",
+               name, prev->recompiles + 1, what);
+    }
   }
   free(prev->key);
   free(prev->part_at);
@@ -387,7 +441,11 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
   prev->index = malloc((size_t)p->n_parts * sizeof(int) + 1);
   if (!prev->key || !prev->part_at || !prev->label || !prev->index) {
     free(prev->key); free(prev->part_at); free(prev->label); free(prev->index);
-    memset(prev, 0, sizeof(*prev));
+    prev->key = NULL;
+    prev->part_at = NULL;
+    prev->label = NULL;
+    prev->index = NULL;
+    prev->n_parts = 0;
     return;
   }
   memcpy(prev->key, p->key, p->n_key * sizeof(int64_t));
@@ -398,7 +456,57 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
   prev->n_parts = p->n_parts;
 }
 
-/* ------------------------------------------------------------ run */
+int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n) {
+  if (!rt->warning[0]) return 0; /* racy peek; the copy below is locked */
+  pthread_mutex_lock(&rt->mu);
+  int have = rt->warning[0] != 0;
+  if (have && buf && n) snprintf(buf, n, "%s", rt->warning);
+  rt->warning[0] = 0;
+  pthread_mutex_unlock(&rt->mu);
+  return have;
+}
+
+/* ------------------------------------------------------------ compile log */
+
+void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
+                         double seconds, int from_disk, int n_ops) {
+  if (!rt->log) {
+    rt->log = calloc(TTPU_LOG_CAP, sizeof(*rt->log));
+    if (!rt->log) return;
+  }
+  ttpu_compile_record* r = &rt->log[rt->n_log % TTPU_LOG_CAP];
+  snprintf(r->what, sizeof(r->what), "%s", what);
+  snprintf(r->reason, sizeof(r->reason), "%s", reason ? reason : "");
+  r->seconds = seconds;
+  r->from_disk = from_disk;
+  r->n_ops = n_ops;
+  rt->n_log++;
+}
+
+int ttpu_runtime_compile_log_count(ttpu_runtime* rt) {
+  pthread_mutex_lock(&rt->mu);
+  int n = (int)(rt->n_log < TTPU_LOG_CAP ? rt->n_log : TTPU_LOG_CAP);
+  pthread_mutex_unlock(&rt->mu);
+  return n;
+}
+
+int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
+                                 ttpu_compile_record* out) {
+  pthread_mutex_lock(&rt->mu);
+  int64_t n = rt->n_log < TTPU_LOG_CAP ? rt->n_log : TTPU_LOG_CAP;
+  int ok = index >= 0 && index < n && rt->log;
+  if (ok) *out = rt->log[(rt->n_log - n + index) % TTPU_LOG_CAP];
+  pthread_mutex_unlock(&rt->mu);
+  return ok;
+}
+
+void ttpu_runtime_compile_log_clear(ttpu_runtime* rt) {
+  pthread_mutex_lock(&rt->mu);
+  rt->n_log = 0;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+/* ------------------------------------------------------------ programs */
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -407,49 +515,69 @@ static double now_seconds(void) {
 }
 
 /* TORCHTPU_DUMP_DIR: every compiled program's StableHLO, one file each,
- * named by op and signature hash so reruns overwrite rather than pile up. */
-static void dump_program(const ttpu_plan* p, const char* text, size_t len) {
+ * named by what it runs and its signature hash, so reruns overwrite
+ * rather than pile up. */
+static void dump_program(const char* what, const int64_t* key, size_t n_key,
+                         const char* text, size_t len) {
   const char* dir = getenv("TORCHTPU_DUMP_DIR");
   if (!dir || !*dir) return;
   uint64_t h = 1469598103934665603ull;
-  for (size_t k = 0; k < p->n_key; ++k) {
-    h ^= (uint64_t)p->key[k];
+  for (size_t k = 0; k < n_key; ++k) {
+    h ^= (uint64_t)key[k];
     h *= 1099511628211ull;
   }
+  char name[96];
+  size_t j = 0;
+  for (const char* c = what; *c && j + 1 < sizeof(name); ++c)
+    name[j++] = (*c == ' ' || *c == '/' || *c == '(' || *c == ')') ? '_' : *c;
+  name[j] = 0;
   char path[4096];
-  snprintf(path, sizeof(path), "%s/%s-%016llx.mlir", dir,
-           ttpu_op_name(p->call->op), (unsigned long long)h);
+  snprintf(path, sizeof(path), "%s/%s-%016llx.mlir", dir, name,
+           (unsigned long long)h);
   FILE* f = fopen(path, "wb");
   if (!f) return; /* a dump is a diagnostic: never fail the op for it */
   fwrite(text, 1, len, f);
   fclose(f);
 }
 
-static ttpu_status* compile_entry(ttpu_runtime* rt, const ttpu_plan* p,
-                                  ttpu_cache_entry** out) {
-  char* text = NULL;
-  size_t len = 0;
+ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
+                                 const int64_t* key, size_t n_key,
+                                 const char* what, int n_ops,
+                                 const char* reason, ttpu_lower_cb lower,
+                                 void* ctx, ttpu_cache_entry** out) {
+  ttpu_stats* st = &rt->dev[device].stats;
   ttpu_cache_entry e = {0};
-  ttpu_status* s =
-      ttpu_lower_program(rt, p, &text, &len, &e.results, &e.n_results);
-  if (s) return s;
-  dump_program(p, text, len);
   double t0 = now_seconds();
-  s = ttpu_pjrt_compile(rt->client, text, len, NULL, 0, &e.exec);
-  double dt = now_seconds() - t0;
-  if (s) {
-    free(e.results);
-    s = ttpu_status_annotate(s, "compiling %s", ttpu_op_name(p->call->op));
-    if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%s\n", text);
+  if (rt->disk && ttpu_disk_load(rt->disk, rt->client, key, n_key, &e)) {
+    double dt = now_seconds() - t0;
+    st->disk_hits++;
+    st->disk_load_seconds += dt;
+    ttpu_rt_log_compile(rt, what, reason, dt, 1, n_ops);
+  } else {
+    char* text = NULL;
+    size_t len = 0;
+    ttpu_status* s = lower(ctx, &text, &len, &e.results, &e.n_results);
+    if (s) return ttpu_status_annotate(s, "lowering %s", what);
+    dump_program(what, key, n_key, text, len);
+    t0 = now_seconds();
+    s = ttpu_pjrt_compile(rt->client, text, len, NULL, 0, &e.exec);
+    double dt = now_seconds() - t0;
+    if (s) {
+      free(e.results);
+      s = ttpu_status_annotate(s, "compiling %s", what);
+      if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%s\n", text);
+      free(text);
+      return s;
+    }
     free(text);
-    return s;
+    st->compiles++;
+    st->compile_seconds += dt;
+    ttpu_rt_log_compile(rt, what, reason, dt, 0, n_ops);
+    if (rt->disk &&
+        ttpu_disk_store(rt->disk, rt->client, key, n_key, &e))
+      st->disk_writes++;
   }
-  free(text);
-  ttpu_stats* st = &rt->dev[p->call->device].stats;
-  st->compiles++;
-  st->compile_seconds += dt;
-  describe_recompile(rt, p);
-  s = ttpu_cache_insert(rt->cache, p->key, p->n_key, &e, out);
+  ttpu_status* s = ttpu_cache_insert(rt->cache, key, n_key, &e, out);
   if (s) {
     ttpu_pjrt_exec_destroy(rt->client, e.exec);
     free(e.results);
@@ -457,11 +585,22 @@ static ttpu_status* compile_entry(ttpu_runtime* rt, const ttpu_plan* p,
   return s;
 }
 
+typedef struct {
+  ttpu_runtime* rt;
+  const ttpu_plan* p;
+} lower_one_ctx;
+
+static ttpu_status* lower_one(void* ctx, char** text, size_t* len,
+                              ttpu_result_plan** results, int* n_results) {
+  lower_one_ctx* c = ctx;
+  return ttpu_lower_program(c->rt, c->p, text, len, results, n_results);
+}
+
 /* A program's data-dependent error check (ttpu_l_check): the one place an
  * op waits for its own result. TORCHTPU_CHECK_INDICES=0 skips the read. */
-static ttpu_status* read_check(ttpu_runtime* rt, int dev,
-                               const ttpu_result_plan* rp,
-                               ttpu_pjrt_buffer* buf) {
+ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
+                                const ttpu_result_plan* rp,
+                                ttpu_pjrt_buffer* buf) {
   const char* env = getenv("TORCHTPU_CHECK_INDICES");
   if (env && !strcmp(env, "0")) return NULL;
   int64_t info[4];
@@ -475,6 +614,21 @@ static ttpu_status* read_check(ttpu_runtime* rt, int dev,
   return ttpu_status_make(rp->check_code, rp->check_fmt, (long long)info[1],
                           (long long)info[2], (long long)info[3]);
 #pragma GCC diagnostic pop
+}
+
+/* "add.Tensor(f32[2,3], f32[3])": how debug mode names the failing op. */
+static void describe_call(const ttpu_op_call* c, char* buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s(", ttpu_op_name(c->op));
+  for (int t = 0; t < c->n_tensors && k < n; ++t) {
+    const ttpu_tensor* x = &c->tensors[t];
+    k += (size_t)snprintf(buf + k, n - k, "%s%s[", t ? ", " : "",
+                          x->buffer ? ttpu_dtype_name(x->dtype) : "None");
+    for (int d = 0; d < x->ndim && k < n; ++d)
+      k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? "," : "",
+                            (long long)x->sizes[d]);
+    if (k < n) k += (size_t)snprintf(buf + k, n - k, "]");
+  }
+  if (k < n) snprintf(buf + k, n - k, ")");
 }
 
 static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
@@ -517,22 +671,17 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   }
   rt->dev[dev].stats.executions++;
   if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
-  const ttpu_result_plan* check = NULL;
-  ttpu_pjrt_buffer* check_buf = NULL;
   for (int r = 0; r < e->n_results; ++r) {
     const ttpu_result_plan* rp = &e->results[r];
     if (rp->slot == TTPU_RESULT_CHECK) {
-      check = rp;
-      check_buf = outs[r];
+      ttpu_status* c = s ? NULL : ttpu_rt_read_check(rt, dev, rp, outs[r]);
+      if (c) s = c;
+      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
       continue;
     }
     ttpu_buffer* b = rp->slot >= 0 ? p->slots[rp->slot].buf
                                    : rt->dev[dev].rng_state;
     ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
-  }
-  if (check_buf) {
-    s = read_check(rt, dev, check, check_buf);
-    ttpu_pjrt_buffer_destroy(rt->client, check_buf);
   }
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
@@ -542,24 +691,49 @@ done:
   return s;
 }
 
-ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
-  const ttpu_op_def* def = ttpu_op_def_get(call->op);
-  if (!def)
-    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown op id %d", call->op);
+static ttpu_status* run_strict(ttpu_runtime* rt, const ttpu_op_call* call,
+                               const ttpu_op_def* def) {
   ttpu_plan p;
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_plan_build(rt, call, def, &p);
+  ttpu_status* s = ttpu_plan_build(rt, call, def, NULL, &p);
   if (!s) {
     ttpu_cache_entry* e = ttpu_cache_find(rt->cache, p.key, p.n_key);
     if (e) {
       e->hits++;
       rt->dev[call->device].stats.cache_hits++;
     } else {
-      s = compile_entry(rt, &p, &e);
+      describe_recompile(rt, &p);
+      lower_one_ctx ctx = {rt, &p};
+      s = ttpu_rt_get_program(rt, call->device, p.key, p.n_key,
+                              ttpu_op_name(call->op), 1, rt->last_reason,
+                              lower_one, &ctx, &e);
     }
     if (!s) s = execute(rt, &p, e);
   }
-  pthread_mutex_unlock(&rt->mu);
   ttpu_plan_free(&p);
+  return s;
+}
+
+ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
+  const ttpu_op_def* def = ttpu_op_def_get(call->op);
+  if (!def)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown op id %d", call->op);
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s;
+  if (rt->mode == TTPU_MODE_FUSED) {
+    s = ttpu_window_record(rt, call, def);
+    pthread_mutex_unlock(&rt->mu);
+    return s;
+  }
+  s = run_strict(rt, call, def);
+  pthread_mutex_unlock(&rt->mu);
+  if (rt->mode == TTPU_MODE_DEBUG) {
+    /* Synchronous: the op's own failure, named with its shapes. */
+    if (!s) s = ttpu_runtime_synchronize(rt, call->device);
+    if (s) {
+      char what[512];
+      describe_call(call, what, sizeof(what));
+      s = ttpu_status_annotate(s, "in %s", what);
+    }
+  }
   return s;
 }

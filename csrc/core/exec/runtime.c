@@ -34,6 +34,18 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
   s = ttpu_cache_create(&rt->cache);
   if (s) goto fail;
+  const char* mode = getenv("TORCHTPU_EAGER_MODE");
+  if (mode && !strcmp(mode, "debug")) rt->mode = TTPU_MODE_DEBUG;
+  else if (mode && !strcmp(mode, "fused")) rt->mode = TTPU_MODE_FUSED;
+  else if (mode && *mode && strcmp(mode, "strict")) {
+    s = ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                         "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "
+                         "fused", mode);
+    goto fail;
+  }
+  /* The persistent cache is an optimization: a directory we cannot use
+   * leaves it off rather than failing the runtime. */
+  ttpu_status_free(ttpu_disk_open_default(rt));
   for (int d = 0; d < rt->device_count; ++d) {
     s = ttpu_runtime_manual_seed(rt, d, 67280421310721ull);
     if (s) goto fail;
@@ -49,6 +61,7 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (!rt) return;
   if (rt->client) {
     ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
+    ttpu_window_destroy(rt);
     for (int d = 0; d < rt->device_count; ++d)
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
     if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
@@ -58,6 +71,8 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
    * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
   if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
   ttpu_rt_free_last_sigs(rt);
+  ttpu_disk_close(rt->disk);
+  free(rt->log);
   free(rt->pending);
   free(rt->pending_device);
   ttpu_status_free(rt->async_error);
@@ -121,7 +136,9 @@ void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e) {
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   pthread_mutex_lock(&rt->mu);
   int keep = 0;
-  ttpu_status* err = rt->async_error;
+  ttpu_status* err = ttpu_window_flush(rt, TTPU_END_SYNC);
+  if (!err) err = rt->async_error;
+  else ttpu_status_free(rt->async_error);
   rt->async_error = NULL;
   for (int i = 0; i < rt->n_pending; ++i) {
     if (device >= 0 && rt->pending_device[i] != device) {
@@ -164,6 +181,16 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
     out->bytes_in_use += s->bytes_in_use;
     out->peak_bytes_in_use += s->peak_bytes_in_use;
     out->live_buffers += s->live_buffers;
+    out->disk_hits += s->disk_hits;
+    out->disk_load_seconds += s->disk_load_seconds;
+    out->disk_writes += s->disk_writes;
+    out->windows += s->windows;
+    out->window_ops += s->window_ops;
+    if (s->window_max_ops > out->window_max_ops)
+      out->window_max_ops = s->window_max_ops;
+    for (int k = 0; k < TTPU_END_COUNT; ++k)
+      out->window_ends[k] += s->window_ends[k];
+    out->recompiles += s->recompiles;
   }
   pthread_mutex_unlock(&rt->mu);
 }
@@ -245,14 +272,23 @@ void ttpu_buffer_retain(ttpu_buffer* b) {
   if (b) atomic_fetch_add(&b->refs, 1);
 }
 
+static void buffer_free_locked(ttpu_buffer* b) {
+  ttpu_runtime* rt = b->rt;
+  if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
+  ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
+  free(b);
+}
+
 void ttpu_buffer_release(ttpu_buffer* b) {
   if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
   ttpu_runtime* rt = b->rt;
   pthread_mutex_lock(&rt->mu);
-  if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
-  ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
+  buffer_free_locked(b);
   pthread_mutex_unlock(&rt->mu);
-  free(b);
+}
+
+void ttpu_rt_release_locked(ttpu_buffer* b) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) buffer_free_locked(b);
 }
 
 size_t ttpu_buffer_nbytes(const ttpu_buffer* b) { return b->nbytes; }
@@ -293,10 +329,12 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
                                  &pb);
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
+  /* Recorded ops that write b come before this upload. */
+  s = ttpu_window_flush(rt, TTPU_END_READ);
   ttpu_rt_set_version(b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
-  return NULL;
+  return s;
 }
 
 ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
@@ -307,9 +345,10 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   ttpu_runtime* rt = b->rt;
   if (nbytes == 0) return NULL;
   pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
   ttpu_pjrt_buffer* pb = b->pb;
-  ttpu_status* s = NULL;
-  if (!pb) {
+  if (s) {
+  } else if (!pb) {
     memset(dst, 0, nbytes);
   } else {
     /* The lock is held across the read so the version cannot be replaced
@@ -329,9 +368,9 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   if (dst == src) return NULL;
   ttpu_runtime* rt = dst->rt;
   pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = NULL;
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
   ttpu_pjrt_buffer* pb = NULL;
-  if (src->pb)
+  if (!s && src->pb)
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
   if (!s) {
     if (pb) {
@@ -348,7 +387,8 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
 ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = b->pb ? ttpu_pjrt_buffer_await(rt->client, b->pb) : NULL;
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
+  if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;
 }

@@ -117,6 +117,16 @@ void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
  * Returns the first asynchronous error seen since the last synchronize. */
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device);
 
+/* Why a fused window ended (ttpu_stats.window_ends). */
+typedef enum {
+  TTPU_END_READ = 0,  /* a host read, copy, upload or wait needed its data */
+  TTPU_END_SYNC,      /* synchronize, an explicit flush, a mode change */
+  TTPU_END_LIMIT,     /* the window reached its op limit */
+  TTPU_END_REPEAT,    /* the repeat detector saw the next step begin */
+  TTPU_END_DEVICE,    /* an op on another device */
+  TTPU_END_COUNT
+} ttpu_window_end;
+
 /* Counters; all monotonic except the *_bytes_in_use / live values. */
 typedef struct {
   int64_t compiles;           /* programs compiled */
@@ -127,6 +137,15 @@ typedef struct {
   int64_t bytes_in_use;       /* bytes held by live device buffers */
   int64_t peak_bytes_in_use;
   int64_t live_buffers;
+  int64_t disk_hits;          /* programs loaded from the disk cache */
+  double disk_load_seconds;
+  int64_t disk_writes;        /* programs written to the disk cache */
+  int64_t windows;            /* fused windows executed */
+  int64_t window_ops;         /* ops they held */
+  int64_t window_max_ops;     /* the largest */
+  int64_t window_ends[TTPU_END_COUNT];
+  int64_t recompiles;         /* compiles of an op already compiled with
+                                 another signature */
 } ttpu_stats;
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
@@ -142,6 +161,59 @@ ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
 
 /* Why the last compile happened (a new op signature), borrowed, may be "". */
 const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
+
+/* ------------------------------------------------------------ modes */
+
+/* Eager execution modes (DESIGN.md): debug runs each op synchronously, so
+ * an error surfaces at its op; strict enqueues one program per op and
+ * returns (the default); fused records ops and runs runs of them as one
+ * program at a boundary (host read, synchronize, op limit, a repeating
+ * step's start). */
+typedef enum {
+  TTPU_MODE_STRICT = 0,
+  TTPU_MODE_DEBUG = 1,
+  TTPU_MODE_FUSED = 2,
+} ttpu_mode;
+
+/* Ends any fused window first (its error, if any, is returned and the
+ * mode is still changed). */
+ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
+ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
+/* Runs the recorded fused window now (enqueued, not awaited). */
+ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt);
+/* Most ops one fused window holds (default 1000, TORCHTPU_FUSED_MAX_OPS). */
+void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops);
+
+/* ------------------------------------------------------------ diagnostics */
+
+/* One compile, for the compile log. */
+typedef struct {
+  char what[96];       /* op name, or "fused window (N ops)" */
+  char reason[416];    /* why: first compile, or what changed */
+  double seconds;      /* compile (or disk load) time */
+  int from_disk;       /* loaded from the persistent cache */
+  int n_ops;
+} ttpu_compile_record;
+
+/* The log keeps the most recent 4096 compiles. */
+int ttpu_runtime_compile_log_count(ttpu_runtime* rt);
+int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
+                                 ttpu_compile_record* out);
+void ttpu_runtime_compile_log_clear(ttpu_runtime* rt);
+/* A pending warning (one op recompiling again and again), copied into
+ * buf and cleared; returns 0 when there is none. */
+int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n);
+
+/* ------------------------------------------------------------ disk cache */
+
+/* The persistent compile cache: serialized executables in `dir` (NULL or
+ * "" turns it off), shared by processes; at most max_bytes (LRU). The
+ * default comes from TORCHTPU_CACHE_DIR (default ~/.cache/torchtpu;
+ * TORCHTPU_DISK_CACHE=0 turns it off) and TORCHTPU_CACHE_MAX_MB. */
+ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
+                                        int64_t max_bytes);
+/* The directory in use ("" when off); borrowed until the next set. */
+const char* ttpu_runtime_cache_dir(ttpu_runtime* rt);
 
 /* ------------------------------------------------------------------ buffers */
 

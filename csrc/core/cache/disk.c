@@ -1,0 +1,477 @@
+/* disk.c - the persistent compile cache: serialized executables on disk,
+ * shared by every process (and every mode, and torch.compile) that runs
+ * the same engine build on the same plugin.
+ *
+ * Layout: <dir>/<namespace>/<key hash>.prog. The namespace hashes what
+ * makes an executable valid: this engine's build (its ELF build id: a
+ * rebuilt engine may lower the same signature differently), the plugin's
+ * platform name and version and PJRT API version, our compile options, and
+ * on the CPU platform the host CPU (XLA compiles for the host's features).
+ * Entries of other namespaces are never read, only evicted.
+ *
+ * A file holds: magic, namespace, the full signature key (a hash match is
+ * not trusted), the result plans, the executable, and a checksum of all of
+ * it. Writers write a private temporary file and rename it into place, so
+ * a reader sees a whole file or none; a file that fails any check is
+ * deleted and the program recompiled. The directory is kept under a size
+ * cap by deleting the least recently used files (a hit touches its file's
+ * modification time).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../exec/internal.h"
+
+#define MAGIC "TTPUPRG1"
+#define OPTIONS_ID "portable-executable-v1"
+#define DEFAULT_MAX_MB 2048
+
+struct ttpu_disk {
+  char* dir;      /* <root>/<namespace> */
+  char* root;
+  uint64_t ns;
+  int64_t max_bytes;
+  int64_t approx_bytes; /* -1 until the root was scanned */
+  unsigned counter;
+};
+
+/* ------------------------------------------------------------ hashing */
+
+static uint64_t fnv(uint64_t h, const void* p, size_t n) {
+  const unsigned char* c = p;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= c[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+#define FNV0 1469598103934665603ull
+
+static uint64_t fnv_str(uint64_t h, const char* s) {
+  return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+/* This engine's identity: the build id note of the object it is linked
+ * into, or failing that a hash of that file's bytes. */
+typedef struct {
+  uintptr_t addr;
+  uint64_t h;
+  int found;
+} build_id_ctx;
+
+static int find_build_id(struct dl_phdr_info* info, size_t size, void* arg) {
+  (void)size;
+  build_id_ctx* c = arg;
+  int mine = 0;
+  for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    mine = ph->p_type == PT_LOAD && c->addr >= lo && c->addr < lo + ph->p_memsz;
+  }
+  if (!mine) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const char* p = (const char*)(info->dlpi_addr + ph->p_vaddr);
+    const char* end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr)* nh = (const ElfW(Nhdr)*)p;
+      const char* name = p + sizeof(*nh);
+      const char* desc = name + ((nh->n_namesz + 3) & ~3u);
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+          !memcmp(name, "GNU", 4) && desc + nh->n_descsz <= end) {
+        c->h = fnv(FNV0, desc, nh->n_descsz);
+        c->found = 1;
+        return 1;
+      }
+      p = desc + ((nh->n_descsz + 3) & ~3u);
+    }
+  }
+  /* No build id: hash the object's file. */
+  const char* path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name
+                                                          : "/proc/self/exe";
+  FILE* f = fopen(path, "rb");
+  if (f) {
+    char buf[65536];
+    size_t n;
+    uint64_t h = FNV0;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) h = fnv(h, buf, n);
+    fclose(f);
+    c->h = h;
+    c->found = 1;
+  }
+  return 1;
+}
+
+static uint64_t engine_build_id(void) {
+  build_id_ctx c = {(uintptr_t)&engine_build_id, 0, 0};
+  dl_iterate_phdr(find_build_id, &c);
+  /* Unknowable build: a per-process namespace, so nothing stale is read. */
+  return c.found ? c.h : fnv(FNV0, &c.addr, sizeof(c.addr)) ^ (uint64_t)getpid();
+}
+
+static uint64_t host_cpu_id(void) {
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (!f) return 0;
+  char line[8192];
+  uint64_t h = FNV0;
+  int got = 0;
+  while (fgets(line, sizeof(line), f) && got < 3) {
+    if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5) ||
+        !strncmp(line, "vendor_id", 9)) {
+      h = fnv_str(h, line);
+      got++;
+    }
+  }
+  fclose(f);
+  return h;
+}
+
+/* ------------------------------------------------------------ files */
+
+static int mkdirs(const char* path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) return -1;
+  for (char* p = tmp + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+  return 0;
+}
+
+static void entry_path(const ttpu_disk* d, const int64_t* key, size_t n,
+                       char* out, size_t cap) {
+  uint64_t h1 = fnv(FNV0, key, n * sizeof(*key));
+  uint64_t h2 = fnv(0x84222325cbf29ce4ull ^ n, key, n * sizeof(*key));
+  snprintf(out, cap, "%s/%016llx%016llx.prog", d->dir, (unsigned long long)h1,
+           (unsigned long long)h2);
+}
+
+typedef struct {
+  char* p;
+  size_t n, cap;
+} wbuf;
+
+static int put(wbuf* b, const void* p, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + n) cap *= 2;
+    char* q = realloc(b->p, cap);
+    if (!q) return -1;
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, p, n);
+  b->n += n;
+  return 0;
+}
+
+/* ------------------------------------------------------------ eviction */
+
+typedef struct {
+  char* path;
+  time_t mtime;
+  int64_t size;
+} file_info;
+
+static int by_mtime(const void* a, const void* b) {
+  const file_info* x = a;
+  const file_info* y = b;
+  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Every file under root (one level of namespace directories). */
+static int64_t scan(const char* root, file_info** out, int* n_out) {
+  int64_t total = 0;
+  int n = 0, cap = 0;
+  file_info* v = NULL;
+  DIR* top = opendir(root);
+  if (!top) goto done;
+  struct dirent* ns;
+  while ((ns = readdir(top))) {
+    if (ns->d_name[0] == '.') continue;
+    char sub[4096];
+    snprintf(sub, sizeof(sub), "%s/%s", root, ns->d_name);
+    DIR* dd = opendir(sub);
+    if (!dd) continue;
+    struct dirent* f;
+    while ((f = readdir(dd))) {
+      if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+      char path[4096 + 256];
+      snprintf(path, sizeof(path), "%s/%s", sub, f->d_name);
+      struct stat st;
+      if (stat(path, &st) || !S_ISREG(st.st_mode)) continue;
+      total += st.st_size;
+      if (!out) continue;
+      if (n == cap) {
+        int c2 = cap ? cap * 2 : 256;
+        file_info* v2 = realloc(v, (size_t)c2 * sizeof(*v2));
+        if (!v2) continue;
+        v = v2;
+        cap = c2;
+      }
+      v[n].path = strdup(path);
+      v[n].mtime = st.st_mtime;
+      v[n].size = st.st_size;
+      if (v[n].path) n++;
+    }
+    closedir(dd);
+  }
+  closedir(top);
+done:
+  if (out) {
+    *out = v;
+    *n_out = n;
+  }
+  return total;
+}
+
+static void evict(ttpu_disk* d) {
+  file_info* v = NULL;
+  int n = 0;
+  int64_t total = scan(d->root, &v, &n);
+  qsort(v, (size_t)n, sizeof(*v), by_mtime);
+  int64_t target = d->max_bytes - d->max_bytes / 5;
+  for (int i = 0; i < n && total > target; ++i)
+    if (!unlink(v[i].path)) total -= v[i].size;
+  for (int i = 0; i < n; ++i) free(v[i].path);
+  free(v);
+  d->approx_bytes = total;
+}
+
+/* ------------------------------------------------------------ API */
+
+void ttpu_disk_close(ttpu_disk* d) {
+  if (!d) return;
+  free(d->dir);
+  free(d->root);
+  free(d);
+}
+
+static ttpu_status* disk_open(ttpu_runtime* rt, const char* root,
+                              int64_t max_bytes, ttpu_disk** out) {
+  *out = NULL;
+  int major = 0, minor = 0;
+  ttpu_pjrt_plugin_version(rt->plugin, &major, &minor);
+  const char* platform = ttpu_pjrt_client_platform_name(rt->client);
+  uint64_t ns = fnv_str(FNV0, MAGIC);
+  uint64_t bid = engine_build_id();
+  ns = fnv(ns, &bid, sizeof(bid));
+  ns = fnv_str(ns, platform);
+  ns = fnv_str(ns, ttpu_pjrt_client_platform_version(rt->client));
+  ns = fnv(ns, &major, sizeof(major));
+  ns = fnv(ns, &minor, sizeof(minor));
+  ns = fnv_str(ns, OPTIONS_ID);
+  if (platform && !strcmp(platform, "cpu")) {
+    uint64_t cpu = host_cpu_id();
+    ns = fnv(ns, &cpu, sizeof(cpu));
+  }
+  ttpu_disk* d = calloc(1, sizeof(*d));
+  if (!d) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  d->root = strdup(root);
+  size_t len = strlen(root) + 32;
+  d->dir = malloc(len);
+  if (!d->root || !d->dir) {
+    ttpu_disk_close(d);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  snprintf(d->dir, len, "%s/%016llx", root, (unsigned long long)ns);
+  d->ns = ns;
+  d->max_bytes = max_bytes > 0 ? max_bytes : (int64_t)DEFAULT_MAX_MB << 20;
+  d->approx_bytes = -1;
+  if (mkdirs(d->dir)) {
+    ttpu_status* s = ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                                      "compile cache directory %s: %s", d->dir,
+                                      strerror(errno));
+    ttpu_disk_close(d);
+    return s;
+  }
+  *out = d;
+  return NULL;
+}
+
+ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt) {
+  const char* off = getenv("TORCHTPU_DISK_CACHE");
+  if (off && !strcmp(off, "0")) return NULL;
+  const char* dir = getenv("TORCHTPU_CACHE_DIR");
+  char buf[4096];
+  if (!dir) {
+    const char* xdg = getenv("XDG_CACHE_HOME");
+    const char* home = getenv("HOME");
+    if (xdg && *xdg) snprintf(buf, sizeof(buf), "%s/torchtpu", xdg);
+    else if (home && *home) snprintf(buf, sizeof(buf), "%s/.cache/torchtpu", home);
+    else return NULL;
+    dir = buf;
+  }
+  if (!*dir) return NULL;
+  const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
+  int64_t max = mb && *mb ? (int64_t)atoll(mb) << 20 : 0;
+  return disk_open(rt, dir, max, &rt->disk);
+}
+
+ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
+                                        int64_t max_bytes) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_disk_close(rt->disk);
+  rt->disk = NULL;
+  ttpu_status* s = NULL;
+  if (dir && *dir) s = disk_open(rt, dir, max_bytes, &rt->disk);
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+const char* ttpu_runtime_cache_dir(ttpu_runtime* rt) {
+  return rt->disk ? rt->disk->root : "";
+}
+
+int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
+                   size_t n, ttpu_cache_entry* out) {
+  char path[4200];
+  entry_path(d, key, n, path, sizeof(path));
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  struct stat st;
+  char* data = NULL;
+  int ok = 0;
+  size_t size = 0;
+  if (!fstat(fd, &st) && st.st_size > 0 && st.st_size < ((int64_t)1 << 34)) {
+    size = (size_t)st.st_size;
+    data = malloc(size);
+    size_t got = 0;
+    while (data && got < size) {
+      ssize_t r = read(fd, data + got, size - got);
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    ok = data && got == size;
+  }
+  close(fd);
+  /* Parse; any inconsistency is a corrupt (or foreign) entry. */
+  const char* p = data;
+  const char* end = data + size;
+  uint64_t ns = 0, nk = 0, exe_len = 0, sum = 0;
+  uint32_t nr = 0;
+#define TAKE(dst, len)                            \
+  do {                                            \
+    if (!ok || (size_t)(end - p) < (size_t)(len)) \
+      ok = 0;                                     \
+    else {                                        \
+      memcpy((dst), p, (len));                    \
+      p += (len);                                 \
+    }                                             \
+  } while (0)
+  char magic[8];
+  TAKE(magic, 8);
+  ok = ok && !memcmp(magic, MAGIC, 8);
+  TAKE(&ns, 8);
+  ok = ok && ns == d->ns;
+  TAKE(&nk, 8);
+  ok = ok && nk == n && (size_t)(end - p) >= n * sizeof(int64_t) &&
+       !memcmp(p, key, n * sizeof(int64_t));
+  if (ok) p += n * sizeof(int64_t);
+  TAKE(&nr, 4);
+  uint32_t pad;
+  TAKE(&pad, 4);
+  ok = ok && nr < 1000000 &&
+       (size_t)(end - p) >= (size_t)nr * sizeof(ttpu_result_plan);
+  const char* results = p;
+  if (ok) p += (size_t)nr * sizeof(ttpu_result_plan);
+  TAKE(&exe_len, 8);
+  ok = ok && (size_t)(end - p) == exe_len + 8;
+  const char* exe = p;
+  if (ok) {
+    p += exe_len;
+    memcpy(&sum, p, 8);
+    ok = sum == fnv(FNV0, data, size - 8);
+  }
+#undef TAKE
+  if (ok) {
+    out->results = malloc((size_t)nr * sizeof(ttpu_result_plan) + 1);
+    ok = out->results != NULL;
+    if (ok) memcpy(out->results, results, (size_t)nr * sizeof(ttpu_result_plan));
+  }
+  if (ok) {
+    ttpu_status* s = ttpu_pjrt_exec_deserialize(c, exe, exe_len, &out->exec);
+    if (s) {
+      ttpu_status_free(s);
+      free(out->results);
+      out->results = NULL;
+      ok = 0;
+    }
+  }
+  free(data);
+  if (!ok) {
+    unlink(path); /* corrupt or stale: rebuilt by the caller */
+    return 0;
+  }
+  out->n_results = (int)nr;
+  out->hits = 0;
+  utimensat(AT_FDCWD, path, NULL, 0); /* most recently used */
+  return 1;
+}
+
+int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
+                    size_t n, const ttpu_cache_entry* e) {
+  void* exe = NULL;
+  size_t exe_len = 0;
+  ttpu_status* s = ttpu_pjrt_exec_serialize(c, e->exec, &exe, &exe_len);
+  if (s) {
+    ttpu_status_free(s);
+    return 0;
+  }
+  wbuf b = {0};
+  uint64_t nk = n, el = exe_len;
+  uint32_t nr = (uint32_t)e->n_results, pad = 0;
+  int rc = put(&b, MAGIC, 8);
+  rc |= put(&b, &d->ns, 8);
+  rc |= put(&b, &nk, 8);
+  rc |= put(&b, key, n * sizeof(int64_t));
+  rc |= put(&b, &nr, 4);
+  rc |= put(&b, &pad, 4);
+  rc |= put(&b, e->results, (size_t)nr * sizeof(ttpu_result_plan));
+  rc |= put(&b, &el, 8);
+  rc |= put(&b, exe, exe_len);
+  free(exe);
+  uint64_t sum = rc ? 0 : fnv(FNV0, b.p, b.n);
+  rc |= put(&b, &sum, 8);
+  int written = 0;
+  if (!rc) {
+    char path[4200], tmp[4300];
+    entry_path(d, key, n, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s/.tmp-%ld-%u-%lld", d->dir, (long)getpid(),
+             d->counter++, (long long)time(NULL));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      size_t off = 0;
+      while (off < b.n) {
+        ssize_t w = write(fd, b.p + off, b.n - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+      }
+      int closed = close(fd);
+      /* rename is atomic: readers see the old file, the new one, or none */
+      if (off == b.n && !closed && !rename(tmp, path)) written = 1;
+      else unlink(tmp);
+    } else if (errno == ENOENT) {
+      mkdirs(d->dir); /* removed under us: next store recreates it */
+    }
+  }
+  if (written) {
+    if (d->approx_bytes < 0) d->approx_bytes = scan(d->root, NULL, NULL);
+    else d->approx_bytes += (int64_t)b.n;
+    if (d->approx_bytes > d->max_bytes) evict(d);
+  }
+  free(b.p);
+  return written;
+}

@@ -1,0 +1,736 @@
+/* window.c - fused mode: ops are recorded instead of run, and a run of them
+ * (a window) becomes one program at a boundary.
+ *
+ * Recording an op deep-copies its call and plans it against the window's
+ * view of each storage (its shape and whether it holds a value after the
+ * ops recorded before it). Nothing is lowered until the window ends, and
+ * not even then when the window's key is in the cache: the key is every
+ * recorded op's signature, how their storages connect, and which written
+ * storages are still alive at the end. Storages that died inside the
+ * window (temporaries) are never materialized: that, plus XLA fusing
+ * across ops, is what fused mode buys.
+ *
+ * Boundaries: any engine call that needs a storage's data or waits
+ * (download, upload, copy, synchronize, rng state), an op on another
+ * device, the op limit, and the repeat detector: after a boundary the first
+ * REPEAT_K ops' signatures are the step's prefix; when the same REPEAT_K
+ * signatures recur, the window is cut just before them, so a training loop
+ * without host reads still runs the same windows every step (and its
+ * op-limit cuts fall at the same offsets in each step).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#define REPEAT_K 8
+#define DEFAULT_LIMIT 1000
+#define WINDOW_TAG (-0x7454505557494e44ll) /* marks a window key */
+
+typedef struct {
+  ttpu_buffer* buf;     /* retained by the window */
+  int param;            /* read before written: its value is a parameter */
+  int written;
+  int has_value;        /* holds a value now */
+  ttpu_dtype dt;        /* shape now */
+  int nd;
+  int64_t dims[TTPU_MAX_DIMS];
+  ttpu_dtype dt0;       /* shape at the window's start (the parameter's) */
+  int nd0;
+  int64_t dims0[TTPU_MAX_DIMS];
+} wstore;
+
+typedef struct {
+  ttpu_op_call* call;   /* deep copy, all of it inside one allocation
+                           (plans point at it: it must not move) */
+  ttpu_plan plan;
+  int* store;           /* per plan slot */
+  int f_off, i_off;
+  uint64_t hash;        /* signature + wiring, for the repeat detector */
+  size_t key_at;        /* where its words start in the window key */
+} wrec;
+
+struct ttpu_window {
+  int device;
+  int limit;
+  wrec* recs;
+  int n_recs, cap_recs;
+  wstore* st;
+  int n_st, cap_st;
+  /* buffer -> store index + 1, open addressing */
+  ttpu_buffer** map_key;
+  int* map_val;
+  int map_cap;
+  double* f;
+  int n_f, cap_f;
+  int64_t* i;
+  int n_i, cap_i;
+  int uses_rng;
+  int64_t* key;
+  size_t n_key, cap_key;
+  /* repeat detector */
+  uint64_t prefix[REPEAT_K];
+  uint64_t recent[REPEAT_K]; /* ring */
+  int64_t since_anchor;
+  int64_t seen;
+  /* the previous window's op hashes, to say what changed on a recompile */
+  uint64_t* last_hash;
+  int* last_op;
+  int n_last;
+  ttpu_cache* validated; /* op signatures known to lower */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int grow(void** p, int* cap, int need, size_t elem) {
+  if (need <= *cap) return 0;
+  int c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void* q = realloc(*p, (size_t)c * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
+static int key_add(ttpu_window* w, int64_t v) {
+  if (w->n_key == w->cap_key) {
+    size_t cap = w->cap_key ? w->cap_key * 2 : 1024;
+    int64_t* k = realloc(w->key, cap * sizeof(*k));
+    if (!k) return -1;
+    w->key = k;
+    w->cap_key = cap;
+  }
+  w->key[w->n_key++] = v;
+  return 0;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+static size_t ptr_hash(const void* p, int cap) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)(x & (uint64_t)(cap - 1));
+}
+
+static int map_find(const ttpu_window* w, const ttpu_buffer* b) {
+  if (!w->map_cap) return -1;
+  for (size_t i = ptr_hash(b, w->map_cap);; i = (i + 1) & (size_t)(w->map_cap - 1)) {
+    if (!w->map_key[i]) return -1;
+    if (w->map_key[i] == b) return w->map_val[i];
+  }
+}
+
+static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
+  if ((w->n_st + 1) * 2 > w->map_cap) {
+    int cap = w->map_cap ? w->map_cap * 2 : 256;
+    ttpu_buffer** k = calloc((size_t)cap, sizeof(*k));
+    int* val = calloc((size_t)cap, sizeof(*val));
+    if (!k || !val) {
+      free(k);
+      free(val);
+      return -1;
+    }
+    for (int j = 0; j < w->map_cap; ++j) {
+      if (!w->map_key[j]) continue;
+      size_t i = ptr_hash(w->map_key[j], cap);
+      while (k[i]) i = (i + 1) & (size_t)(cap - 1);
+      k[i] = w->map_key[j];
+      val[i] = w->map_val[j];
+    }
+    free(w->map_key);
+    free(w->map_val);
+    w->map_key = k;
+    w->map_val = val;
+    w->map_cap = cap;
+  }
+  size_t i = ptr_hash(b, w->map_cap);
+  while (w->map_key[i]) i = (i + 1) & (size_t)(w->map_cap - 1);
+  w->map_key[i] = b;
+  w->map_val[i] = v;
+  return 0;
+}
+
+int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
+                       int* has_value, ttpu_dtype* dt, int* nd,
+                       int64_t* dims) {
+  int k = map_find(w, b);
+  if (k < 0) return 0;
+  const wstore* s = &w->st[k];
+  *has_value = s->has_value;
+  *dt = s->dt;
+  *nd = s->nd;
+  memcpy(dims, s->dims, sizeof(s->dims));
+  return 1;
+}
+
+/* ------------------------------------------------------------ deep copy */
+
+static size_t tensors_bytes(const ttpu_tensor* t, int n) {
+  size_t b = (size_t)n * sizeof(ttpu_tensor);
+  for (int k = 0; k < n; ++k) b += 2 * (size_t)t[k].ndim * sizeof(int64_t);
+  return b;
+}
+
+static char* copy_tensors(char* m, const ttpu_tensor* src, int n,
+                          const ttpu_tensor** out) {
+  ttpu_tensor* t = (ttpu_tensor*)m;
+  m += (size_t)n * sizeof(ttpu_tensor);
+  for (int k = 0; k < n; ++k) {
+    t[k] = src[k];
+    size_t sz = (size_t)src[k].ndim * sizeof(int64_t);
+    if (sz) {
+      memcpy(m, src[k].sizes, sz);
+      t[k].sizes = (const int64_t*)m;
+      m += sz;
+      memcpy(m, src[k].strides, sz);
+      t[k].strides = (const int64_t*)m;
+      m += sz;
+    }
+  }
+  *out = t;
+  return m;
+}
+
+/* One allocation holding the call and everything it points at (int64 and
+ * double arrays first, so every piece stays aligned). */
+static ttpu_status* copy_call(const ttpu_op_call* c, ttpu_op_call** outp) {
+  size_t bytes = sizeof(ttpu_op_call) + (size_t)c->n_args * sizeof(ttpu_arg) +
+                 tensors_bytes(c->tensors, c->n_tensors) +
+                 tensors_bytes(c->outputs, c->n_outputs);
+  for (int a = 0; a < c->n_args; ++a) {
+    const ttpu_arg* g = &c->args[a];
+    if (g->kind == TTPU_ARG_INTS && g->n) bytes += (size_t)g->n * 8;
+    if ((g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS) && g->n)
+      bytes += (size_t)g->n * 8;
+    if (g->kind == TTPU_ARG_STR && g->str) bytes += (strlen(g->str) + 8) & ~(size_t)7;
+  }
+  char* m = malloc(bytes + 8);
+  if (!m) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  ttpu_op_call* out = (ttpu_op_call*)m;
+  *outp = out;
+  m += (sizeof(ttpu_op_call) + 7) & ~(size_t)7;
+  *out = *c;
+  ttpu_arg* args = (ttpu_arg*)m;
+  m += (size_t)c->n_args * sizeof(ttpu_arg);
+  for (int a = 0; a < c->n_args; ++a) {
+    args[a] = c->args[a];
+    ttpu_arg* g = &args[a];
+    if (g->kind == TTPU_ARG_INTS && g->n) {
+      memcpy(m, g->ints, (size_t)g->n * 8);
+      g->ints = (const int64_t*)m;
+      m += (size_t)g->n * 8;
+    }
+    if ((g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS) && g->n) {
+      memcpy(m, g->floats, (size_t)g->n * 8);
+      g->floats = (const double*)m;
+      m += (size_t)g->n * 8;
+    }
+  }
+  out->args = args;
+  m = copy_tensors(m, c->tensors, c->n_tensors, &out->tensors);
+  m = copy_tensors(m, c->outputs, c->n_outputs, &out->outputs);
+  for (int a = 0; a < c->n_args; ++a) {
+    ttpu_arg* g = &args[a];
+    if (g->kind == TTPU_ARG_STR && g->str) {
+      size_t n = strlen(g->str) + 1;
+      memcpy(m, g->str, n);
+      g->str = m;
+      m += (n + 7) & ~(size_t)7;
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ state */
+
+static ttpu_window* window_of(ttpu_runtime* rt) {
+  if (!rt->window) {
+    rt->window = calloc(1, sizeof(ttpu_window));
+    if (!rt->window) return NULL;
+    const char* env = getenv("TORCHTPU_FUSED_MAX_OPS");
+    int limit = env && *env ? atoi(env) : 0;
+    rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
+  }
+  return rt->window;
+}
+
+void ttpu_window_set_limit(ttpu_runtime* rt, int max_ops) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_window* w = window_of(rt);
+  if (w) w->limit = max_ops > 0 ? max_ops : DEFAULT_LIMIT;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
+  ttpu_window_set_limit(rt, max_ops);
+}
+
+static void rec_free(wrec* r) {
+  ttpu_plan_free(&r->plan);
+  free(r->store);
+  free(r->call);
+  memset(r, 0, sizeof(*r));
+}
+
+/* Empties the window: recs freed, storages released. */
+static void window_clear(ttpu_window* w) {
+  for (int k = 0; k < w->n_recs; ++k) rec_free(&w->recs[k]);
+  w->n_recs = 0;
+  for (int k = 0; k < w->n_st; ++k) ttpu_rt_release_locked(w->st[k].buf);
+  w->n_st = 0;
+  if (w->map_cap) {
+    memset(w->map_key, 0, (size_t)w->map_cap * sizeof(*w->map_key));
+  }
+  w->n_f = w->n_i = 0;
+  w->uses_rng = 0;
+  w->n_key = 0;
+}
+
+void ttpu_window_destroy(ttpu_runtime* rt) {
+  ttpu_window* w = rt->window;
+  if (!w) return;
+  window_clear(w);
+  free(w->recs);
+  free(w->st);
+  free(w->map_key);
+  free(w->map_val);
+  free(w->f);
+  free(w->i);
+  free(w->key);
+  free(w->last_hash);
+  free(w->last_op);
+  ttpu_cache_destroy(w->validated, rt->client);
+  free(w);
+  rt->window = NULL;
+}
+
+/* ------------------------------------------------------------ record */
+
+static int store_of(ttpu_window* w, ttpu_buffer* b) {
+  int k = map_find(w, b);
+  if (k >= 0) return k;
+  if (grow((void**)&w->st, &w->cap_st, w->n_st + 1, sizeof(wstore))) return -1;
+  if (map_put(w, b, w->n_st)) return -1;
+  wstore* s = &w->st[w->n_st];
+  memset(s, 0, sizeof(*s));
+  ttpu_buffer_retain(b);
+  s->buf = b;
+  s->param = -1;
+  s->has_value = b->pb != NULL;
+  s->dt = s->dt0 = b->phys_dtype;
+  s->nd = s->nd0 = b->phys_ndim;
+  memcpy(s->dims, b->phys_dims, sizeof(s->dims));
+  memcpy(s->dims0, b->phys_dims, sizeof(s->dims0));
+  return w->n_st++;
+}
+
+/* An op signature seen for the first time is lowered on its own once, so
+ * that what cannot be lowered (an unsupported case: NotImplementedError,
+ * and the CPU fallback when enabled) fails at its op, as in strict mode,
+ * not later inside a window. Signatures strict mode compiled are known
+ * good. */
+static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
+                             const ttpu_plan* p) {
+  if (ttpu_cache_find(rt->cache, p->key, p->n_key)) return NULL;
+  if (!w->validated) {
+    ttpu_status* s = ttpu_cache_create(&w->validated);
+    if (s) return s;
+  }
+  if (ttpu_cache_find(w->validated, p->key, p->n_key)) return NULL;
+  char* text = NULL;
+  size_t len = 0;
+  ttpu_cache_entry e = {0};
+  ttpu_status* s = ttpu_lower_program(rt, p, &text, &len, &e.results,
+                                      &e.n_results);
+  free(text);
+  free(e.results);
+  if (s) return s;
+  ttpu_cache_entry* out;
+  memset(&e, 0, sizeof(e)); /* no executable: only the key matters */
+  return ttpu_cache_insert(w->validated, p->key, p->n_key, &e, &out);
+}
+
+/* Adds the call as the window's next op (the window is on its device). */
+static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
+                           const ttpu_op_call* call, const ttpu_op_def* def) {
+  if (grow((void**)&w->recs, &w->cap_recs, w->n_recs + 1, sizeof(wrec)))
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  wrec* r = &w->recs[w->n_recs];
+  memset(r, 0, sizeof(*r));
+  ttpu_status* s = copy_call(call, &r->call);
+  if (s) return s;
+  s = ttpu_plan_build(rt, r->call, def, w, &r->plan);
+  if (!s) {
+    r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
+    if (!r->store ||
+        grow((void**)&w->f, &w->cap_f, w->n_f + r->plan.n_f, sizeof(double)) ||
+        grow((void**)&w->i, &w->cap_i, w->n_i + r->plan.n_i, sizeof(int64_t)))
+      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  if (!s) {
+    for (int sl = 0; sl < r->plan.n_slots; ++sl) {
+      r->store[sl] = store_of(w, r->plan.slots[sl].buf);
+      if (r->store[sl] < 0) {
+        s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+        break;
+      }
+    }
+  }
+  if (s) {
+    rec_free(r);
+    return s;
+  }
+  const ttpu_plan* p = &r->plan;
+  s = validate(rt, w, p);
+  if (s) {
+    rec_free(r);
+    return s;
+  }
+  /* The op's effect on the window's view of its storages. */
+  for (int sl = 0; sl < p->n_slots; ++sl) {
+    wstore* x = &w->st[r->store[sl]];
+    if (p->slots[sl].has_param && !x->written) x->param = 1;
+    if (!p->slots[sl].written) continue;
+    ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims);
+    x->written = 1;
+    x->has_value = 1;
+  }
+  r->f_off = w->n_f;
+  r->i_off = w->n_i;
+  memcpy(w->f + w->n_f, p->f, (size_t)p->n_f * sizeof(double));
+  memcpy(w->i + w->n_i, p->i, (size_t)p->n_i * sizeof(int64_t));
+  w->n_f += p->n_f;
+  w->n_i += p->n_i;
+  if (def->flags & TTPU_OP_RANDOM) w->uses_rng = 1;
+  /* Key: the op's signature, then which window storage each slot is. */
+  int rc = w->n_key ? 0 : key_add(w, WINDOW_TAG);
+  r->key_at = w->n_key;
+  rc |= key_add(w, (int64_t)p->n_key);
+  uint64_t h = 0x51ed270b27ull;
+  for (size_t k = 0; k < p->n_key; ++k) {
+    rc |= key_add(w, p->key[k]);
+    h = mix(h, (uint64_t)p->key[k]);
+  }
+  for (int sl = 0; sl < p->n_slots; ++sl) {
+    rc |= key_add(w, r->store[sl]);
+    h = mix(h, (uint64_t)r->store[sl]);
+  }
+  r->hash = h;
+  w->n_recs++;
+  if (rc) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  return NULL;
+}
+
+/* ------------------------------------------------------------ flush */
+
+typedef struct {
+  ttpu_window* w;
+  int n_recs;
+  ttpu_prog_store* stores;
+  ttpu_prog_op* ops;
+  ttpu_prog g;
+} flush_ctx;
+
+static ttpu_status* lower_window(void* ctx, char** text, size_t* len,
+                                 ttpu_result_plan** results, int* n_results) {
+  flush_ctx* c = ctx;
+  return ttpu_lower_prog(&c->g, text, len, results, n_results);
+}
+
+/* What changed against the previous window, for the compile log. */
+static void window_reason(ttpu_window* w, int n_recs, char* buf, size_t n) {
+  const char* first = ttpu_op_name(w->recs[0].call->op);
+  if (!w->last_hash) {
+    snprintf(buf, n, "fused window of %d ops from %s: first compile", n_recs,
+             first);
+    return;
+  }
+  int k = 0;
+  while (k < n_recs && k < w->n_last && w->recs[k].hash == w->last_hash[k]) ++k;
+  if (k < n_recs && k < w->n_last)
+    snprintf(buf, n,
+             "fused window of %d ops from %s: op %d (%s) differs from the "
+             "previous window's op %d (%s): new shapes, dtypes or op order",
+             n_recs, first, k + 1, ttpu_op_name(w->recs[k].call->op), k + 1,
+             ttpu_op_name(w->last_op[k]));
+  else if (n_recs != w->n_last)
+    snprintf(buf, n,
+             "fused window of %d ops from %s: the previous window ended after "
+             "%d ops", n_recs, first, w->n_last);
+  else
+    snprintf(buf, n,
+             "fused window of %d ops from %s: other storages are alive at its "
+             "end", n_recs, first);
+}
+
+static void remember_window(ttpu_window* w, int n_recs) {
+  uint64_t* h = malloc((size_t)n_recs * sizeof(*h) + 8);
+  int* op = malloc((size_t)n_recs * sizeof(*op) + 8);
+  if (!h || !op) {
+    free(h);
+    free(op);
+    return;
+  }
+  for (int i = 0; i < n_recs; ++i) {
+    h[i] = w->recs[i].hash;
+    op[i] = w->recs[i].call->op;
+  }
+  free(w->last_hash);
+  free(w->last_op);
+  w->last_hash = h;
+  w->last_op = op;
+  w->n_last = n_recs;
+}
+
+/* Runs the window's ops as one program and empties it. Written storages
+ * someone else still holds become results; the rest were temporaries. */
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why) {
+  int dev = w->device;
+  int n_recs = w->n_recs;
+  ttpu_stats* stats = &rt->dev[dev].stats;
+  flush_ctx c;
+  memset(&c, 0, sizeof(c));
+  c.w = w;
+  c.n_recs = n_recs;
+  c.stores = calloc((size_t)w->n_st + 1, sizeof(*c.stores));
+  c.ops = calloc((size_t)n_recs + 1, sizeof(*c.ops));
+  ttpu_pjrt_buffer** args = calloc((size_t)w->n_st + 4, sizeof(*args));
+  ttpu_pjrt_buffer** outs = NULL;
+  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+  ttpu_status* s = NULL;
+  if (!c.stores || !c.ops || !args) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  /* Parameters in store order, then the packs and the rng state; results
+   * for written storages someone still holds, then the rng state. */
+  int n_params = 0, n_results = 0;
+  int rc = key_add(w, -1 - (int64_t)w->n_st); /* then who is alive */
+  for (int k = 0; k < w->n_st; ++k) {
+    const wstore* x = &w->st[k];
+    ttpu_prog_store* ps = &c.stores[k];
+    ps->nbytes = x->buf->nbytes;
+    ps->param = x->param > 0 ? n_params++ : -1;
+    int alive = atomic_load(&x->buf->refs) > 1;
+    ps->result = x->written && alive ? n_results++ : -1;
+    ps->dtype = x->dt0;
+    ps->ndim = x->nd0;
+    memcpy(ps->dims, x->dims0, sizeof(ps->dims));
+    if (ps->param >= 0) args[ps->param] = x->buf->pb;
+    rc |= key_add(w, ps->result >= 0);
+  }
+  c.g.f_param = w->n_f ? n_params++ : -1;
+  c.g.i_param = w->n_i ? n_params++ : -1;
+  c.g.rng_param = w->uses_rng ? n_params++ : -1;
+  c.g.rng_result = w->uses_rng ? n_results++ : -1;
+  c.g.n_f = w->n_f;
+  c.g.n_i = w->n_i;
+  c.g.n_params = n_params;
+  c.g.n_results = n_results;
+  c.g.n_stores = w->n_st;
+  c.g.stores = c.stores;
+  c.g.n_ops = n_recs;
+  c.g.ops = c.ops;
+  for (int i = 0; i < n_recs; ++i) {
+    c.ops[i].plan = &w->recs[i].plan;
+    c.ops[i].store = w->recs[i].store;
+    c.ops[i].f_off = w->recs[i].f_off;
+    c.ops[i].i_off = w->recs[i].i_off;
+  }
+  if (rc) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+
+  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, w->key, w->n_key);
+  if (e) {
+    e->hits++;
+    stats->cache_hits++;
+  } else {
+    char what[96], reason[416];
+    snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
+    window_reason(w, n_recs, reason, sizeof(reason));
+    snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
+    s = ttpu_rt_get_program(rt, dev, w->key, w->n_key, what, n_recs, reason,
+                            lower_window, &c, &e);
+    if (s) {
+      s = ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)", n_recs,
+                               ttpu_op_name(w->recs[0].call->op),
+                               ttpu_op_name(w->recs[n_recs - 1].call->op));
+      goto done;
+    }
+  }
+  remember_window(w, n_recs);
+
+  if (c.g.f_param >= 0) {
+    int64_t n = w->n_f;
+    s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->f, TTPU_F64, &n, 1, &fbuf);
+    if (s) goto done;
+    args[c.g.f_param] = fbuf;
+  }
+  if (c.g.i_param >= 0) {
+    int64_t n = w->n_i;
+    s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->i, TTPU_I64, &n, 1, &ibuf);
+    if (s) goto done;
+    args[c.g.i_param] = ibuf;
+  }
+  if (c.g.rng_param >= 0) args[c.g.rng_param] = rt->dev[dev].rng_state->pb;
+  outs = calloc((size_t)e->n_results + 1, sizeof(*outs));
+  if (!outs) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  ttpu_pjrt_event* done_event = NULL;
+  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, n_params, outs,
+                        e->n_results, &done_event);
+  if (s) {
+    s = ttpu_status_annotate(s, "running a fused window of %d ops", n_recs);
+    goto done;
+  }
+  stats->executions++;
+  stats->windows++;
+  stats->window_ops += n_recs;
+  if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
+  stats->window_ends[why]++;
+  if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
+  for (int r = 0; r < e->n_results; ++r) {
+    const ttpu_result_plan* rp = &e->results[r];
+    if (rp->slot == TTPU_RESULT_CHECK) {
+      ttpu_status* chk = s ? NULL : ttpu_rt_read_check(rt, dev, rp, outs[r]);
+      if (chk) s = chk;
+      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
+      continue;
+    }
+    ttpu_buffer* b = rp->slot >= 0 ? w->st[rp->slot].buf
+                                   : rt->dev[dev].rng_state;
+    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
+  }
+done:
+  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  free(args);
+  free(outs);
+  free(c.stores);
+  free(c.ops);
+  /* Success or not, the window is spent: a failed window's outputs keep
+   * their previous values and the error goes to whoever ended it. */
+  window_clear(w);
+  return s;
+}
+
+ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
+  ttpu_window* w = rt->window;
+  if (!w || !w->n_recs) return NULL;
+  if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
+  return run_window(rt, w, why);
+}
+
+/* Cuts the window before its last `tail` ops: the window is recorded again
+ * from its calls up to the cut, run, and the tail recorded into the fresh
+ * window. (Re-recording keeps every storage's bookkeeping exact for the
+ * shorter window; it happens once per detected step.) */
+static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
+                                    int tail) {
+  int n = w->n_recs, head = n - tail;
+  if (head <= 0) return NULL;
+  int total = 0;
+  for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
+  ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
+  ttpu_buffer** held = malloc(((size_t)total + 1) * sizeof(*held));
+  if (!calls || !held) {
+    free(calls);
+    free(held);
+    return ttpu_window_flush(rt, TTPU_END_REPEAT);
+  }
+  /* Keep the calls, and their storages, past the window's reset. */
+  int nh = 0;
+  for (int k = 0; k < n; ++k) {
+    calls[k] = w->recs[k].call;
+    w->recs[k].call = NULL;
+    for (int sl = 0; sl < w->recs[k].plan.n_slots; ++sl) {
+      held[nh] = w->recs[k].plan.slots[sl].buf;
+      ttpu_buffer_retain(held[nh++]);
+    }
+  }
+  window_clear(w);
+  ttpu_status* s = NULL;
+  for (int k = 0; k < head && !s; ++k)
+    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
+  if (!s) s = run_window(rt, w, TTPU_END_REPEAT);
+  else window_clear(w);
+  for (int k = head; k < n && !s; ++k)
+    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
+  for (int k = 0; k < nh; ++k) ttpu_rt_release_locked(held[k]);
+  for (int k = 0; k < n; ++k) free(calls[k]);
+  free(calls);
+  free(held);
+  return s;
+}
+
+ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                                const ttpu_op_def* def) {
+  ttpu_window* w = window_of(rt);
+  if (!w) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  ttpu_status* s = NULL;
+  if (call->device < 0 || call->device >= rt->device_count)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
+                            call->device);
+  if (w->n_recs && w->device != call->device) {
+    s = ttpu_window_flush(rt, TTPU_END_DEVICE);
+    if (s) return s;
+  }
+  w->device = call->device;
+  s = append(rt, w, call, def);
+  if (s) return s;
+  uint64_t h = w->recs[w->n_recs - 1].hash;
+  /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
+  w->recent[w->seen % REPEAT_K] = h;
+  w->seen++;
+  if (w->since_anchor < REPEAT_K) w->prefix[w->since_anchor] = h;
+  w->since_anchor++;
+  if (w->since_anchor > 2 * REPEAT_K) {
+    int same = 1;
+    for (int k = 0; k < REPEAT_K && same; ++k)
+      same = w->recent[(w->seen - REPEAT_K + k) % REPEAT_K] == w->prefix[k];
+    if (same) {
+      /* The step's first REPEAT_K ops again: the next step began. */
+      w->since_anchor = REPEAT_K;
+      if (w->n_recs > REPEAT_K) return cut_before_tail(rt, w, REPEAT_K);
+      return NULL;
+    }
+  }
+  if (w->n_recs >= w->limit) return run_window(rt, w, TTPU_END_LIMIT);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ modes */
+
+ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
+      mode == TTPU_MODE_FUSED)
+    rt->mode = mode;
+  else if (!s)
+    s = ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown eager mode %d",
+                         (int)mode);
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) { return rt->mode; }
+
+ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
