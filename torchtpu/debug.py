@@ -1,39 +1,74 @@
 """Diagnostics: what the engine compiled, ran and moved, and why.
 
-    torchtpu.debug.metrics()   -> dict of counters
-    torchtpu.debug.report()    -> printable summary (also returned as str)
-"""
-import torch
+    torchtpu.debug.metrics()    -> dict of counters
+    torchtpu.debug.compiles()   -> the compile log: what, why, how long
+    torchtpu.debug.report()     -> printable summary (also returned as str)
 
+Every compile records its reason: "first compile", or which part of the
+signature changed ("input 0 size of dim 1 changed (8 -> 9)"). An op that
+keeps recompiling raises a UserWarning at the call site that names the
+changing dimension (TORCHTPU_RECOMPILE_WARN=N sets after how many, 0 turns
+it off). TORCHTPU_DUMP_DIR=<dir> writes every compiled program's StableHLO.
+"""
 from . import _C
 
 
 def metrics():
-    """Engine counters for all tpu devices, plus CPU fallbacks per op."""
+    """Engine counters for all tpu devices, plus CPU fallbacks per op.
+
+    compiles / compile_seconds / recompiles: programs compiled (recompiles:
+    of an op already compiled with another signature); cache_hits: in-memory
+    hits; disk_hits / disk_load_seconds / disk_writes: the persistent cache;
+    executions; h2d_bytes / d2h_bytes; bytes_in_use / peak_bytes_in_use;
+    fused_windows / fused_ops / fused_max_ops / fused_window_ends: fused mode
+    windows, the ops they held, and why each ended; cpu_fallbacks per op.
+    """
     m = dict(_C._compile_stats())
     m["cpu_fallbacks"] = dict(_C._fallback_counts())
     m["last_compile_reason"] = _C._last_compile_reason()
+    m["eager_mode"] = _C._eager_mode()
+    m["cache_dir"] = _C._cache_dir()
     return m
+
+
+def compiles(clear=False):
+    """The most recent compiles (up to 4096), oldest first: dicts with
+    what (op or fused window), reason, seconds, from_disk, ops."""
+    log = list(_C._compile_log())
+    if clear:
+        _C._clear_compile_log()
+    return log
 
 
 def report(file=None):
     m = metrics()
     p = _C._platform()
+    fb = m["cpu_fallbacks"]
+    ends = ", ".join(f"{k} {v}" for k, v in m["fused_window_ends"].items() if v)
+    windows = m["fused_windows"]
     lines = [
-        f"torchtpu on {p.get('name', '?')} ({p.get('plugin_path', '?')})",
-        f"  compiles            {m['compiles']} ({m['compile_seconds']:.2f} s)",
-        f"  cache hits          {m['cache_hits']}",
+        f"torchtpu on {p.get('name', '?')} ({p.get('plugin_path', '?')}), eager mode {m['eager_mode']}",
+        f"  compiles            {m['compiles']} ({m['compile_seconds']:.2f} s), recompiles {m['recompiles']}",
+        f"  cache hits          {m['cache_hits']} in memory",
+        f"  disk cache          {m['disk_hits']} loaded ({m['disk_load_seconds']:.2f} s), "
+        f"{m['disk_writes']} written, {m['cache_dir'] or 'off'}",
         f"  executions          {m['executions']}",
+        f"  fused windows       {windows}"
+        + (f", {m['fused_ops'] / windows:.1f} ops each (max {m['fused_max_ops']}); ended by {ends}" if windows else ""),
         f"  host->device bytes  {m['h2d_bytes']}",
         f"  device->host bytes  {m['d2h_bytes']}",
         f"  bytes in use        {m['bytes_in_use']} (peak {m['peak_bytes_in_use']})",
         f"  last compile        {m['last_compile_reason'] or '-'}",
     ]
-    fb = m["cpu_fallbacks"]
-    lines.append(f"  cpu fallbacks       {sum(fb.values())}" + (": " + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items())) if fb else ""))
+    lines.append(f"  cpu fallbacks       {sum(fb.values())}"
+                 + (": " + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items())) if fb else ""))
+    recent = [c for c in compiles() if not c["reason"].endswith("first compile")][-5:]
+    if recent:
+        lines.append("  recent recompiles:")
+        lines += [f"    {c['seconds'] * 1e3:7.1f} ms  {c['reason']}" for c in recent]
     text = "\n".join(lines)
     print(text, file=file)
     return text
 
 
-__all__ = ["metrics", "report"]
+__all__ = ["metrics", "compiles", "report"]

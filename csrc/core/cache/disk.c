@@ -316,7 +316,7 @@ ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt) {
   }
   if (!*dir) return NULL;
   const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
-  int64_t max = mb && *mb ? (int64_t)atoll(mb) << 20 : 0;
+  int64_t max = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
   return disk_open(rt, dir, max, &rt->disk);
 }
 

@@ -335,6 +335,9 @@ struct ttpu_last_sig {
   int* index;
   int n_parts;
   int recompiles; /* compiles after the first */
+  uint64_t change; /* what the last recompile changed ("input 0 size of
+                      dim 1"), hashed */
+  int same_change; /* recompiles in a row that changed it */
   int warned;
 };
 typedef struct ttpu_last_sig last_sig;
@@ -399,7 +402,14 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
              name);
   } else {
     char what[200] = "signature changed";
+    /* Name the most telling change: a tensor's geometry before a storage's
+     * size (which follows from it) or an argument. */
+    static const char* const order[] = {"input", "output", "argument",
+                                        "storage", "op"};
+    int found = 0;
+    for (int pass = 0; pass < 5 && !found; ++pass)
     for (int k = 0; k < p->n_parts; ++k) {
+      if (strcmp(p->part_label[k], order[pass])) continue;
       size_t a = p->part_at[k];
       size_t b = k + 1 < p->n_parts ? p->part_at[k + 1] : p->n_key;
       if (k >= prev->n_parts || prev->part_at[k] != a) break;
@@ -408,27 +418,45 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
       size_t j = 0;
       while (j < m && prev->key[a + j] == p->key[a + j]) ++j;
       if (j == m && b == pb) continue;
+      /* A tensor's sizes say more than the strides that follow from them. */
+      int geometry = pass < 2 && b == pb;
+      for (size_t q = 3; geometry && q + 1 < m; q += 2)
+        if (prev->key[a + q] != p->key[a + q]) {
+          j = q;
+          break;
+        }
       int64_t was = j < m ? prev->key[a + j] : 0;
       int64_t now = j < b - a ? p->key[a + j] : 0;
       describe_word(what, sizeof(what), p->part_label[k], p->part_index[k], j,
                     was, now);
+      found = 1;
       break;
     }
     snprintf(rt->last_reason, sizeof(rt->last_reason), "%s: recompiled: %s",
              name, what);
     prev->recompiles++;
     rt->dev[p->call->device].stats.recompiles++;
+    /* A model's many parameter shapes recompile an op now and then, each
+     * time differently; a dynamic dimension changes the same thing again
+     * and again. Only the latter warns. */
+    uint64_t change = 1469598103934665603ull;
+    const char* end = strstr(what, " changed");
+    for (const char* c = what; *c && c != end; ++c)
+      change = (change ^ (unsigned char)*c) * 1099511628211ull;
+    prev->same_change = change == prev->change ? prev->same_change + 1 : 1;
+    prev->change = change;
     const char* env = getenv("TORCHTPU_RECOMPILE_WARN");
     int limit = env && *env ? atoi(env) : 8;
-    if (limit > 0 && prev->recompiles >= limit && !prev->warned) {
+    if (limit > 0 && prev->same_change >= limit && !prev->warned) {
       prev->warned = 1;
       snprintf(rt->warning, sizeof(rt->warning),
-               "torchtpu: %s has been compiled %d times for new signatures; "
-               "last: %s. Each new shape compiles a new program: keep this "
+               "torchtpu: %s has been recompiled %d times in a row because "
+               "the same thing changed; last: %s. Each new shape compiles a "
+               "new program: keep this "
                "dimension fixed (pad or bucket it), or use "
                "torch.compile(backend=\"tpu\") with dynamic shapes marked. "
                "(TORCHTPU_RECOMPILE_WARN=N sets the threshold, 0 silences)",
-               name, prev->recompiles + 1, what);
+               name, prev->same_change, what);
     }
   }
   free(prev->key);

@@ -168,6 +168,11 @@ void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
 
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
   pthread_mutex_lock(&rt->mu);
+  /* Memory figures count what is alive: temporaries a fused window still
+   * holds die when it runs. Its error waits for the next synchronize. */
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  if (s && !rt->async_error) rt->async_error = s;
+  else ttpu_status_free(s);
   memset(out, 0, sizeof(*out));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;

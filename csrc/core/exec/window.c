@@ -47,7 +47,7 @@ typedef struct {
   ttpu_plan plan;
   int* store;           /* per plan slot */
   int f_off, i_off;
-  uint64_t hash;        /* signature + wiring, for the repeat detector */
+  uint64_t hash;        /* the op's signature, for the repeat detector */
   size_t key_at;        /* where its words start in the window key */
 } wrec;
 
@@ -413,15 +413,14 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   int rc = w->n_key ? 0 : key_add(w, WINDOW_TAG);
   r->key_at = w->n_key;
   rc |= key_add(w, (int64_t)p->n_key);
+  /* The op's own signature hash: the same op in the next step hashes the
+   * same wherever its window began. */
   uint64_t h = 0x51ed270b27ull;
   for (size_t k = 0; k < p->n_key; ++k) {
     rc |= key_add(w, p->key[k]);
     h = mix(h, (uint64_t)p->key[k]);
   }
-  for (int sl = 0; sl < p->n_slots; ++sl) {
-    rc |= key_add(w, r->store[sl]);
-    h = mix(h, (uint64_t)r->store[sl]);
-  }
+  for (int sl = 0; sl < p->n_slots; ++sl) rc |= key_add(w, r->store[sl]);
   r->hash = h;
   w->n_recs++;
   if (rc) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
