@@ -18,6 +18,7 @@ extern const ttpu_op_def ttpu_ops_random[];
 extern const ttpu_op_def ttpu_ops_foreach[];
 extern const ttpu_op_def ttpu_ops_linalg[];
 extern const ttpu_op_def ttpu_ops_conv[];
+extern const ttpu_op_def ttpu_ops_amp[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -33,6 +34,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_foreach,
     ttpu_ops_linalg,
     ttpu_ops_conv,
+    ttpu_ops_amp,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
