@@ -387,6 +387,24 @@ def test_masked_scatter(dtype):
     check(lambda t, m, s: t.clone().masked_scatter_(m[0], s[:30].reshape(6, 4)), x, m, s, noncontig=f32(dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_masked_scatter_broadcasts_self(dtype):
+    # the functional form broadcasts a 1-d self against a 2-d mask
+    x = rand(5, dtype=dtype, requires_grad=fp(dtype))
+    m = rand(4, 5, seed=4) > 0
+    s = rand(4, 5, dtype=dtype, requires_grad=fp(dtype), seed=2)
+    check(lambda t, m, s: t.masked_scatter(m, s), x, m, s, grad=f32(dtype), noncontig=f32(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_put_every_dim_indexed(dtype):
+    # no window dims left: the scatter's update is one element per index
+    x = rand(3, 4, 5, dtype=dtype, requires_grad=fp(dtype))
+    v = rand(6, 2, 1, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    i, j, k = T(0, 2, 1, 1, 0, 2)[:, None, None], T(3, 1)[None, :, None], T(4, 0)[None, None, :1]
+    check(lambda t, v: t.index_put((i, j, k), v, accumulate=True), x, v, grad=f32(dtype), noncontig=f32(dtype))
+
+
 def test_masked_scatter_too_few_raises():
     same_error(lambda t, m, s: t.masked_scatter(m, s), rand(4, 5),
                torch.ones(4, 5, dtype=torch.bool), rand(7))

@@ -842,7 +842,10 @@ static ttpu_val mask_rank(ttpu_hlo* b, ttpu_val m) {
 static ttpu_status* lower_masked_scatter(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  ttpu_val x = ttpu_l_tensor(L, 0);
+  /* The functional form broadcasts self and mask together (a 1-d self
+   * with a 2-d mask gives a 2-d result); the in-place one keeps self's
+   * shape. Either way the output's shape is the one to fill. */
+  ttpu_val x = ttpu_hlo_broadcast_to(b, ttpu_l_tensor(L, 0), ot.ndim, ot.dims);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val m = ttpu_hlo_convert(b, tensor_arg(L, 1, TTPU_BOOL), TTPU_BOOL);
   m = flatten(b, ttpu_hlo_broadcast_to(b, m, tx.ndim, tx.dims));
