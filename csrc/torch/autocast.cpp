@@ -39,6 +39,9 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 #define TTPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
   AT_FORALL_FP32(TTPU_FP32)
+  // Beyond the shared list (CPU autocast has it too): cross_entropy passes
+  // its input's dtype to log_softmax, which would keep a bfloat16 loss.
+  TTPU_FP32(cross_entropy_loss)
 #undef TTPU_FP32
 
 #define TTPU_FP32_SET_OPT_DTYPE(...) \
