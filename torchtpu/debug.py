@@ -31,6 +31,8 @@ def report(file=None):
     ]
     fb = m["cpu_fallbacks"]
     lines.append(f"  cpu fallbacks       {sum(fb.values())}" + (": " + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items())) if fb else ""))
+    from . import distributed  # collectives: which path ran, how often
+    lines += distributed.report_lines()
     text = "\n".join(lines)
     print(text, file=file)
     return text
