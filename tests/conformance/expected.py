@@ -36,9 +36,37 @@ KEEP_ON_CPU = {
 # the sample says when to compare dtype and shape only.
 SHAPE_ONLY_SAMPLES = {
     "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0.0) > 0.0,
+    # args after the query: key, value, embed_dim, num_heads,
+    # in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p
+    "nn.functional.multi_head_attention_forward":
+        lambda s: s.kwargs.get("training", True) and s.args[9] > 0.0,
 }
 
+# Looser (atol, rtol) than the defaults for (entry, dtype), with the reason.
+TOLERANCE = {
+    # Its samples produce outputs up to ~1e3 from sums of terms that
+    # cancel: float32 summation order alone moves results by ~1e-5
+    # relative.
+    ("nn.functional.multi_head_attention_forward", "float32"): (1e-3, 1e-4),
+    ("nn.functional.multi_head_attention_forward", "bfloat16"): (1e-1, 1.6e-2),
+    # beta*self and alpha*outer(v1, v2) are each rounded to bfloat16 (terms
+    # up to ~10, half an ulp ~0.02) before they are added and cancel.
+    ("addr", "bfloat16"): (5e-2, 1.6e-2),
+}
+
+_STATS_DTYPE = ("mean/rstd come back float32 for bfloat16 input, as PyTorch's meta function "
+                "(which sizes our outputs) and CUDA say; the CPU kernel returns bfloat16. "
+                "The normalized output matches.")
+_EVAL_STATS = ("in eval mode the saved mean/invstd are (C,) as PyTorch's meta function says; "
+               "the CPU kernel returns empty tensors. The normalized output matches.")
+
 EXPECTED_FAILURES = {
+    ("native_layer_norm", "bfloat16", "fwd"): _STATS_DTYPE,
+    ("native_batch_norm", "bfloat16", "fwd"): _STATS_DTYPE,
+    ("_native_batch_norm_legit", "bfloat16", "fwd"): _STATS_DTYPE,
+    ("_batch_norm_with_update", "bfloat16", "fwd"): _STATS_DTYPE,
+    ("native_batch_norm", "float32", "fwd"): _EVAL_STATS,
+    ("_native_batch_norm_legit", "float32", "fwd"): _EVAL_STATS,
 }
 
 

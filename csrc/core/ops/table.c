@@ -19,6 +19,7 @@ extern const ttpu_op_def ttpu_ops_foreach[];
 extern const ttpu_op_def ttpu_ops_linalg[];
 extern const ttpu_op_def ttpu_ops_conv[];
 extern const ttpu_op_def ttpu_ops_amp[];
+extern const ttpu_op_def ttpu_ops_special[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -35,6 +36,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_linalg,
     ttpu_ops_conv,
     ttpu_ops_amp,
+    ttpu_ops_special,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
