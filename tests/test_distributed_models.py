@@ -198,20 +198,31 @@ def check_losses(name, got, want, tol):
         assert abs(g - w) <= tol * max(1.0, abs(w)), f"{name} step {step}: {g} vs single-process {w}"
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_models_match_single_process(world, tmp_path):
-    res = results(run_ranks(SCRIPT, "models", world, ["ddp,fsdp,dcp,tp", tmp_path],
-                            timeout=240))
+ALL = "ddp,fsdp,dcp,tp"
+# Compiles dominate (each rank compiles its own programs) and 4 ranks share
+# 2 cores: CI runs everything on 2 ranks and FSDP2 on 4;
+# TORCHTPU_DIST_FULL=1 runs everything on 4 ranks too (about 3 minutes).
+CASES = [(2, ALL), (4, ALL if os.environ.get("TORCHTPU_DIST_FULL") == "1" else "fsdp")]
+
+
+@pytest.mark.parametrize("world,parts", CASES)
+def test_models_match_single_process(world, parts, tmp_path):
+    res = results(run_ranks(SCRIPT, "models", world, [parts, tmp_path], timeout=400))
     ref = reference_losses()
     assert ref[-1] < ref[0]
     for r in res:
         for name in ("ddp", "ddp_hook", "fsdp", "tp"):
-            check_losses(name, r[name], ref, 2e-4)
+            if name.split("_")[0] in parts:
+                check_losses(name, r[name], ref, 2e-4)
         # bf16 parameters: the same curve within bf16's precision
         check_losses("fsdp_bf16", r["fsdp_bf16"], ref, 3e-2)
-        assert r["ddp_allreduce_per_step"] >= 3, "DDP used fewer buckets than expected"
-        assert r["dcp_round_trip"] is True
-        assert r["dtensor_redistribute"] is True
+        if "ddp" in parts:
+            # the step's loss average plus at least two gradient buckets
+            assert r["ddp_allreduce_per_step"] >= 3, "DDP used a single bucket"
+        if "dcp" in parts:
+            assert r["dcp_round_trip"] is True
+        if "tp" in parts:
+            assert r["dtensor_redistribute"] is True
 
 
 if __name__ == "__main__":
