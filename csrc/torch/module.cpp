@@ -43,8 +43,11 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 
 }  // namespace torchtpu
 
+namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torchtpu;
+  init_aot(m);
   m.doc() = "torchtpu C++ glue: PrivateUse1 registration and engine access";
 
   m.def("_init", [] { runtime(); },
