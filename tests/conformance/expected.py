@@ -42,8 +42,13 @@ SHAPE_ONLY_SAMPLES = {
         lambda s: s.kwargs.get("training", True) and s.args[9] > 0.0,
 }
 
-# Looser (atol, rtol) than the defaults for (entry, dtype), with the reason.
+# Looser (atol, rtol) than the defaults for (entry, dtype) or (entry,
+# dtype, phase), with the reason.
 TOLERANCE = {
+    # The gradient formula subtracts exponentials of nearby large numbers:
+    # the CPU's own float32 gradient is 3e-3 off the float64 one on these
+    # samples, ours 4e-3.
+    ("logcumsumexp", "float32", "bwd"): (1e-2, 1e-3),
     # Its samples produce outputs up to ~1e3 from sums of terms that
     # cancel: float32 summation order alone moves results by ~1e-5
     # relative.

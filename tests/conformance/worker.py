@@ -86,8 +86,8 @@ def tolerance(op, dtype_name, phase):
         return (0.0, 0.0)
     from . import expected as xf
     own = _opinfo_tol(op, _dtype(dtype_name))
-    if (entry_name(op), dtype_name) in xf.TOLERANCE:
-        t = xf.TOLERANCE[(entry_name(op), dtype_name)]
+    t = xf.TOLERANCE.get((entry_name(op), dtype_name, phase), xf.TOLERANCE.get((entry_name(op), dtype_name)))
+    if t:
         own = (max(own[0], t[0]), max(own[1], t[1])) if own else t
     if own:
         base = (max(base[0], own[0]), max(base[1], own[1]))

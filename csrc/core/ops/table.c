@@ -20,6 +20,8 @@ extern const ttpu_op_def ttpu_ops_linalg[];
 extern const ttpu_op_def ttpu_ops_conv[];
 extern const ttpu_op_def ttpu_ops_amp[];
 extern const ttpu_op_def ttpu_ops_special[];
+extern const ttpu_op_def ttpu_ops_scan[];
+extern const ttpu_op_def ttpu_ops_matrix[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -37,6 +39,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_conv,
     ttpu_ops_amp,
     ttpu_ops_special,
+    ttpu_ops_scan,
+    ttpu_ops_matrix,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
