@@ -182,6 +182,11 @@ def scenario_models(parts, ckpt_dir):
     dist.barrier()
     dist.destroy_process_group()
     emit(out)
+    # A process that ran backward on tpu sometimes aborts in its exit-time
+    # teardown ("terminate called without an active exception", without any
+    # distributed use too); that is not what these tests are about.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 SCENARIOS = {"models": scenario_models}
