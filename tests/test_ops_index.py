@@ -387,6 +387,66 @@ def test_masked_scatter(dtype):
     check(lambda t, m, s: t.clone().masked_scatter_(m[0], s[:30].reshape(6, 4)), x, m, s, noncontig=f32(dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_masked_scatter_broadcasts_self(dtype):
+    # the functional form broadcasts a 1-d self against a 2-d mask
+    x = rand(5, dtype=dtype, requires_grad=fp(dtype))
+    m = rand(4, 5, seed=4) > 0
+    s = rand(4, 5, dtype=dtype, requires_grad=fp(dtype), seed=2)
+    check(lambda t, m, s: t.masked_scatter(m, s), x, m, s, grad=f32(dtype), noncontig=f32(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_put_every_dim_indexed(dtype):
+    # no window dims left: the scatter's update is one element per index
+    x = rand(3, 4, 5, dtype=dtype, requires_grad=fp(dtype))
+    v = rand(6, 2, 1, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    i, j, k = T(0, 2, 1, 1, 0, 2)[:, None, None], T(3, 1)[None, :, None], T(4, 0)[None, None, :1]
+    check(lambda t, v: t.index_put((i, j, k), v, accumulate=True), x, v, grad=f32(dtype), noncontig=f32(dtype))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_reduce(reduce, include_self, dtype):
+    x = rand(5, 4, dtype=dtype, requires_grad=fp(dtype))
+    src = rand(3, 4, dtype=dtype, requires_grad=fp(dtype), seed=1)
+    g = f32(dtype) and reduce != "prod"
+    check(lambda t, i, s: t.index_reduce(0, i, s, reduce, include_self=include_self), x, T(4, 0, 4), src,
+          grad=g, noncontig=f32(dtype))
+    check(lambda t, i, s: t.clone().index_reduce_(1, i, s, reduce, include_self=include_self),
+          x, T(3, 1), rand(5, 2, dtype=dtype, seed=2), noncontig=False)
+
+
+def test_index_reduce_bad_reduce_raises():
+    same_error(lambda t, s: t.index_reduce(0, T(0), s, "sum"), rand(3, 2), rand(1, 2))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_unpool(dtype):
+    x = rand(2, 3, 6, 8, dtype=torch.float32)
+    v, i = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+    v = v.to(dtype).requires_grad_(fp(dtype))
+    check(lambda t, j: torch.nn.functional.max_unpool2d(t, j, 2), v, i, grad=f32(dtype), noncontig=False)
+    # a non-contiguous self (the CPU kernel rejects non-contiguous indices)
+    check(lambda t, j: torch.nn.functional.max_unpool2d(t.transpose(2, 3).contiguous().transpose(2, 3), j, 2),
+          v, i, noncontig=False)
+    check(lambda t, j: torch.nn.functional.max_unpool2d(t, j, 2, output_size=(7, 9)), v, i, noncontig=False)
+    x3 = rand(1, 2, 4, 4, 6, dtype=torch.float32)
+    v3, i3 = torch.nn.functional.max_pool3d(x3, 2, return_indices=True)
+    check(lambda t, j: torch.nn.functional.max_unpool3d(t, j, 2), v3.to(dtype), i3, noncontig=False)
+
+
+def test_max_unpool_integer_not_implemented():
+    same_error(lambda t, j: torch.nn.functional.max_unpool2d(t, j, 1), torch.ones(1, 1, 2, 2, dtype=torch.int64),
+               torch.zeros(1, 1, 2, 2, dtype=torch.int64))
+
+
+def test_max_unpool_bad_index_raises():
+    same_error(lambda t, j: torch.nn.functional.max_unpool2d(t, j, 1), rand(1, 1, 2, 2),
+               torch.tensor([[[[0, 1], [2, 9]]]]))
+
+
 def test_masked_scatter_too_few_raises():
     same_error(lambda t, m, s: t.masked_scatter(m, s), rand(4, 5),
                torch.ones(4, 5, dtype=torch.bool), rand(7))

@@ -242,3 +242,9 @@ def test_norm_variants():
     check(lambda t: torch.ops.aten.norm.ScalarOpt_dtype(t, 2, dtype=torch.float64), x)
     check(lambda t: torch.linalg.vector_norm(t, dtype=torch.float64), x)
     check(lambda t: torch.linalg.vector_norm(t, 2, dim=1), torch.zeros(2, 3))
+
+
+def test_amax_amin_out():
+    x = rand(*SHAPE)
+    check(lambda t: torch.amax(t, 1, out=torch.empty(3, 5, device=t.device)), x)
+    check(lambda t: torch.amin(t, (0, 2), keepdim=True, out=torch.empty(1, 4, 1, device=t.device)), x)

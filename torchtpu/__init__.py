@@ -41,6 +41,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 from . import _printing  # noqa: E402
 from . import debug  # noqa: E402
 from .modes import flush, get_eager_mode, set_eager_mode  # noqa: E402
+from . import distributed  # noqa: E402  (the "tpu" c10d backend)
+
+distributed.register()
 
 _printing.install()
 

@@ -66,6 +66,8 @@ def report(file=None):
     if recent:
         lines.append("  recent recompiles:")
         lines += [f"    {c['seconds'] * 1e3:7.1f} ms  {c['reason']}" for c in recent]
+    from . import distributed  # collectives: which path ran, how often
+    lines += distributed.report_lines()
     text = "\n".join(lines)
     print(text, file=file)
     return text

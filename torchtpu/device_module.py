@@ -350,3 +350,8 @@ class Event(metaclass=_TorchTypeFactory):
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
         return torch.Event(device=_BACKEND, enable_timing=enable_timing,
                            blocking=blocking, interprocess=interprocess)
+
+
+# torch.tpu.amp, and what torch.autocast("tpu") asks of the device module.
+from . import amp  # noqa: E402
+from .amp import get_amp_supported_dtype  # noqa: E402,F401

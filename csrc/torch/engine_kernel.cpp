@@ -400,6 +400,8 @@ class CallPacker {
     call.outputs = outputs_.data();
     call.common_dtype = common_dtype;
     call.device = device;
+    call.matmul_precision =
+        static_cast<int>(at::globalContext().float32MatmulPrecision());
     return call;
   }
 

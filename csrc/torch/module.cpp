@@ -1,4 +1,5 @@
 // torchtpu._C: what the Python package needs from the glue and the engine.
+#include "distributed.h"
 #include "generator.h"
 #include "guard.h"
 #include "ops.h"
@@ -56,8 +57,11 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 
 }  // namespace torchtpu
 
+namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torchtpu;
+  init_aot(m);
   m.doc() = "torchtpu C++ glue: PrivateUse1 registration and engine access";
 
   m.def("_init", [] { runtime(); },
@@ -181,6 +185,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     return names;
   });
+
+  init_distributed(m);
 
   m.def("_current_stream", [](int device) {
     return stream_tuple(current_stream(resolve_device(device)));

@@ -229,6 +229,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   rc |= key_push(p, nt);
   rc |= key_push(p, no);
   rc |= key_push(p, call->common_dtype);
+  rc |= key_push(p, call->matmul_precision);
   rc |= key_push(p, p->n_f);
   rc |= key_push(p, p->n_i);
   for (int s = 0; s < p->n_slots; ++s) {

@@ -22,6 +22,8 @@ static const char* binop_name(ttpu_binop op) {
     case TTPU_SHL: return "stablehlo.shift_left";
     case TTPU_SHR_A: return "stablehlo.shift_right_arithmetic";
     case TTPU_SHR_L: return "stablehlo.shift_right_logical";
+    case TTPU_ZETA: return "chlo.zeta";
+    case TTPU_NEXT_AFTER: return "chlo.next_after";
   }
   return NULL;
 }
@@ -38,7 +40,7 @@ static int binop_accepts(ttpu_binop op, ttpu_dtype dt) {
       return fl || in;
     case TTPU_AND: case TTPU_OR: case TTPU_XOR:
       return in || bo;
-    case TTPU_ATAN2:
+    case TTPU_ATAN2: case TTPU_ZETA: case TTPU_NEXT_AFTER:
       return fl;
     case TTPU_SHL: case TTPU_SHR_A: case TTPU_SHR_L:
       return in;
@@ -97,6 +99,9 @@ static const char* unop_name(ttpu_unop op) {
      * rational approximation; it is both exact to ~1 ulp and what JAX
      * emits, so it is the safest choice over a home-made polynomial. */
     case TTPU_ERF: return "chlo.erf";
+    case TTPU_LGAMMA: return "chlo.lgamma";
+    case TTPU_DIGAMMA: return "chlo.digamma";
+    case TTPU_BESSEL_I1E: return "chlo.bessel_i1e";
   }
   return NULL;
 }

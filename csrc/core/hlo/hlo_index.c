@@ -201,7 +201,10 @@ ttpu_val ttpu_hlo_scatter(ttpu_hlo* b, ttpu_val operand, ttpu_val indices,
                            i);
     }
   }
-  char* regions = scatter_region(b, to->dtype, combine);
+  /* By value: building the region adds values, which may move the value
+   * array that `to` points into. */
+  ttpu_type r = *to;
+  char* regions = scatter_region(b, r.dtype, combine);
   if (!regions) return TTPU_VAL_ERROR;
   ttpu_hloi_buf a = {0};
   int first = 1;
@@ -223,7 +226,6 @@ ttpu_val ttpu_hlo_scatter(ttpu_hlo* b, ttpu_val operand, ttpu_val indices,
                        "false, unique_indices = false",
                        first ? "" : ", ", (long long)ivd);
   char* attrs = ttpu_hloi_buf_take(&a);
-  ttpu_type r = *to;
   ttpu_val ops[3] = {operand, indices, updates};
   ttpu_val v = ttpu_hloi_emit(b, what, ops, 3, regions, attrs, &r, 1, NULL);
   free(regions);

@@ -1,4 +1,4 @@
-/* hlo_linalg.c - dot_general and convolution. */
+/* hlo_linalg.c - dot_general, convolution, cholesky, triangular_solve. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,4 +284,48 @@ ttpu_val ttpu_hlo_convolution_general(
   ttpu_val v = ttpu_hloi_op(b, what, ops, 2, attrs, out);
   free(attrs);
   return v;
+}
+
+/* Square float matrices in the last two dims. */
+static int square_float(ttpu_hlo* b, const ttpu_type* t, const char* what) {
+  if (!ttpu_hloi_is_floatlike(t->dtype) || t->ndim < 2 ||
+      t->dims[t->ndim - 1] != t->dims[t->ndim - 2]) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                  "%s: expected square float matrices", what);
+    return 0;
+  }
+  return 1;
+}
+
+ttpu_val ttpu_hlo_cholesky(ttpu_hlo* b, ttpu_val a, int lower) {
+  const char* what = "stablehlo.cholesky";
+  const ttpu_type* ta = ttpu_hloi_check(b, a, what);
+  if (!ta || !square_float(b, ta, what)) return TTPU_VAL_ERROR;
+  return ttpu_hloi_op(b, what, &a, 1, lower ? "lower = true" : "lower = false",
+                      *ta);
+}
+
+ttpu_val ttpu_hlo_triangular_solve(ttpu_hlo* b, ttpu_val a, ttpu_val rhs,
+                                   int left_side, int lower,
+                                   int unit_diagonal, int transpose_a) {
+  const char* what = "stablehlo.triangular_solve";
+  const ttpu_type* ta = ttpu_hloi_check(b, a, what);
+  const ttpu_type* tr = ttpu_hloi_check(b, rhs, what);
+  if (!ta || !tr || !square_float(b, ta, what)) return TTPU_VAL_ERROR;
+  int n = ta->ndim;
+  int ok = tr->ndim == n && tr->dtype == ta->dtype &&
+           tr->dims[left_side ? n - 2 : n - 1] == ta->dims[n - 1];
+  for (int i = 0; ok && i < n - 2; i++) ok = tr->dims[i] == ta->dims[i];
+  if (!ok)
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "%s: right-hand side does not fit the matrix", what);
+  char attrs[200];
+  snprintf(attrs, sizeof attrs,
+           "left_side = %s, lower = %s, unit_diagonal = %s, transpose_a = "
+           "#stablehlo<transpose %s>",
+           left_side ? "true" : "false", lower ? "true" : "false",
+           unit_diagonal ? "true" : "false",
+           transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE");
+  ttpu_val ops[2] = {a, rhs};
+  return ttpu_hloi_op(b, what, ops, 2, attrs, *tr);
 }

@@ -74,6 +74,10 @@ typedef enum {
   TTPU_ADD, TTPU_SUB, TTPU_MUL, TTPU_DIV, TTPU_REM, TTPU_POW, TTPU_MAX,
   TTPU_MIN, TTPU_AND, TTPU_OR, TTPU_XOR, TTPU_ATAN2, TTPU_SHL, TTPU_SHR_A,
   TTPU_SHR_L,
+  /* float only, printed as XLA's chlo ops (legalized by the CPU plugin and
+   * libtpu, as chlo.erf): Hurwitz zeta(s, q) (for q > 0) and
+   * nextafter(x, y) */
+  TTPU_ZETA, TTPU_NEXT_AFTER,
 } ttpu_binop;
 ttpu_val ttpu_hlo_binary(ttpu_hlo* b, ttpu_binop op, ttpu_val x, ttpu_val y);
 
@@ -84,6 +88,7 @@ typedef enum {
   TTPU_IS_FINITE, /* result i1 */
   TTPU_ERF, /* printed as "chlo.erf" (XLA's own approximation, ~1 ulp);
               verified to compile on the CPU plugin for f16/bf16/f32/f64 */
+  TTPU_LGAMMA, TTPU_DIGAMMA, TTPU_BESSEL_I1E, /* chlo ops too, float only */
 } ttpu_unop;
 ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x);
 
@@ -148,6 +153,16 @@ ttpu_val ttpu_hlo_reduce_window(ttpu_hlo* b, ttpu_val x, ttpu_redop op,
 ttpu_val ttpu_hlo_cumulative(ttpu_hlo* b, ttpu_val x, ttpu_redop op, int dim);
 
 /* ---- linear algebra */
+/* Cholesky factor of the symmetric positive-definite matrices in a
+ * (batch..., n, n), float. Only the requested triangle is meaningful; a
+ * matrix that is not positive-definite gives NaNs. */
+ttpu_val ttpu_hlo_cholesky(ttpu_hlo* b, ttpu_val a, int lower);
+/* Solves op(a) x = rhs (left_side) or x op(a) = rhs for triangular a
+ * (batch..., n, n); rhs (batch..., n, k) / (batch..., k, n), same batch
+ * and dtype; op transposes a when transpose_a. */
+ttpu_val ttpu_hlo_triangular_solve(ttpu_hlo* b, ttpu_val a, ttpu_val rhs,
+                                   int left_side, int lower,
+                                   int unit_diagonal, int transpose_a);
 typedef enum { TTPU_PREC_DEFAULT = 0, TTPU_PREC_HIGH, TTPU_PREC_HIGHEST }
     ttpu_precision;
 /* dot_general; result dtype `out` (accumulation type hint). Result dims:

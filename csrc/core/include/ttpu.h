@@ -310,6 +310,12 @@ typedef struct {
    * on CPU), or TTPU_DTYPE_NONE when the glue did not compute it. */
   ttpu_dtype common_dtype;
   int device;
+  /* torch.set_float32_matmul_precision for float32 contractions (matmul
+   * family, convolution): 0 "highest" (full fp32: XLA HIGHEST; the value
+   * of a zero-initialized call), 1 "high" (XLA HIGH: three bf16 passes),
+   * 2 "medium" (XLA DEFAULT: one bf16 pass on a TPU). The numbering is
+   * at::Float32MatmulPrecision's. Part of the program signature. */
+  int matmul_precision;
 } ttpu_op_call;
 
 /* Id of an ATen overload name ("add.Tensor", "relu.default" is "relu"),

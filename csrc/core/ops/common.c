@@ -101,7 +101,13 @@ ttpu_val ttpu_l_scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
   return ttpu_hlo_scatter(b, x, idx, upd, &dn, combine);
 }
 
-ttpu_precision ttpu_l_precision(ttpu_dtype dt) {
-  return dt == TTPU_F32 || dt == TTPU_F64 ? TTPU_PREC_HIGHEST
-                                          : TTPU_PREC_DEFAULT;
+ttpu_precision ttpu_l_precision(ttpu_lower* L, ttpu_dtype dt) {
+  if (dt == TTPU_F64) return TTPU_PREC_HIGHEST;
+  if (dt != TTPU_F32) return TTPU_PREC_DEFAULT;
+  /* PyTorch's setting covers float32 only, as on CUDA (TF32). */
+  switch (ttpu_l_call(L)->matmul_precision) {
+    case 1: return TTPU_PREC_HIGH;      /* "high" */
+    case 2: return TTPU_PREC_DEFAULT;   /* "medium" */
+    default: return TTPU_PREC_HIGHEST;  /* "highest" */
+  }
 }

@@ -279,7 +279,7 @@ static ttpu_val conv_fwd(ttpu_lower* L, ttpu_val x, ttpu_val w,
   x = crop(L, x, 2, g->n, cut_lo, cut_hi);
   return ttpu_hlo_convolution(ttpu_l_hlo(L), x, w, g->n, g->stride, padding,
                               NULL, g->dil, g->groups, 1, acc,
-                              ttpu_l_precision(tx.dtype));
+                              ttpu_l_precision(L, tx.dtype));
 }
 
 /* The gradient of conv_fwd with respect to its input (equivalently a
@@ -325,7 +325,7 @@ static ttpu_val conv_dgrad(ttpu_lower* L, ttpu_val gy, ttpu_val w,
     one[i] = 1;
   }
   ttpu_val r = ttpu_hlo_convolution(h, gy, k, n, one, padding, g->stride,
-                                    g->dil, G, 1, acc, ttpu_l_precision(tg.dtype));
+                                    g->dil, G, 1, acc, ttpu_l_precision(L, tg.dtype));
   if (!need_cut) return r;
   ttpu_type tr = ttpu_l_type(L, r);
   int64_t s[MAXD], e[MAXD], st[MAXD];
@@ -377,7 +377,7 @@ static ttpu_val conv_wgrad(ttpu_lower* L, ttpu_val x, ttpu_val gy,
   for (int i = 0; i < n; ++i) od[2 + i] = k_sp[i];
   return ttpu_hlo_convolution_general(
       ttpu_l_hlo(L), x, gy, n, &dn, g->dil, padding, NULL, g->stride, 1,
-      g->groups, ttpu_type_make(acc, n + 2, od), ttpu_l_precision(tx.dtype));
+      g->groups, ttpu_type_make(acc, n + 2, od), ttpu_l_precision(L, tx.dtype));
 }
 
 /* Reads stride/padding/dilation/groups starting at arg `a` (stride, pad,

@@ -391,9 +391,11 @@ static ttpu_val floor_div_pos(ttpu_hlo* b, ttpu_val a, ttpu_val d) {
 }
 
 /* The scatter family. src_arg holds a tensor or a Scalar; reduce is the
- * reduction (RED_NONE: plain assignment); include_self as scatter_reduce. */
+ * reduction (RED_NONE: plain assignment); include_self as scatter_reduce.
+ * along_dim: the index is 1-d along dim of src (index_reduce) and applies
+ * to every slice. */
 static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
-                                   int include_self) {
+                                   int include_self, int along_dim) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_dtype dt = ot.dtype;
@@ -401,6 +403,12 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
   int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val idx = at_least_1d(b, index_arg(L, 2));
+  if (along_dim) {
+    ttpu_type tsrc = ttpu_l_type(L, at_least_1d(b, ttpu_l_tensor(L, 3)));
+    tsrc.dtype = TTPU_I64;
+    int64_t map[1] = {dim};
+    idx = ttpu_hlo_broadcast_in_dim(b, idx, tsrc, map);
+  }
   ttpu_type ti = ttpu_l_type(L, idx);
   if (ttpu_type_numel(&ti) == 0 || ttpu_type_numel(&tx) == 0) {
     ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, x, ot));
@@ -471,9 +479,66 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
   return NULL;
 }
 
+/* index_reduce(self, int dim, Tensor index, Tensor source, str reduce, *,
+ * bool include_self=True): scatter_reduce with index along dim. */
+static ttpu_status* lower_index_reduce(ttpu_lower* L) {
+  const char* s = ttpu_l_str(L, 4, "");
+  if (strcmp(s, "prod") && strcmp(s, "mean") && strcmp(s, "amax") && strcmp(s, "amin"))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "index_reduce(): Expected reduce to be one of prod, "
+                            "mean, amax or amin.");
+  if (!index_dtype_ok(L, 2, 1, TTPU_INVALID_ARGUMENT,
+                      "index_reduce_(): Expected dtype int32/int64 for index but got: %s"))
+    return NULL;
+  return scatter_common(L, parse_reduce(L, s), ttpu_l_bool(L, 5, 1), 1);
+}
+
+/* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices,
+ * output_size, stride, padding): each value goes to its flat index within
+ * its plane of the output's last k dims; the rest is zero. */
+static ttpu_status* max_unpool(ttpu_lower* L, int k) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!ttpu_dtype_is_float(ot.dtype)) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"max_unpool%dd\" not implemented for '%s'", k,
+                  ttpu_dtype_torch_title(ot.dtype));
+    return NULL;
+  }
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
+  ttpu_type tx = ttpu_l_type(L, x);
+  if (!index_dtype_ok(L, 1, 0, TTPU_INVALID_ARGUMENT,
+                      "elements in indices should be type int64 but got: %s"))
+    return NULL;
+  int64_t plane = 1, in_plane = 1;
+  for (int d = ot.ndim - k; d < ot.ndim; ++d) plane *= ot.dims[d];
+  for (int d = tx.ndim - k; d < tx.ndim; ++d) in_plane *= tx.dims[d];
+  int64_t planes = plane ? ttpu_type_numel(&ot) / plane : 0;
+  if (planes == 0 || in_plane == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  int64_t d2[2] = {planes, in_plane}, o2[2] = {planes, plane};
+  ttpu_val v = ttpu_hlo_reshape(b, x, 2, d2);
+  ttpu_val idx = ttpu_hlo_reshape(b, index_arg(L, 1), 2, d2);
+  char fmt[160];
+  int n = snprintf(fmt, sizeof fmt, "Found an invalid max index: %%lld (output volumes are of size ");
+  for (int d = ot.ndim - k; d < ot.ndim && n > 0 && n < (int)sizeof fmt; ++d)
+    n += snprintf(fmt + n, sizeof fmt - (size_t)n, d > ot.ndim - k ? "x%lld" : "%lld",
+                  (long long)ot.dims[d]);
+  if (n > 0 && n < (int)sizeof fmt) snprintf(fmt + n, sizeof fmt - (size_t)n, ")");
+  check(L, oob_info(b, idx, 0, 1, plane), TTPU_INVALID_ARGUMENT, fmt);
+  ttpu_val r = scatter_elems(b, zeros(b, ttpu_type_make(ot.dtype, 2, o2)), coords(b, idx, 1),
+                             v, TTPU_SCATTER_SET);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  return NULL;
+}
+
+static ttpu_status* lower_max_unpool2d(ttpu_lower* L) { return max_unpool(L, 2); }
+static ttpu_status* lower_max_unpool3d(ttpu_lower* L) { return max_unpool(L, 3); }
+
 /* scatter.src / scatter.value (and in place) */
 static ttpu_status* lower_scatter(ttpu_lower* L) {
-  return scatter_common(L, RED_NONE, 1);
+  return scatter_common(L, RED_NONE, 1, 0);
 }
 
 /* scatter.reduce / scatter.value_reduce: *, str reduce ("add"/"multiply") */
@@ -482,12 +547,12 @@ static ttpu_status* lower_scatter_reduce_str(ttpu_lower* L) {
   if (strcmp(s, "add") && strcmp(s, "multiply"))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "reduce argument must be either add or multiply.");
-  return scatter_common(L, parse_reduce(L, s), 1);
+  return scatter_common(L, parse_reduce(L, s), 1, 0);
 }
 
 /* scatter_add(Tensor self, int dim, Tensor index, Tensor src) */
 static ttpu_status* lower_scatter_add(ttpu_lower* L) {
-  return scatter_common(L, RED_SUM, 1);
+  return scatter_common(L, RED_SUM, 1, 0);
 }
 
 /* scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src,
@@ -495,7 +560,7 @@ static ttpu_status* lower_scatter_add(ttpu_lower* L) {
 static ttpu_status* lower_scatter_reduce(ttpu_lower* L) {
   red_kind r = parse_reduce(L, ttpu_l_str(L, 4, ""));
   if (r == RED_NONE) return NULL; /* the builder holds the error */
-  return scatter_common(L, r, ttpu_l_bool(L, 5, 1));
+  return scatter_common(L, r, ttpu_l_bool(L, 5, 1), 0);
 }
 
 /* ------------------------------------------------------------ advanced index */
@@ -842,7 +907,10 @@ static ttpu_val mask_rank(ttpu_hlo* b, ttpu_val m) {
 static ttpu_status* lower_masked_scatter(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  ttpu_val x = ttpu_l_tensor(L, 0);
+  /* The functional form broadcasts self and mask together (a 1-d self
+   * with a 2-d mask gives a 2-d result); the in-place one keeps self's
+   * shape. Either way the output's shape is the one to fill. */
+  ttpu_val x = ttpu_hlo_broadcast_to(b, ttpu_l_tensor(L, 0), ot.ndim, ot.dims);
   ttpu_type tx = ttpu_l_type(L, x);
   ttpu_val m = ttpu_hlo_convert(b, tensor_arg(L, 1, TTPU_BOOL), TTPU_BOOL);
   m = flatten(b, ttpu_hlo_broadcast_to(b, m, tx.ndim, tx.dims));
@@ -1112,6 +1180,13 @@ const ttpu_op_def ttpu_ops_index[] = {
     {"scatter_.reduce", lower_scatter_reduce_str, 0},
     {"scatter.value_reduce", lower_scatter_reduce_str, 0},
     {"scatter_.value_reduce", lower_scatter_reduce_str, 0},
+    {"max_unpool2d", lower_max_unpool2d, 0},
+    {"max_unpool2d.out", lower_max_unpool2d, 0},
+    {"max_unpool3d", lower_max_unpool3d, 0},
+    {"max_unpool3d.out", lower_max_unpool3d, 0},
+    {"index_reduce", lower_index_reduce, 0},
+    {"index_reduce_", lower_index_reduce, 0},
+    {"index_reduce.out", lower_index_reduce, 0},
     {"scatter_add", lower_scatter_add, 0},
     {"scatter_add_", lower_scatter_add, 0},
     {"scatter_reduce.two", lower_scatter_reduce, 0},

@@ -79,7 +79,7 @@ static ttpu_val contract(ttpu_lower* L, ttpu_val a, ttpu_val b, ttpu_dtype dt,
   b = ttpu_hlo_convert(h, b, dt);
   return ttpu_hlo_dot_general(h, a, b, c->a_batch, c->b_batch, c->n_batch,
                               c->a_con, c->b_con, c->n_con, acc_dtype(dt),
-                              ttpu_l_precision(dt));
+                              ttpu_l_precision(L, dt));
 }
 
 /* beta * self + alpha * product, in the product's (accumulation) type.

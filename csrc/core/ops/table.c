@@ -18,6 +18,10 @@ extern const ttpu_op_def ttpu_ops_random[];
 extern const ttpu_op_def ttpu_ops_foreach[];
 extern const ttpu_op_def ttpu_ops_linalg[];
 extern const ttpu_op_def ttpu_ops_conv[];
+extern const ttpu_op_def ttpu_ops_amp[];
+extern const ttpu_op_def ttpu_ops_special[];
+extern const ttpu_op_def ttpu_ops_scan[];
+extern const ttpu_op_def ttpu_ops_matrix[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -33,6 +37,10 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_foreach,
     ttpu_ops_linalg,
     ttpu_ops_conv,
+    ttpu_ops_amp,
+    ttpu_ops_special,
+    ttpu_ops_scan,
+    ttpu_ops_matrix,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -130,12 +130,13 @@ ttpu_val ttpu_l_gather_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx);
  * of length n) with `combine` (TTPU_SCATTER_SET or a binop). */
 ttpu_val ttpu_l_scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
                             ttpu_val upd, int combine);
-/* The precision contractions (dot_general, convolution) of dt ask for:
- * HIGHEST for float32/float64, so a TPU does full-precision passes and
- * results match the CPU; DEFAULT otherwise (bf16/f16 accumulate in f32
- * anyway). torch.set_float32_matmul_precision maps here once the glue
- * passes it down. */
-ttpu_precision ttpu_l_precision(ttpu_dtype dt);
+/* The precision contractions (dot_general, convolution) of operand dtype
+ * dt ask for. float32 follows torch.set_float32_matmul_precision (the
+ * call's matmul_precision): "highest" (the default) is HIGHEST, full
+ * fp32 passes on a TPU, matching the CPU; "high" is HIGH (bf16_3x);
+ * "medium" is DEFAULT (one bf16 pass). float64 is always HIGHEST;
+ * bf16/f16 DEFAULT (they accumulate in f32 anyway). */
+ttpu_precision ttpu_l_precision(ttpu_lower* L, ttpu_dtype dt);
 
 /* x reshaped to t's dims (t's dtype is x's). */
 static inline ttpu_val ttpu_l_reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {

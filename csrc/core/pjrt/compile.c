@@ -89,15 +89,8 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
     options = kDefaultCompileOptions;
     options_len = sizeof(kDefaultCompileOptions);
   }
-  static const char kFormat[] = "mlir";
   ttpu_pjrt_abi_program prog;
-  TTPU_PJRT_INIT_ARGS(prog, ttpu_pjrt_abi_program, format_size);
-  /* The ABI's field is non-const because other calls write it; compile
-   * only reads it. */
-  prog.code = (char*)mlir;
-  prog.code_size = mlir_len;
-  prog.format = kFormat;
-  prog.format_size = sizeof(kFormat) - 1;
+  ttpu_pjrt_program_mlir(&prog, mlir, mlir_len);
 
   ttpu_pjrt_abi_compile_args a;
   TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_compile_args, executable);
@@ -179,30 +172,10 @@ ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
                                          ttpu_pjrt_memory_stats* out) {
   if (!c || !e || !out)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL argument");
-  if (!TTPU_PJRT_HAS(c->api, executable_get_compiled_memory_stats))
-    return ttpu_pjrt_missing_slot(c->api,
-                                  "executable_get_compiled_memory_stats");
   ttpu_pjrt_abi_executable* ex = NULL;
   ttpu_status* s = executable_get(c->api, e->loaded, &ex);
   if (s) return s;
-  ttpu_pjrt_abi_memory_stats_args a;
-  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_memory_stats_args,
-                      peak_memory_in_bytes);
-  a.executable = ex;
-  s = TTPU_PJRT_CALL(c->api, executable_get_compiled_memory_stats, a);
+  s = ttpu_pjrt_read_memory_stats(c->api, ex, out);
   executable_release(c->api, ex);
-  if (s) {
-    /* Plugins that lack the feature answer with an error; callers only
-     * need to know it is unavailable. */
-    ttpu_status* r = ttpu_status_make(TTPU_UNIMPLEMENTED, "%s",
-                                      ttpu_status_message(s));
-    ttpu_status_free(s);
-    return r;
-  }
-  out->argument_bytes = a.argument_size_in_bytes;
-  out->output_bytes = a.output_size_in_bytes;
-  out->alias_bytes = a.alias_size_in_bytes;
-  out->temp_bytes = a.temp_size_in_bytes;
-  out->generated_code_bytes = a.generated_code_size_in_bytes;
-  return NULL;
+  return s;
 }

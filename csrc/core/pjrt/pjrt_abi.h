@@ -356,6 +356,75 @@ typedef struct {
   int64_t peak_memory_in_bytes;
 } ttpu_pjrt_abi_memory_stats_args;
 
+/* ---- Ahead-of-time compilation against a topology (PJRT_Compile): a
+ * plugin such as libtpu compiles for chips this host does not have. */
+typedef struct ttpu_pjrt_abi_topology ttpu_pjrt_abi_topology;
+typedef struct ttpu_pjrt_abi_device_description
+    ttpu_pjrt_abi_device_description;
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  const char* topology_name; /* e.g. "v5e:2x2"; not NUL-terminated */
+  size_t topology_name_size;
+  const ttpu_pjrt_abi_named_value* create_options;
+  size_t num_options;
+  ttpu_pjrt_abi_topology* topology; /* out, caller destroys */
+} ttpu_pjrt_abi_topology_create_args;
+
+/* TopologyDescription_Destroy. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_topology* topology;
+} ttpu_pjrt_abi_topology_args;
+
+/* TopologyDescription_PlatformName and _PlatformVersion share this layout. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_topology* topology;
+  const char* str; /* out, borrowed from the topology, not NUL-terminated */
+  size_t str_size; /* out */
+} ttpu_pjrt_abi_topology_string_args;
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_topology* topology;
+  ttpu_pjrt_abi_device_description* const* descriptions; /* out, borrowed */
+  size_t num_descriptions;                               /* out */
+} ttpu_pjrt_abi_topology_devices_args;
+
+/* DeviceDescription_Kind: "TPU v5 lite", "cpu", ... */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_device_description* device_description;
+  const char* kind; /* out, borrowed, not NUL-terminated */
+  size_t kind_size; /* out */
+} ttpu_pjrt_abi_device_kind_args;
+
+/* PJRT_Compile: no client needed; the result is not loaded anywhere. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  const ttpu_pjrt_abi_topology* topology;
+  const ttpu_pjrt_abi_program* program;
+  const char* compile_options; /* serialized CompileOptionsProto */
+  size_t compile_options_size;
+  ttpu_pjrt_abi_client* client; /* optional */
+  ttpu_pjrt_abi_executable* executable; /* out, caller destroys */
+} ttpu_pjrt_abi_topology_compile_args;
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_executable* executable;
+  size_t num_properties;                       /* out */
+  const ttpu_pjrt_abi_named_value* properties; /* out, borrowed */
+} ttpu_pjrt_abi_cost_analysis_args;
+
 #define TTPU_PJRT_SLOT(args_t, name) ttpu_pjrt_abi_error* (*name)(args_t*)
 
 /* The plugin's function table, slot by slot in ABI order. */
@@ -396,7 +465,7 @@ typedef struct {
   void* device_description_id;
   void* device_description_process_index;
   void* device_description_attributes;
-  void* device_description_kind;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_device_kind_args, device_description_kind);
   void* device_description_debug_string;
   void* device_description_to_string;
 
@@ -419,7 +488,8 @@ typedef struct {
   void* executable_num_partitions;
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_num_outputs_args, executable_num_outputs);
   void* executable_size_of_generated_code_in_bytes;
-  void* executable_get_cost_analysis;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_cost_analysis_args,
+                 executable_get_cost_analysis);
   void* executable_output_memory_kinds;
   void* executable_optimized_program;
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_serialize_args, executable_serialize);
@@ -462,15 +532,20 @@ typedef struct {
   void* copy_to_device_stream_granule_size;
   void* copy_to_device_stream_current_bytes;
 
-  void* topology_description_create;
-  void* topology_description_destroy;
-  void* topology_description_platform_name;
-  void* topology_description_platform_version;
-  void* topology_description_get_device_descriptions;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_create_args,
+                 topology_description_create);
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_args, topology_description_destroy);
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_string_args,
+                 topology_description_platform_name);
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_string_args,
+                 topology_description_platform_version);
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_devices_args,
+                 topology_description_get_device_descriptions);
   void* topology_description_serialize;
   void* topology_description_attributes;
 
-  void* compile; /* ahead-of-time compile against a topology */
+  /* Ahead-of-time compile against a topology. */
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_topology_compile_args, compile);
 
   void* executable_output_element_types;
   void* executable_output_dimensions;

@@ -62,6 +62,14 @@ ttpu_status* ttpu_pjrt_missing_slot(const ttpu_pjrt_abi_api* api,
 ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,
                                      ttpu_pjrt_abi_device** out);
 
+/* Fills a program descriptor for StableHLO MLIR text (borrowed). */
+void ttpu_pjrt_program_mlir(ttpu_pjrt_abi_program* prog, const char* mlir,
+                            size_t mlir_len);
+/* Reads an executable's compiled memory stats (loaded or not). */
+ttpu_status* ttpu_pjrt_read_memory_stats(const ttpu_pjrt_abi_api* api,
+                                         ttpu_pjrt_abi_executable* ex,
+                                         ttpu_pjrt_memory_stats* out);
+
 ttpu_pjrt_abi_type ttpu_pjrt_type_from_dtype(ttpu_dtype t);
 ttpu_dtype ttpu_pjrt_dtype_from_type(ttpu_pjrt_abi_type t);
 

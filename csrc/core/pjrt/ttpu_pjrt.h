@@ -104,9 +104,53 @@ ttpu_status* ttpu_pjrt_exec_deserialize(ttpu_pjrt_client* c, const void* data,
 typedef struct {
   int64_t argument_bytes, output_bytes, alias_bytes, temp_bytes,
       generated_code_bytes;
+  int64_t peak_bytes; /* 0 where the plugin does not report it */
 } ttpu_pjrt_memory_stats;
 ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
                                          ttpu_pjrt_memory_stats* out);
+
+/* ------------------------------------- ahead-of-time: compile for a topology
+ * A plugin that offers PJRT_Compile (libtpu) compiles for a named set of
+ * chips, e.g. "v5e:2x2", without those chips being present. The executable
+ * is not loaded anywhere: it can be measured (memory, cost), not run. */
+typedef struct ttpu_pjrt_topology ttpu_pjrt_topology;
+typedef struct ttpu_pjrt_executable ttpu_pjrt_executable; /* not loaded */
+
+/* Creates the topology `name` (plugin-specific syntax). The plugin must
+ * outlive it. Caller destroys. */
+ttpu_status* ttpu_pjrt_topology_create(ttpu_pjrt_plugin* p, const char* name,
+                                       ttpu_pjrt_topology** out);
+void ttpu_pjrt_topology_destroy(ttpu_pjrt_topology* t);
+/* Borrowed, valid for the topology's lifetime ("" where not reported). */
+const char* ttpu_pjrt_topology_name(const ttpu_pjrt_topology* t);
+const char* ttpu_pjrt_topology_platform_name(const ttpu_pjrt_topology* t);
+const char* ttpu_pjrt_topology_platform_version(const ttpu_pjrt_topology* t);
+/* Kind of the first device, e.g. "TPU v5 lite". */
+const char* ttpu_pjrt_topology_device_kind(const ttpu_pjrt_topology* t);
+int ttpu_pjrt_topology_device_count(const ttpu_pjrt_topology* t);
+
+/* Compiles StableHLO MLIR text for the topology with a serialized
+ * CompileOptionsProto (required: the replica/partition counts decide how
+ * many of the topology's devices the program spans). Caller destroys. */
+ttpu_status* ttpu_pjrt_topology_compile(ttpu_pjrt_topology* t,
+                                        const char* mlir, size_t mlir_len,
+                                        const void* options,
+                                        size_t options_len,
+                                        ttpu_pjrt_executable** out);
+void ttpu_pjrt_executable_destroy(ttpu_pjrt_topology* t,
+                                  ttpu_pjrt_executable* e);
+/* Per-device compiled memory stats (UNIMPLEMENTED where not offered). */
+ttpu_status* ttpu_pjrt_executable_memory_stats(ttpu_pjrt_topology* t,
+                                               ttpu_pjrt_executable* e,
+                                               ttpu_pjrt_memory_stats* out);
+/* Calls fn once per numeric property of the plugin's cost analysis
+ * ("flops", "bytes accessed", ...); name is not NUL-terminated. */
+typedef void (*ttpu_pjrt_cost_fn)(void* user, const char* name,
+                                  size_t name_len, double value);
+ttpu_status* ttpu_pjrt_executable_cost_analysis(ttpu_pjrt_topology* t,
+                                                ttpu_pjrt_executable* e,
+                                                ttpu_pjrt_cost_fn fn,
+                                                void* user);
 
 #ifdef __cplusplus
 }

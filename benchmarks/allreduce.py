@@ -1,0 +1,172 @@
+"""all_reduce bus bandwidth on tpu tensors (the "tpu" backend) vs gloo on CPU
+tensors, and DDP step-time overhead vs one process.
+
+    python benchmarks/allreduce.py [--ranks 2] [--min-mb 1] [--max-mb 256]
+                                   [--iters 5] [--ddp-steps 10]
+
+Starts the ranks itself (one process each, 127.0.0.1). Bus bandwidth is
+NCCL's definition: bytes * 2 (n - 1) / n / time, for a float32 SUM all_reduce
+of `bytes`; each size reports the median of --iters timed runs after one
+warm-up. Both backends run in the same processes, one after the other, in
+one process group ("cpu:gloo,tpu:tpu").
+
+The DDP part trains the demo GPT (torchtpu.demo) on tpu: the median step of
+DDP on N ranks (same per-rank batch) against the same model in one process.
+"""
+import argparse
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def bus_bw(nbytes, seconds, n):
+    return nbytes * 2 * (n - 1) / n / seconds / 1e9
+
+
+def timed(fn, iters):
+    fn()  # warm-up: compiles, connects, allocates
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def allreduce_sweep(args, rank, world):
+    import torch
+    import torch.distributed as dist
+
+    sizes = []
+    mb = args.min_mb
+    while mb <= args.max_mb:
+        sizes.append(mb)
+        mb *= 2
+    rows = []
+    for mb in sizes:
+        n = mb * (1 << 20) // 4
+        cpu = torch.ones(n)
+        tpu = torch.ones(n, device="tpu")
+
+        def on_tpu():
+            dist.all_reduce(tpu)
+            torch.tpu.synchronize()
+
+        t_tpu = timed(on_tpu, args.iters)
+        t_cpu = timed(lambda: dist.all_reduce(cpu), args.iters)
+        rows.append((mb, t_tpu, t_cpu))
+        del cpu, tpu
+    if rank == 0:
+        print(f"all_reduce float32 SUM, {world} ranks, median of {args.iters} "
+              "(bus bandwidth GB/s; time ms)")
+        print(f"{'size':>8} {'tpu (staged)':>14} {'gloo cpu':>10} {'tpu ms':>9} "
+              f"{'gloo ms':>9} {'tpu/gloo':>9}")
+        for mb, t_tpu, t_cpu in rows:
+            nbytes = mb * (1 << 20)
+            print(f"{mb:>6}MB {bus_bw(nbytes, t_tpu, world):>14.2f} "
+                  f"{bus_bw(nbytes, t_cpu, world):>10.2f} {t_tpu * 1e3:>9.1f} "
+                  f"{t_cpu * 1e3:>9.1f} {t_cpu / t_tpu:>9.2f}")
+        sys.stdout.flush()
+
+
+def ddp_step_time(args, rank, world, distributed):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from torchtpu.demo import GPT, batches, load_text
+
+    _, chars, data = load_text()
+    torch.manual_seed(0)
+    model = GPT(len(chars), d=64, layers=2, heads=4, block=64).to("tpu")
+    if distributed:
+        model = DDP(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for step, (x, y) in enumerate(batches(data, args.ddp_steps + 2, 8, 64, seed=rank)):
+        x, y = x.to("tpu"), y.to("tpu")
+        t0 = time.perf_counter()
+        loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+        if step >= 2:  # the first steps compile
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def rank_main(args):
+    import torch
+    import torch.distributed as dist
+
+    import torchtpu  # noqa: F401
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=datetime.timedelta(seconds=300))
+    if not args.skip_allreduce:
+        allreduce_sweep(args, rank, world)
+    if args.ddp_steps:
+        dist.barrier()
+        t = ddp_step_time(args, rank, world, True)
+        t_all = [None] * world
+        dist.all_gather_object(t_all, t)
+        if rank == 0:
+            print(f"DDP demo GPT (batch 8 x 64 per rank): {max(t_all) * 1e3:.1f} ms/step "
+                  f"on {world} ranks", flush=True)
+    dist.destroy_process_group()
+    # Skips the exit-time teardown, which sometimes aborts after backward on
+    # tpu (not a distributed issue; see the README's distributed section).
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def single_main(args):
+    import torchtpu  # noqa: F401
+
+    t = ddp_step_time(args, 0, 1, False)
+    print(f"same model, one process, no DDP: {t * 1e3:.1f} ms/step", flush=True)
+    os._exit(0)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--min-mb", type=int, default=1)
+    p.add_argument("--max-mb", type=int, default=256)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--ddp-steps", type=int, default=10)
+    p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--role", default="launcher", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.role == "rank":
+        return rank_main(args)
+    if args.role == "single":
+        return single_main(args)
+
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [a for a in sys.argv[1:]]
+    procs = []
+    for rank in range(args.ranks):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
+                   WORLD_SIZE=str(args.ranks), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), PYTHONWARNINGS="ignore",
+                   TORCH_CPP_LOG_LEVEL="ERROR")
+        procs.append(subprocess.Popen([sys.executable, __file__, *argv, "--role", "rank"],
+                                      env=env))
+    rc = max(p.wait() for p in procs)
+    if rc == 0 and args.ddp_steps:
+        rc = subprocess.call([sys.executable, __file__, *argv, "--role", "single"],
+                             env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+/* aot.c - compiling our programs for TPU topologies with libtpu, no TPU
+ * needed (public API in ttpu_aot.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../pjrt/ttpu_pjrt.h"
+#include "ttpu_aot.h"
+
+#define LIBTPU_REL "libtpu/libtpu.so"
+#define LIBTPU_PIP "libtpu==0.0.52"
+
+struct ttpu_aot_compiler {
+  ttpu_pjrt_plugin* plugin; /* owned */
+};
+
+struct ttpu_aot_target {
+  ttpu_pjrt_topology* topology; /* owned */
+};
+
+static int is_file(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int exists(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+ttpu_status* ttpu_aot_find_compiler(const char* const* search_dirs,
+                                    char** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  const char* env = getenv("TORCHTPU_LIBTPU");
+  if (env && *env) {
+    /* An explicit choice that is wrong must say so, not fall back. */
+    if (!is_file(env))
+      return ttpu_status_make(TTPU_NOT_FOUND,
+                              "TORCHTPU_LIBTPU=%s: no such file", env);
+    *out = strdup(env);
+    return *out ? NULL
+                : ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (size_t i = 0; search_dirs && search_dirs[i]; i++) {
+    char* p = NULL;
+    if (asprintf(&p, "%s/%s", search_dirs[i], LIBTPU_REL) < 0)
+      return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+    if (is_file(p)) {
+      *out = p;
+      return NULL;
+    }
+    free(p);
+  }
+  return ttpu_status_make(
+      TTPU_NOT_FOUND,
+      "libtpu is not installed (looked for %s in the Python environment): "
+      "`pip install -r requirements-tpu.txt` (%s), or set TORCHTPU_LIBTPU "
+      "to the path of libtpu.so",
+      LIBTPU_REL, LIBTPU_PIP);
+}
+
+/* libtpu, started on a host without TPU chips, asks the cloud metadata
+ * server who it is (about two minutes of retries before giving up), logs
+ * errors about the missing worker list, and takes a process-exclusive lock
+ * file so a second compiling process fails. None of that matters to a
+ * compile-only session, so describe this host as a one-host slice and skip
+ * the lock - only where the user has not said otherwise, and never on a TPU
+ * host, where these variables would mislead the real runtime. */
+static void set_compile_only_environment(void) {
+  if (exists("/dev/accel0") || exists("/dev/vfio")) return;
+  setenv("TPU_SKIP_MDS_QUERY", "1", 0);
+  setenv("TPU_WORKER_HOSTNAMES", "localhost", 0);
+  setenv("TPU_HOST_BOUNDS", "1,1,1", 0);
+  setenv("ALLOW_MULTIPLE_LIBTPU_LOAD", "1", 0);
+}
+
+ttpu_status* ttpu_aot_compiler_load(const char* path,
+                                    ttpu_aot_compiler** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  ttpu_aot_compiler* c = calloc(1, sizeof(*c));
+  if (!c) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  set_compile_only_environment();
+  ttpu_status* s = ttpu_pjrt_plugin_load(path, &c->plugin);
+  if (s) {
+    free(c);
+    return s;
+  }
+  *out = c;
+  return NULL;
+}
+
+void ttpu_aot_compiler_unload(ttpu_aot_compiler* c) {
+  if (!c) return;
+  ttpu_pjrt_plugin_unload(c->plugin);
+  free(c);
+}
+
+const char* ttpu_aot_compiler_path(const ttpu_aot_compiler* c) {
+  return c ? ttpu_pjrt_plugin_path(c->plugin) : "";
+}
+
+ttpu_status* ttpu_aot_target_create(ttpu_aot_compiler* c, const char* name,
+                                    ttpu_aot_target** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "compiler is NULL");
+  ttpu_aot_target* t = calloc(1, sizeof(*t));
+  if (!t) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  ttpu_status* s = ttpu_pjrt_topology_create(c->plugin, name, &t->topology);
+  if (s) {
+    free(t);
+    return s;
+  }
+  *out = t;
+  return NULL;
+}
+
+void ttpu_aot_target_destroy(ttpu_aot_target* t) {
+  if (!t) return;
+  ttpu_pjrt_topology_destroy(t->topology);
+  free(t);
+}
+
+const char* ttpu_aot_target_name(const ttpu_aot_target* t) {
+  return t ? ttpu_pjrt_topology_name(t->topology) : "";
+}
+const char* ttpu_aot_target_device_kind(const ttpu_aot_target* t) {
+  return t ? ttpu_pjrt_topology_device_kind(t->topology) : "";
+}
+const char* ttpu_aot_target_platform_version(const ttpu_aot_target* t) {
+  return t ? ttpu_pjrt_topology_platform_version(t->topology) : "";
+}
+int ttpu_aot_target_device_count(const ttpu_aot_target* t) {
+  return t ? ttpu_pjrt_topology_device_count(t->topology) : 0;
+}
+
+/* --------------------------------------------------- compile options proto
+ * CompileOptionsProto { executable_build_options (3) {
+ *     num_replicas (4), num_partitions (5), use_spmd_partitioning (6) } }
+ * No device assignment: the program is compiled for any assignment of that
+ * many devices, which is all a fit/cost check needs. With partitions > 1
+ * and no sharding annotations in the program, SPMD replicates it. */
+static size_t put_varint(unsigned char* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (unsigned char)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (unsigned char)v;
+  return n;
+}
+
+/* buf must hold 32 bytes; returns the length written. */
+static size_t encode_options(unsigned char* buf, int replicas, int partitions) {
+  unsigned char ebo[24];
+  size_t n = 0;
+  ebo[n++] = 4 << 3; /* num_replicas, varint */
+  n += put_varint(ebo + n, (uint64_t)replicas);
+  ebo[n++] = 5 << 3; /* num_partitions, varint */
+  n += put_varint(ebo + n, (uint64_t)partitions);
+  if (partitions > 1) {
+    ebo[n++] = 6 << 3; /* use_spmd_partitioning = true */
+    ebo[n++] = 1;
+  }
+  size_t m = 0;
+  buf[m++] = (3 << 3) | 2; /* executable_build_options, length-delimited */
+  m += put_varint(buf + m, n);
+  memcpy(buf + m, ebo, n);
+  return m + n;
+}
+
+static void take_cost(void* user, const char* name, size_t len, double v) {
+  ttpu_aot_stats* st = user;
+#define IS(lit) (len == sizeof(lit) - 1 && memcmp(name, lit, len) == 0)
+  if (IS("flops"))
+    st->flops = v;
+  else if (IS("transcendentals"))
+    st->transcendentals = v;
+  else if (IS("bytes accessed"))
+    st->bytes_accessed = v;
+  else if (IS("optimal_seconds"))
+    st->optimal_seconds = v;
+#undef IS
+}
+
+ttpu_status* ttpu_aot_compile(ttpu_aot_target* t, const char* mlir,
+                              size_t mlir_len, int num_replicas,
+                              int num_partitions, ttpu_aot_stats* out) {
+  if (!t) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "target is NULL");
+  if (num_replicas <= 0) num_replicas = 1;
+  if (num_partitions <= 0) num_partitions = 1;
+  int devices = ttpu_aot_target_device_count(t);
+  if ((int64_t)num_replicas * num_partitions > devices)
+    return ttpu_status_make(
+        TTPU_INVALID_ARGUMENT,
+        "%d replicas x %d partitions need %lld devices; topology '%s' has %d",
+        num_replicas, num_partitions,
+        (long long)num_replicas * num_partitions, ttpu_aot_target_name(t),
+        devices);
+  unsigned char opts[32];
+  size_t opts_len = encode_options(opts, num_replicas, num_partitions);
+  ttpu_pjrt_executable* e = NULL;
+  ttpu_status* s = ttpu_pjrt_topology_compile(t->topology, mlir, mlir_len,
+                                              opts, opts_len, &e);
+  if (s) {
+    if (ttpu_status_code(s) == TTPU_RESOURCE_EXHAUSTED)
+      return ttpu_status_annotate(s,
+                                  "the program does not fit in the HBM of "
+                                  "one %s device (topology '%s')",
+                                  ttpu_aot_target_device_kind(t),
+                                  ttpu_aot_target_name(t));
+    return ttpu_status_annotate(s, "compiling for topology '%s'",
+                                ttpu_aot_target_name(t));
+  }
+  if (out) {
+    memset(out, 0, sizeof(*out));
+    out->flops = out->transcendentals = out->bytes_accessed =
+        out->optimal_seconds = -1;
+    ttpu_pjrt_memory_stats ms;
+    memset(&ms, 0, sizeof(ms));
+    s = ttpu_pjrt_executable_memory_stats(t->topology, e, &ms);
+    if (!s) {
+      out->argument_bytes = ms.argument_bytes;
+      out->output_bytes = ms.output_bytes;
+      out->alias_bytes = ms.alias_bytes;
+      out->temp_bytes = ms.temp_bytes;
+      out->generated_code_bytes = ms.generated_code_bytes;
+      out->peak_bytes = ms.peak_bytes;
+      s = ttpu_pjrt_executable_cost_analysis(t->topology, e, take_cost, out);
+    }
+  }
+  ttpu_pjrt_executable_destroy(t->topology, e);
+  return s;
+}

@@ -1,0 +1,216 @@
+/* special.c - special functions: gamma family (lgamma, digamma,
+ * polygamma), Hurwitz zeta, Bessel i1/i1e, nextafter, xlog1py, entr,
+ * angle of real numbers. The gamma family, zeta and i1e build on XLA's chlo
+ * implementations (the plugin legalizes them, as it does chlo.erf); the
+ * points where PyTorch defines a value those leave open are fixed here.
+ * Integer and bool inputs compute in the default float type, as PyTorch
+ * promotes them. */
+#include <math.h>
+
+#include "elementwise.h"
+
+static const double kPi = 3.14159265358979323846264338327950288;
+
+/* Input `arg` in the opmath of the op's float result type. */
+static ttpu_val float_in(ttpu_lower* L, int arg) {
+  return ttpu_ew_in(L, arg, ttpu_ew_opmath(ttpu_ew_float(L)));
+}
+
+static ttpu_val is_int_valued(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_FLOOR, x), x);
+}
+
+/* lgamma: +inf at the poles (0, negative integers) and at -inf, as the
+ * CPU's std::lgamma. */
+static ttpu_status* lower_lgamma(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = float_in(L, 0);
+  ttpu_val r = ttpu_hlo_unary(b, TTPU_LGAMMA, x);
+  ttpu_val pole = ttpu_ew_and(b, ttpu_ew_cmpk(b, TTPU_LE, x, 0), is_int_valued(b, x));
+  pole = ttpu_ew_or(b, pole, ttpu_ew_cmpk(b, TTPU_EQ, x, -INFINITY));
+  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, pole, ttpu_ew_k(b, x, INFINITY), r));
+  return NULL;
+}
+
+/* digamma(+-0) is -+inf (PyTorch follows the limit from the other side of
+ * the sign), NaN at negative integers and at -inf. Below zero it uses the
+ * reflection digamma(x) = digamma(1 - x) - pi / tan(pi x) with the
+ * argument of tan reduced exactly first (x - floor(x)): XLA's own
+ * reflection loses digits near the poles. */
+static ttpu_val digamma_v(ttpu_hlo* b, ttpu_val x) {
+  ttpu_val neg = ttpu_ew_cmpk(b, TTPU_LT, x, 0);
+  ttpu_val pos_x = ttpu_hlo_select(b, neg, ttpu_ew_ksub(b, 1, x), x);
+  ttpu_val r = ttpu_hlo_unary(b, TTPU_DIGAMMA, pos_x);
+  ttpu_val frac = ttpu_ew_sub(b, x, ttpu_hlo_unary(b, TTPU_FLOOR, x));
+  ttpu_val t = ttpu_hlo_unary(b, TTPU_TAN, ttpu_ew_mulk(b, frac, kPi));
+  ttpu_val refl = ttpu_ew_sub(b, r, ttpu_ew_div(b, ttpu_ew_k(b, x, kPi), t));
+  r = ttpu_hlo_select(b, neg, refl, r);
+  ttpu_val neg_int = ttpu_ew_and(b, neg, is_int_valued(b, x));
+  r = ttpu_hlo_select(b, neg_int, ttpu_ew_k(b, x, NAN), r);
+  /* the sign of zero: 1/x is +inf for +0 and -inf for -0 */
+  ttpu_val inv = ttpu_ew_kdiv(b, 1, x);
+  ttpu_val zero = ttpu_ew_cmpk(b, TTPU_EQ, x, 0);
+  return ttpu_hlo_select(b, zero, ttpu_hlo_unary(b, TTPU_NEG, inv), r);
+}
+
+/* How far below zero zeta's q (and polygamma's x) is shifted by summing
+ * terms explicitly: XLA's zeta assumes q > 0. Beyond -kShift the result
+ * is NaN rather than a wrong number. */
+enum { kShift = 32 };
+
+/* Hurwitz zeta(s, q) for any q not a non-positive integer:
+ * zeta(s, q) = sum_{k<K} (q + k)^-s + zeta(s, q + K) when q < 0. */
+static ttpu_val zeta_v(ttpu_hlo* b, ttpu_val s, ttpu_val q) {
+  ttpu_val neg = ttpu_ew_cmpk(b, TTPU_LT, q, 0);
+  ttpu_val qs = ttpu_hlo_select(b, neg, ttpu_ew_addk(b, q, kShift), q);
+  ttpu_val r = ttpu_hlo_binary(b, TTPU_ZETA, s, qs);
+  ttpu_val ms = ttpu_hlo_unary(b, TTPU_NEG, s), sum = ttpu_ew_k(b, q, 0);
+  for (int k = 0; k < kShift; ++k)
+    sum = ttpu_ew_add(b, sum, ttpu_hlo_binary(b, TTPU_POW, ttpu_ew_addk(b, q, k), ms));
+  r = ttpu_hlo_select(b, neg, ttpu_ew_add(b, r, sum), r);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, q, -kShift), ttpu_ew_k(b, q, NAN), r);
+}
+
+static ttpu_status* lower_digamma(ttpu_lower* L) {
+  ttpu_l_set_out(L, 0, digamma_v(ttpu_l_hlo(L), float_in(L, 0)));
+  return NULL;
+}
+
+/* polygamma(int n, Tensor self) and polygamma_(Tensor self, int n). */
+static ttpu_status* polygamma_common(ttpu_lower* L, int n_arg, int x_arg) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  int64_t n = ttpu_l_int(L, n_arg, 0);
+  ttpu_val x = float_in(L, x_arg);
+  if (n == 0) {
+    ttpu_l_set_out(L, 0, digamma_v(b, x));
+    return NULL;
+  }
+  /* (-1)^(n+1) n! zeta(n+1, x) */
+  double fact = 1;
+  for (int64_t k = 2; k <= n; ++k) fact *= (double)k;
+  ttpu_val r = ttpu_ew_mulk(b, zeta_v(b, ttpu_ew_k(b, x, (double)(n + 1)), x),
+                            n % 2 ? fact : -fact);
+  /* The poles (0 and the negative integers) of (-1)^(n+1) n! zeta(n+1, x):
+   * +inf for odd n, -inf for even n, as the CPU's kernel. */
+  ttpu_val pole = ttpu_ew_and(b, ttpu_ew_cmpk(b, TTPU_LE, x, 0), is_int_valued(b, x));
+  r = ttpu_hlo_select(b, pole, ttpu_ew_k(b, x, n % 2 ? INFINITY : -INFINITY), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+static ttpu_status* lower_polygamma(ttpu_lower* L) { return polygamma_common(L, 0, 1); }
+static ttpu_status* lower_polygamma_(ttpu_lower* L) { return polygamma_common(L, 1, 0); }
+
+/* Hurwitz zeta(x, q) = sum_k (k + q)^-x, as the CPU's Cephes-based
+ * kernel: x == 1 is +inf, x < 1 is NaN, and q a non-positive integer
+ * is +inf. */
+static ttpu_status* lower_zeta(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = ttpu_ew_float(L);
+  /* the CPU kernel has no half-precision instance */
+  if (dt == TTPU_BF16 || dt == TTPU_F16) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"zeta_cpu\" not implemented for '%s'",
+                  ttpu_dtype_torch_title(dt));
+    return NULL;
+  }
+  ttpu_val x = float_in(L, 0), q = float_in(L, 1);
+  ttpu_val r = zeta_v(b, x, q);
+  ttpu_val q_pole = ttpu_ew_and(b, ttpu_ew_cmpk(b, TTPU_LE, q, 0), is_int_valued(b, q));
+  r = ttpu_hlo_select(b, q_pole, ttpu_ew_k(b, r, INFINITY), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 1), ttpu_ew_k(b, r, NAN), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 1), ttpu_ew_k(b, r, INFINITY), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* i1e(x) = exp(-|x|) I1(x); i1(x) = i1e(x) exp(|x|). */
+static ttpu_status* lower_i1e(ttpu_lower* L) {
+  ttpu_l_set_out(L, 0, ttpu_hlo_unary(ttpu_l_hlo(L), TTPU_BESSEL_I1E, float_in(L, 0)));
+  return NULL;
+}
+
+static ttpu_status* lower_i1(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = float_in(L, 0);
+  ttpu_val e = ttpu_hlo_unary(b, TTPU_EXP, ttpu_hlo_unary(b, TTPU_ABS, x));
+  ttpu_l_set_out(L, 0, ttpu_ew_mul(b, ttpu_hlo_unary(b, TTPU_BESSEL_I1E, x), e));
+  return NULL;
+}
+
+/* nextafter keeps the common dtype (float only on the CPU). The chlo op
+ * works on the value's own bits, so half types stay in their dtype. */
+static ttpu_status* lower_nextafter(ttpu_lower* L) {
+  ttpu_dtype dt = ttpu_ew_common(L);
+  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "nextafter_cpu")) return NULL;
+  ttpu_val x = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(ttpu_l_hlo(L), TTPU_NEXT_AFTER, x, y));
+  return NULL;
+}
+
+/* xlog1py(x, y) = x * log1p(y), 0 where x == 0 unless y is NaN. */
+static ttpu_status* lower_xlog1py(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = float_in(L, 0), y = float_in(L, 1);
+  ttpu_val r = ttpu_ew_mul(b, x, ttpu_hlo_unary(b, TTPU_LOG1P, y));
+  ttpu_val zero = ttpu_ew_and(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0),
+                              ttpu_hlo_unary(b, TTPU_NOT, ttpu_ew_isnan(b, y)));
+  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, zero, ttpu_ew_k(b, x, 0), r));
+  return NULL;
+}
+
+/* entr(x) = -x log x for x > 0, 0 at 0, -inf below 0, NaN kept. */
+static ttpu_status* lower_entr(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = float_in(L, 0);
+  ttpu_val r = ttpu_hlo_unary(b, TTPU_NEG, ttpu_ew_mul(b, x, ttpu_hlo_unary(b, TTPU_LOG, x)));
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0), ttpu_ew_k(b, x, 0), r);
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), ttpu_ew_k(b, x, -INFINITY), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* angle of a real number: pi below zero, else 0; NaN stays NaN. */
+static ttpu_status* lower_angle(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = float_in(L, 0);
+  ttpu_val r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), ttpu_ew_k(b, x, kPi),
+                               ttpu_ew_k(b, x, 0));
+  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, ttpu_ew_isnan(b, x), x, r));
+  return NULL;
+}
+
+const ttpu_op_def ttpu_ops_special[] = {
+    {"lgamma", lower_lgamma, 0},
+    {"lgamma_", lower_lgamma, 0},
+    {"lgamma.out", lower_lgamma, 0},
+    {"digamma", lower_digamma, 0},
+    {"digamma_", lower_digamma, 0},
+    {"digamma.out", lower_digamma, 0},
+    {"polygamma", lower_polygamma, 0},
+    {"polygamma.out", lower_polygamma, 0},
+    {"polygamma_", lower_polygamma_, 0},
+    {"special_zeta", lower_zeta, 0},
+    {"special_zeta.out", lower_zeta, 0},
+    {"special_zeta.self_scalar", lower_zeta, 0},
+    {"special_zeta.self_scalar_out", lower_zeta, 0},
+    {"special_zeta.other_scalar", lower_zeta, 0},
+    {"special_zeta.other_scalar_out", lower_zeta, 0},
+    {"special_i1e", lower_i1e, 0},
+    {"special_i1e.out", lower_i1e, 0},
+    {"special_i1", lower_i1, 0},
+    {"special_i1.out", lower_i1, 0},
+    {"nextafter", lower_nextafter, 0},
+    {"nextafter_", lower_nextafter, 0},
+    {"nextafter.out", lower_nextafter, 0},
+    {"special_xlog1py", lower_xlog1py, 0},
+    {"special_xlog1py.out", lower_xlog1py, 0},
+    {"special_xlog1py.self_scalar", lower_xlog1py, 0},
+    {"special_xlog1py.self_scalar_out", lower_xlog1py, 0},
+    {"special_xlog1py.other_scalar", lower_xlog1py, 0},
+    {"special_xlog1py.other_scalar_out", lower_xlog1py, 0},
+    {"special_entr", lower_entr, 0},
+    {"special_entr.out", lower_entr, 0},
+    {"angle", lower_angle, 0},
+    {"angle.out", lower_angle, 0},
+    {NULL, NULL, 0},
+};

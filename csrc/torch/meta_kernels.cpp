@@ -1,0 +1,41 @@
+// Meta kernels PyTorch does not ship for ops the engine implements. The
+// engine kernel sizes its outputs (and reproduces CPU errors) by running
+// each op on meta tensors first; these give those ops shapes only, no math.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+namespace torchtpu {
+
+namespace {
+
+// _cummax_helper / _cummin_helper write into values and indices, which
+// cummax/cummin have already sized like self.
+void cum_extreme_helper_meta(const at::Tensor& self, at::Tensor& values,
+                             at::Tensor& indices, int64_t dim) {
+  at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(values.sizes() == self.sizes() && indices.sizes() == self.sizes(),
+              "cumulative extreme: outputs must have the shape of self");
+}
+
+at::Tensor logcumsumexp_meta(const at::Tensor& self, int64_t dim) {
+  at::maybe_wrap_dim(dim, self.dim());
+  return at::empty_like(self);
+}
+
+at::Tensor& logcumsumexp_out_meta(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  at::maybe_wrap_dim(dim, self.dim());
+  out.resize_(self.sizes());
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_cummax_helper", cum_extreme_helper_meta);
+  m.impl("_cummin_helper", cum_extreme_helper_meta);
+  m.impl("_logcumsumexp", logcumsumexp_meta);
+  m.impl("_logcumsumexp.out", logcumsumexp_out_meta);
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,122 @@
+"""Special functions on tpu against CPU: lgamma, digamma, polygamma, Hurwitz
+zeta, i1/i1e, nextafter, xlog1py, entr, angle."""
+import pytest
+import torch
+
+from optest import DEV, check, rand
+
+FLOATS = [torch.float32, torch.bfloat16]
+
+
+def grad_ok(dtype):
+    return dtype == torch.float32
+
+
+# Values away from the poles (CPU and XLA both exact there), plus negative
+# non-integers, where the reflection / shifted series are used.
+def pts(dtype, requires_grad=False):
+    x = rand(3, 8, dtype=torch.float32, low=-6.0, high=6.0, seed=7)
+    x = torch.where((x - x.round()).abs() < 0.05, x + 0.25, x)
+    return x.to(dtype).requires_grad_(requires_grad and dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("fn", [torch.lgamma, torch.digamma, lambda t: torch.polygamma(1, t),
+                                lambda t: torch.polygamma(2, t), lambda t: torch.polygamma(3, t)],
+                         ids=["lgamma", "digamma", "polygamma1", "polygamma2", "polygamma3"])
+def test_gamma_family(fn, dtype):
+    check(fn, pts(dtype, True), grad=grad_ok(dtype), rtol=1e-4 if dtype == torch.float32 else None,
+          atol=1e-4 if dtype == torch.float32 else None)
+
+
+def test_gamma_family_special_points():
+    x = torch.tensor([0.0, -0.0, -1.0, -3.0, 0.5, 10.0, float("inf"), float("nan")])
+    check(torch.lgamma, x)
+    check(torch.digamma, x)
+    check(lambda t: torch.polygamma(1, t), x[[0, 4, 5, 7]])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_gamma_integer_inputs(dtype):
+    x = torch.tensor([1, 2, 3, 7]).to(dtype)
+    check(torch.lgamma, x)
+    check(torch.digamma, x)
+
+
+def test_in_place_and_out():
+    x = pts(torch.float32)
+    check(lambda t: t.clone().lgamma_(), x)
+    check(lambda t: t.clone().digamma_(), x)
+    check(lambda t: t.clone().polygamma_(2), x)
+    check(lambda t: torch.lgamma(t, out=torch.empty_like(t)), x)
+
+    def through_view(t):
+        t = t.clone()
+        t[:, 1].lgamma_()
+        return t
+    check(through_view, x)
+
+
+def test_zeta_half_types_not_implemented():
+    x = torch.ones(3, dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError):
+        torch.special.zeta(x, x)
+    with pytest.raises(NotImplementedError):
+        torch.special.zeta(x.to(DEV), x.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_zeta(dtype):
+    s = rand(3, 8, low=1.5, high=5.0, seed=1)
+    q = pts(torch.float32)
+    if dtype == torch.int64:
+        s, q = s.round().clamp(min=2).long(), q.round().clamp(min=1).long()
+    check(torch.special.zeta, s, q, rtol=1e-4, atol=1e-4)
+    check(lambda a: torch.special.zeta(a, 2.5), s)
+    check(lambda b: torch.special.zeta(3.0, b), q, rtol=1e-4, atol=1e-4)
+    check(torch.special.zeta, torch.tensor([1.0, 0.5, 2.0]), torch.tensor([2.0, 2.0, -1.0]))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_i1_i1e(dtype):
+    x = rand(4, 6, low=-10.0, high=10.0, dtype=dtype)
+    check(torch.special.i1e, x)
+    check(torch.special.i1, x, rtol=1e-4 if dtype == torch.float32 else None,
+          atol=1e-5 if dtype == torch.float32 else None)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nextafter(dtype):
+    x, y = rand(4, 6, dtype=dtype), rand(4, 6, dtype=dtype, seed=3)
+    check(torch.nextafter, x, y)
+    check(torch.nextafter, x, x[0])  # broadcast, equal values
+    check(lambda a, b: a.clone().nextafter_(b), x, y)
+
+
+def test_nextafter_rejects_integers():
+    a = torch.tensor([1, 2])
+    with pytest.raises(RuntimeError):
+        torch.nextafter(a, a)
+    with pytest.raises(RuntimeError):
+        torch.nextafter(a.to(DEV), a.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_xlog1py_entr(dtype):
+    x = rand(4, 6, dtype=dtype, requires_grad=True)
+    y = rand(4, 6, low=-0.9, high=3.0, dtype=dtype, requires_grad=True, seed=2)
+    g = grad_ok(dtype)
+    check(torch.special.xlog1py, x, y, grad=g)
+    check(lambda a: torch.special.xlog1py(a, 2.0), x, grad=g)
+    check(lambda b: torch.special.xlog1py(3.0, b), y, grad=g)
+    check(torch.special.xlog1py, torch.tensor([0.0, 0.0, 1.0]), torch.tensor([float("nan"), -1.0, -1.0]))
+    check(torch.special.entr, x, grad=g)
+    check(torch.special.entr, torch.tensor([0.0, -1.0, 2.0, float("nan")]))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.bool])
+def test_angle(dtype):
+    x = rand(4, 6, dtype=dtype, requires_grad=dtype.is_floating_point)
+    check(torch.angle, x, grad=grad_ok(dtype))
+    if dtype.is_floating_point:
+        check(torch.angle, torch.tensor([-1.0, 0.0, -0.0, float("nan"), float("-inf")], dtype=dtype))

@@ -1,0 +1,101 @@
+"""python -m torchtpu.aot: compile what a script runs on tpu for a TPU topology.
+
+    python -m torchtpu.aot --topology v6e:2x2 SCRIPT [ARGS...]
+    python -m torchtpu.aot --topology v5e:2x2 -m torchtpu.demo --steps 2 --no-cpu-check
+    python -m torchtpu.aot --topology v5e:2x2 --dump-dir DIR
+
+Runs the script here (on the execution plugin) with program dumps on, then
+compiles every program it ran for the topology with libtpu and prints the
+report: per program the HBM it needs per device against the chip's, its
+flops and bytes, and a roofline estimate; "runs" counts executions over the
+whole script. Exit status 1 if a program does not compile or does not fit.
+"""
+import argparse
+import os
+import runpy
+import sys
+
+import torch
+
+import torchtpu  # noqa: F401  (device tpu)
+import torchtpu.aot
+
+from . import AotCompileError, DoesNotFitError, _ProgramCounter, _dump_dir, _read_dir, _check
+from . import compile_programs
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m torchtpu.aot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--topology", default="v5e:2x2", help="e.g. v5e:2x2, v6e:2x2, v4:2x2x1, v5p:2x2x1")
+    p.add_argument("--replicas", type=int, default=None, help="devices each program spans (default: all)")
+    p.add_argument("--all", action="store_true", help="list every program (default: the 25 costliest)")
+    p.add_argument("--dump-dir", help="compile the programs already in DIR instead of running a script")
+    p.add_argument("-m", dest="module", help="run a module as a script, like python -m")
+    p.add_argument("script", nargs="?", help="script to run, then its arguments")
+    # Everything after the script or -m MODULE belongs to it, as with python.
+    cut = len(argv)
+    for i, a in enumerate(argv):
+        if a == "-m":
+            cut = i + 2
+            break
+        if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("--topology", "--replicas", "--dump-dir")):
+            cut = i + 1
+            break
+    ns = p.parse_args(argv[:cut])
+    ns.args = argv[cut:]
+    if not (ns.dump_dir or ns.module or ns.script):
+        p.error("give a SCRIPT, -m MODULE or --dump-dir DIR")
+    return ns
+
+
+def _run_script(ns):
+    """Runs the script with dumps on; returns (program triples, unattributed)."""
+    with _dump_dir() as d:
+        counter = _ProgramCounter(d)
+        saved = sys.argv
+        try:
+            with counter:
+                if ns.module:
+                    sys.argv = [ns.module] + ns.args
+                    runpy.run_module(ns.module, run_name="__main__", alter_sys=True)
+                else:
+                    sys.argv = [ns.script] + ns.args
+                    runpy.run_path(ns.script, run_name="__main__")
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                raise
+        finally:
+            sys.argv = saved
+        return _read_dir(d, counter.counts), counter.unattributed, torch.tpu.max_memory_allocated()
+
+
+def main(argv=None):
+    ns = _parse(sys.argv[1:] if argv is None else argv)
+    ok, why = torchtpu.aot.available()
+    if not ok:
+        print(f"torchtpu.aot: {why}", file=sys.stderr)
+        return 2
+    if ns.dump_dir:
+        programs, unattributed, live_peak = _read_dir(ns.dump_dir), 0, 0
+        capture = f"programs in {ns.dump_dir} (each counted once)"
+    else:
+        programs, unattributed, live_peak = _run_script(ns)
+        what = f"-m {ns.module}" if ns.module else os.path.basename(ns.script)
+        capture = f"per-op eager programs of `{what}` (runs: whole script)"
+    report = compile_programs(programs, ns.topology, replicas=ns.replicas, capture=capture)
+    report.unattributed = unattributed
+    report.live_peak_bytes = live_peak
+    report.scope = "script run" if not ns.dump_dir else "directory"
+    print(report.format(limit=0 if ns.all else 25))
+    try:
+        _check(report)
+    except (AotCompileError, DoesNotFitError) as e:
+        print(f"torchtpu.aot: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
