@@ -68,6 +68,10 @@ setup(
     install_requires=["torch>=2.11,<2.15", "numpy"],
     ext_modules=[extension],
     cmdclass={"build_ext": BuildWithCore.with_options(use_ninja=True)},
-    entry_points={"torch.backends": ["torchtpu = torchtpu:_autoload"]},
+    entry_points={
+        "torch.backends": ["torchtpu = torchtpu:_autoload"],
+        # torch.compile(backend="tpu"), found without importing torchtpu first
+        "torch_dynamo_backends": ["tpu = torchtpu.dynamo:backend"],
+    },
     zip_safe=False,
 )

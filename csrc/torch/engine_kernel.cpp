@@ -290,6 +290,13 @@ class CallPacker {
     }
   }
 
+  // Keeps a temporary tensor (an uploaded CPU scalar) alive as long as
+  // the call that refers to its storage.
+  const at::Tensor& hold(at::Tensor tensor) {
+    held_.push_back(std::move(tensor));
+    return held_.back();
+  }
+
   void add_tensors(const std::vector<at::Tensor>& list) {
     ttpu_arg arg = make_arg(TTPU_ARG_TENSORS);
     arg.tensor = static_cast<int>(tensors_.size());
@@ -438,6 +445,7 @@ class CallPacker {
   c10::SmallVector<ttpu_tensor, 4> outputs_;
   // Lists: growing them never moves the elements the args point into, and
   // (unlike a deque) an empty one allocates nothing.
+  std::list<at::Tensor> held_;
   std::list<std::vector<int64_t>> ints_;
   std::list<std::vector<double>> floats_;
   std::list<std::string> strings_;
@@ -460,7 +468,8 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
   return tensors;
 }
 
-void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value) {
+void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value,
+                   c10::DeviceIndex device) {
   if (value.isNone()) {
     packer.add_none();
   } else if (role == ArgRole::kScalar) {
@@ -476,7 +485,15 @@ void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value) {
                                      value.toInt())));
   } else if (value.isTensor()) {
     packer.add_tensor(value.toTensor());
-  } else if (value.isTensorList() || is_optional_tensor_list(value)) {
+  } else if (value.isTensorList()) {
+    std::vector<at::Tensor> tensors = tensors_of(value);
+    for (at::Tensor& tensor : tensors) {
+      if (is_cpu_scalar(tensor)) {
+        tensor = packer.hold(tensor.to(tpu_device(device)));
+      }
+    }
+    packer.add_tensors(tensors);
+  } else if (is_optional_tensor_list(value)) {
     packer.add_tensors(tensors_of(value));
   } else if (value.isBool()) {
     packer.add_int(TTPU_ARG_BOOL, value.toBool() ? 1 : 0);
@@ -918,11 +935,10 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       devices.see(value.toTensor(), info.is_mutable[i]);
     } else if (value.isTensorList()) {
       for (const at::Tensor& tensor : value.toTensorList()) {
-        // A list element cannot be passed as a Scalar, so CPU scalars in
-        // lists are device mismatches too.
-        if (tensor.defined()) {
-          devices.see(tensor.device());
-        }
+        // CPU scalars that are read are exempt in lists too, as in the
+        // per-tensor path other backends take for them (an optimizer's
+        // step counts under torch.compile); they are uploaded to pack.
+        devices.see(tensor, info.is_mutable[i]);
       }
     } else if (is_optional_tensor_list(value)) {
       has_index_list = true;
@@ -1008,7 +1024,7 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   }
 
   for (size_t i = 0; i < num_args; ++i) {
-    pack_argument(packer, info.roles[i], args[i]);
+    pack_argument(packer, info.roles[i], args[i], device);
   }
 
   if (!packer.nothing_to_compute()) {

@@ -39,7 +39,8 @@ py::dict stats_dict(int device) {
   out["fused_ops"] = stats.window_ops;
   out["fused_max_ops"] = stats.window_max_ops;
   static const char* const kEnds[TTPU_END_COUNT] = {
-      "host_read", "sync", "op_limit", "step_repeat", "device_change"};
+      "host_read", "sync", "op_limit", "step_repeat", "device_change",
+      "graph_end"};
   py::dict ends;
   for (int k = 0; k < TTPU_END_COUNT; ++k) {
     ends[kEnds[k]] = stats.window_ends[k];
@@ -145,6 +146,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_flush", [] {
     py::gil_scoped_release no_gil;
     check(ttpu_runtime_flush(runtime()), "tpu fused window");
+  });
+  m.def("_begin_graph", [](const std::string& name) {
+    py::gil_scoped_release no_gil;
+    check(ttpu_runtime_begin_graph(runtime(), name.c_str()), "compiled graph");
+  });
+  m.def("_end_graph", [] {
+    py::gil_scoped_release no_gil;
+    check(ttpu_runtime_end_graph(runtime()), "compiled graph");
   });
   m.def("_set_fused_window_limit", [](int max_ops) {
     ttpu_runtime_set_window_limit(runtime(), max_ops);

@@ -398,12 +398,28 @@ def _capture_per_op(step, steps):
         return Capture(programs, "per-op eager programs", counter.unattributed, live_peak)
 
 
+@contextlib.contextmanager
+def _compiling_everything():
+    """Per-op strict mode with the persistent cache off, so every program
+    the step runs is compiled (and so dumped) here rather than loaded."""
+    from .. import _C, set_eager_mode
+    previous_dir = _C._cache_dir()
+    _C._set_cache_dir("")
+    try:
+        with set_eager_mode("strict"):
+            yield
+    finally:
+        if previous_dir:
+            _C._set_cache_dir(previous_dir)
+
+
 def capture_programs(step, steps=2):
     """The one place that decides how a training step becomes programs.
     Today: eager per-op programs (one per op, dumped as the engine compiles
-    them). When the whole-step capture (fused eager mode / torch.compile)
-    lands, it becomes the preferred method here."""
-    return _capture_per_op(step, steps)
+    them). When the whole-step capture (torch.compile) lands, it becomes the
+    preferred method here."""
+    with _compiling_everything():
+        return _capture_per_op(step, steps)
 
 
 def _loss_of(out):

@@ -67,6 +67,10 @@ struct ttpu_runtime {
  * rt->mu): a fused window's recorded ops run before anything else sees
  * their storages. No-op outside fused mode. */
 ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
+/* The same, only when the window touches storage b: one it writes (for
+ * a read of b), or any it touches (writing: b is about to change). */
+ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
+                                   int writing);
 /* Records one op into the fused window (under rt->mu). */
 ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
                                 const ttpu_op_def* def);

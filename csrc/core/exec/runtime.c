@@ -334,8 +334,8 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
                                  &pb);
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
-  /* Recorded ops that write b come before this upload. */
-  s = ttpu_window_flush(rt, TTPU_END_READ);
+  /* Recorded ops that touch b come before this upload. */
+  s = ttpu_window_flush_for(rt, b, 1);
   ttpu_rt_set_version(b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
@@ -350,7 +350,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   ttpu_runtime* rt = b->rt;
   if (nbytes == 0) return NULL;
   pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
+  ttpu_status* s = ttpu_window_flush_for(rt, b, 0);
   ttpu_pjrt_buffer* pb = b->pb;
   if (s) {
   } else if (!pb) {
@@ -373,7 +373,8 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   if (dst == src) return NULL;
   ttpu_runtime* rt = dst->rt;
   pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
+  ttpu_status* s = ttpu_window_flush_for(rt, src, 0);
+  if (!s) s = ttpu_window_flush_for(rt, dst, 1);
   ttpu_pjrt_buffer* pb = NULL;
   if (!s && src->pb)
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
@@ -392,7 +393,7 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
 ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_READ);
+  ttpu_status* s = ttpu_window_flush_for(rt, b, 0);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;

@@ -79,6 +79,10 @@ struct ttpu_window {
   int* last_op;
   int n_last;
   ttpu_cache* validated; /* op signatures known to lower */
+  /* inside ttpu_runtime_begin_graph/end_graph */
+  int graph;
+  ttpu_mode mode_before;
+  char graph_name[80];
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -555,8 +559,14 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     stats->cache_hits++;
   } else {
     char what[96], reason[416];
-    snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
-    window_reason(w, n_recs, reason, sizeof(reason));
+    if (w->graph) {
+      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+      snprintf(reason, sizeof(reason), "%s: new graph or new input shapes",
+               what);
+    } else {
+      snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
+      window_reason(w, n_recs, reason, sizeof(reason));
+    }
     snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
     s = ttpu_rt_get_program(rt, dev, w->key, w->n_key, what, n_recs, reason,
                             lower_window, &c, &e);
@@ -625,6 +635,16 @@ done:
   return s;
 }
 
+ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
+                                   int writing) {
+  ttpu_window* w = rt->window;
+  if (!w || !w->n_recs) return NULL;
+  int k = map_find(w, b);
+  /* Reading a storage the window only reads needs nothing from it. */
+  if (k < 0 || (!writing && !w->st[k].written)) return NULL;
+  return ttpu_window_flush(rt, TTPU_END_READ);
+}
+
 ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
@@ -689,6 +709,7 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   w->device = call->device;
   s = append(rt, w, call, def);
   if (s) return s;
+  if (w->graph) return NULL; /* a graph is one program, however long */
   uint64_t h = w->recs[w->n_recs - 1].hash;
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
@@ -726,6 +747,35 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
 }
 
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) { return rt->mode; }
+
+ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  ttpu_window* w = window_of(rt);
+  if (!w) {
+    pthread_mutex_unlock(&rt->mu);
+    ttpu_status_free(s);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  if (!w->graph) w->mode_before = rt->mode;
+  w->graph++;
+  snprintf(w->graph_name, sizeof(w->graph_name), "%s", name ? name : "graph");
+  rt->mode = TTPU_MODE_FUSED;
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
+  pthread_mutex_lock(&rt->mu);
+  ttpu_window* w = rt->window;
+  ttpu_status* s = NULL;
+  if (w && w->graph) {
+    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
+    if (--w->graph == 0) rt->mode = w->mode_before;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
 
 ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt) {
   pthread_mutex_lock(&rt->mu);

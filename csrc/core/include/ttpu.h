@@ -124,6 +124,7 @@ typedef enum {
   TTPU_END_LIMIT,     /* the window reached its op limit */
   TTPU_END_REPEAT,    /* the repeat detector saw the next step begin */
   TTPU_END_DEVICE,    /* an op on another device */
+  TTPU_END_GRAPH,     /* the end of a compiled graph (ttpu_runtime_end_graph) */
   TTPU_END_COUNT
 } ttpu_window_end;
 
@@ -181,6 +182,12 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
 /* Runs the recorded fused window now (enqueued, not awaited). */
 ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt);
+/* A whole graph as one program (torch.compile): the ops recorded from
+ * begin to end run as one program, whatever the mode, with no op limit and
+ * no repeat cuts; `name` labels it in the compile log. end returns the
+ * first error of running it; the mode in force before begin is restored. */
+ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name);
+ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt);
 /* Most ops one fused window holds (default 1000, TORCHTPU_FUSED_MAX_OPS). */
 void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops);
 
