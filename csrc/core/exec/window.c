@@ -408,8 +408,8 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   }
   r->f_off = w->n_f;
   r->i_off = w->n_i;
-  memcpy(w->f + w->n_f, p->f, (size_t)p->n_f * sizeof(double));
-  memcpy(w->i + w->n_i, p->i, (size_t)p->n_i * sizeof(int64_t));
+  if (p->n_f) memcpy(w->f + w->n_f, p->f, (size_t)p->n_f * sizeof(double));
+  if (p->n_i) memcpy(w->i + w->n_i, p->i, (size_t)p->n_i * sizeof(int64_t));
   w->n_f += p->n_f;
   w->n_i += p->n_i;
   if (def->flags & TTPU_OP_RANDOM) w->uses_rng = 1;

@@ -1,0 +1,223 @@
+/* test_modes.c - fused windows, graphs, debug mode and the persistent
+ * compile cache, from C. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ttpu_test.h"
+
+static ttpu_runtime* make_runtime(ttpu_test_ctx* t) {
+  ttpu_runtime_options o = {0};
+  o.plugin_path = ttpu_test_plugin_path(t);
+  ttpu_runtime* rt = NULL;
+  ttpu_status* s = ttpu_runtime_create(&o, &rt);
+  if (s) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "runtime: %s", ttpu_status_message(s));
+    ttpu_status_free(s);
+    return NULL;
+  }
+  return rt;
+}
+
+static ttpu_buffer* make_f32(ttpu_test_ctx* t, ttpu_runtime* rt, float v0,
+                             int64_t n) {
+  float* v = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) v[i] = v0 + (float)i;
+  ttpu_buffer* b = NULL;
+  ttpu_status* s = ttpu_buffer_create(rt, 0, (size_t)n * 4, &b);
+  if (!s) s = ttpu_buffer_upload(b, v, TTPU_F32, &n, 1);
+  free(v);
+  if (s) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "upload: %s", ttpu_status_message(s));
+    ttpu_status_free(s);
+  }
+  return b;
+}
+
+/* out = a + alpha * b, all dense 1-d views of n elements. */
+static ttpu_status* add(ttpu_runtime* rt, ttpu_buffer* a, ttpu_buffer* b,
+                        ttpu_buffer* out, int64_t* n, double alpha) {
+  static const int64_t one = 1;
+  ttpu_tensor ts[2] = {{a, TTPU_F32, 1, n, &one, 0}, {b, TTPU_F32, 1, n, &one, 0}};
+  ttpu_tensor o = {out, TTPU_F32, 1, n, &one, 0};
+  ttpu_arg args[3] = {{0}};
+  args[0].kind = TTPU_ARG_TENSOR;
+  args[1].kind = TTPU_ARG_TENSOR;
+  args[1].tensor = 1;
+  args[2].kind = TTPU_ARG_SCALAR;
+  args[2].f = alpha;
+  args[2].scalar_dtype = TTPU_F64;
+  ttpu_op_call c = {0};
+  c.op = ttpu_op_lookup("add.Tensor");
+  c.n_args = 3;
+  c.args = args;
+  c.n_tensors = 2;
+  c.tensors = ts;
+  c.n_outputs = 1;
+  c.outputs = &o;
+  c.common_dtype = TTPU_F32;
+  return ttpu_op_run(rt, &c);
+}
+
+/* A chain of adds through temporaries in fused mode: one program, the
+ * temporaries never results, the same values as strict mode. */
+static void test_fused_chain(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = make_runtime(t);
+  if (!rt) return;
+  int64_t n = 8;
+  ttpu_buffer* x = make_f32(t, rt, 1, n);
+  ttpu_buffer* y = make_f32(t, rt, 10, n);
+  TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_FUSED));
+  TTPU_CHECK(t, ttpu_runtime_mode(rt) == TTPU_MODE_FUSED);
+  ttpu_buffer* acc = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &acc));
+  TTPU_CHECK_OK(t, add(rt, x, y, acc, &n, 1.0));
+  for (int k = 0; k < 5; ++k) {
+    ttpu_buffer* tmp = NULL;
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &tmp));
+    TTPU_CHECK_OK(t, add(rt, acc, y, tmp, &n, 0.5));
+    TTPU_CHECK_OK(t, add(rt, tmp, x, acc, &n, 2.0));
+    ttpu_buffer_release(tmp); /* dies inside the window */
+  }
+  ttpu_stats st;
+  ttpu_runtime_stats(rt, -1, &st); /* flushes (memory figures are live) */
+  TTPU_CHECK(t, st.windows == 1 && st.window_ops == 11 && st.executions == 1);
+  float r[8];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(acc, r, sizeof(r)));
+  for (int i = 0; i < 8; ++i) {
+    float xv = 1.0f + (float)i, yv = 10.0f + (float)i, a = xv + yv;
+    for (int k = 0; k < 5; ++k) a = (a + 0.5f * yv) + 2.0f * xv;
+    TTPU_CHECK(t, r[i] == a);
+  }
+  /* same ops again: the window's program is reused */
+  TTPU_CHECK_OK(t, add(rt, x, y, acc, &n, 1.0));
+  for (int k = 0; k < 5; ++k) {
+    ttpu_buffer* tmp = NULL;
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &tmp));
+    TTPU_CHECK_OK(t, add(rt, acc, y, tmp, &n, 0.5));
+    TTPU_CHECK_OK(t, add(rt, tmp, x, acc, &n, 2.0));
+    ttpu_buffer_release(tmp);
+  }
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  ttpu_runtime_stats(rt, -1, &st);
+  TTPU_CHECK(t, st.windows == 2 && st.compiles == 1);
+  TTPU_CHECK(t, ttpu_runtime_compile_log_count(rt) == 1);
+  ttpu_compile_record rec;
+  TTPU_CHECK(t, ttpu_runtime_compile_log_get(rt, 0, &rec));
+  TTPU_CHECK(t, strstr(rec.what, "fused window (11 ops)") != NULL);
+  ttpu_buffer_release(acc);
+  ttpu_buffer_release(x);
+  ttpu_buffer_release(y);
+  ttpu_runtime_destroy(rt);
+}
+
+/* A graph is one program whatever the op limit. */
+static void test_graph_ignores_limit(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = make_runtime(t);
+  if (!rt) return;
+  int64_t n = 4;
+  ttpu_buffer* x = make_f32(t, rt, 0, n);
+  ttpu_runtime_set_window_limit(rt, 3);
+  TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "g"));
+  for (int k = 0; k < 10; ++k) TTPU_CHECK_OK(t, add(rt, x, x, x, &n, 1.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_end_graph(rt));
+  TTPU_CHECK(t, ttpu_runtime_mode(rt) == TTPU_MODE_STRICT);
+  float r[4];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(x, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == (float)i * 1024.0f);
+  ttpu_stats st;
+  ttpu_runtime_stats(rt, -1, &st);
+  TTPU_CHECK(t, st.windows == 1 && st.window_ops == 10);
+  TTPU_CHECK(t, st.window_ends[TTPU_END_GRAPH] == 1);
+  ttpu_buffer_release(x);
+  ttpu_runtime_destroy(rt);
+}
+
+static void test_debug_mode_names_op(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = make_runtime(t);
+  if (!rt) return;
+  TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_DEBUG));
+  int64_t n = 4, m = 5;
+  ttpu_buffer* x = make_f32(t, rt, 0, n);
+  ttpu_buffer* y = make_f32(t, rt, 0, m);
+  ttpu_buffer* o = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &o));
+  /* y's view reaches past its storage: refused, named with shapes */
+  int64_t big = 9;
+  ttpu_status* s = add(rt, x, y, o, &big, 1.0);
+  TTPU_CHECK(t, s != NULL);
+  ttpu_status_free(s);
+  TTPU_CHECK_OK(t, add(rt, x, x, o, &n, 1.0));
+  s = ttpu_runtime_set_mode(rt, (ttpu_mode)7);
+  TTPU_CHECK(t, s != NULL && ttpu_runtime_mode(rt) == TTPU_MODE_DEBUG);
+  ttpu_status_free(s);
+  ttpu_buffer_release(x);
+  ttpu_buffer_release(y);
+  ttpu_buffer_release(o);
+  ttpu_runtime_destroy(rt);
+}
+
+static int count_files(const char* dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "find '%s' -name '*.prog' | wc -l", dir);
+  FILE* p = popen(cmd, "r");
+  int n = -1;
+  if (p) {
+    if (fscanf(p, "%d", &n) != 1) n = -1;
+    pclose(p);
+  }
+  return n;
+}
+
+/* Compile, store, load in a second runtime, corrupt, rebuild. */
+static void test_disk_cache(ttpu_test_ctx* t) {
+  char dir[] = "/tmp/ttpu-ctest-cache-XXXXXX";
+  if (!mkdtemp(dir)) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "mkdtemp");
+    return;
+  }
+  for (int round = 0; round < 3; ++round) {
+    ttpu_runtime* rt = make_runtime(t);
+    if (!rt) break;
+    TTPU_CHECK_OK(t, ttpu_runtime_set_cache_dir(rt, dir, 0));
+    TTPU_CHECK(t, !strcmp(ttpu_runtime_cache_dir(rt), dir));
+    int64_t n = 6;
+    ttpu_buffer* x = make_f32(t, rt, 1, n);
+    ttpu_buffer* o = NULL;
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 24, &o));
+    TTPU_CHECK_OK(t, add(rt, x, x, o, &n, 3.0));
+    float r[6];
+    TTPU_CHECK_OK(t, ttpu_buffer_download(o, r, sizeof(r)));
+    for (int i = 0; i < 6; ++i) TTPU_CHECK(t, r[i] == 4.0f * (1.0f + (float)i));
+    ttpu_stats st;
+    ttpu_runtime_stats(rt, -1, &st);
+    if (round == 0) TTPU_CHECK(t, st.compiles == 1 && st.disk_writes == 1);
+    if (round == 1) TTPU_CHECK(t, st.compiles == 0 && st.disk_hits == 1);
+    if (round == 2) TTPU_CHECK(t, st.compiles == 1 && st.disk_hits == 0);
+    TTPU_CHECK(t, count_files(dir) == 1);
+    ttpu_buffer_release(x);
+    ttpu_buffer_release(o);
+    ttpu_runtime_destroy(rt);
+    if (round == 1) { /* corrupt the entry: round 2 rebuilds it */
+      char cmd[600];
+      snprintf(cmd, sizeof(cmd),
+               "for f in $(find '%s' -name '*.prog'); do "
+               "printf 'garbage' | dd of=$f bs=1 seek=100 conv=notrunc "
+               "2>/dev/null; done", dir);
+      TTPU_CHECK(t, system(cmd) == 0);
+    }
+  }
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  TTPU_CHECK(t, system(cmd) == 0);
+}
+
+static const ttpu_test kTests[] = {
+    {"fused_chain", test_fused_chain},
+    {"graph_ignores_limit", test_graph_ignores_limit},
+    {"debug_mode_names_op", test_debug_mode_names_op},
+    {"disk_cache", test_disk_cache},
+    {NULL, NULL},
+};
+TTPU_TEST_SUITE(modes, kTests)
