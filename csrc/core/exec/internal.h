@@ -122,6 +122,14 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
 ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
                                 const ttpu_result_plan* rp,
                                 ttpu_pjrt_buffer* buf);
+/* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
+ * the rng state, or reads it as a data-dependent check; returns the first
+ * check's error. */
+ttpu_status* ttpu_rt_take_results(ttpu_runtime* rt, int dev,
+                                  const ttpu_cache_entry* e,
+                                  ttpu_pjrt_buffer** outs,
+                                  ttpu_buffer* (*buffer_of)(void*, int),
+                                  void* ctx);
 /* Appends a compile to the log (under rt->mu). */
 void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
                          double seconds, int from_disk, int n_ops);

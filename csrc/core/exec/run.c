@@ -660,6 +660,31 @@ static void describe_call(const ttpu_op_call* c, char* buf, size_t n) {
   if (k < n) snprintf(buf + k, n - k, ")");
 }
 
+ttpu_status* ttpu_rt_take_results(ttpu_runtime* rt, int dev,
+                                  const ttpu_cache_entry* e,
+                                  ttpu_pjrt_buffer** outs,
+                                  ttpu_buffer* (*buffer_of)(void*, int),
+                                  void* ctx) {
+  ttpu_status* s = NULL;
+  for (int r = 0; r < e->n_results; ++r) {
+    const ttpu_result_plan* rp = &e->results[r];
+    if (rp->slot == TTPU_RESULT_CHECK) {
+      ttpu_status* c = s ? NULL : ttpu_rt_read_check(rt, dev, rp, outs[r]);
+      if (c) s = c;
+      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
+      continue;
+    }
+    ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
+                                   : rt->dev[dev].rng_state;
+    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
+  }
+  return s;
+}
+
+static ttpu_buffer* slot_buffer(void* plan, int slot) {
+  return ((const ttpu_plan*)plan)->slots[slot].buf;
+}
+
 static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
                             const ttpu_cache_entry* e) {
   const ttpu_op_call* call = p->call;
@@ -700,18 +725,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   }
   rt->dev[dev].stats.executions++;
   if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
-  for (int r = 0; r < e->n_results; ++r) {
-    const ttpu_result_plan* rp = &e->results[r];
-    if (rp->slot == TTPU_RESULT_CHECK) {
-      ttpu_status* c = s ? NULL : ttpu_rt_read_check(rt, dev, rp, outs[r]);
-      if (c) s = c;
-      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
-      continue;
-    }
-    ttpu_buffer* b = rp->slot >= 0 ? p->slots[rp->slot].buf
-                                   : rt->dev[dev].rng_state;
-    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
-  }
+  s = ttpu_rt_take_results(rt, dev, e, outs, slot_buffer, (void*)p);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);

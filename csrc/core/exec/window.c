@@ -492,6 +492,10 @@ static void remember_window(ttpu_window* w, int n_recs) {
   w->n_last = n_recs;
 }
 
+static ttpu_buffer* store_buffer(void* window, int store) {
+  return ((ttpu_window*)window)->st[store].buf;
+}
+
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
@@ -610,18 +614,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
   stats->window_ends[why]++;
   if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
-  for (int r = 0; r < e->n_results; ++r) {
-    const ttpu_result_plan* rp = &e->results[r];
-    if (rp->slot == TTPU_RESULT_CHECK) {
-      ttpu_status* chk = s ? NULL : ttpu_rt_read_check(rt, dev, rp, outs[r]);
-      if (chk) s = chk;
-      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
-      continue;
-    }
-    ttpu_buffer* b = rp->slot >= 0 ? w->st[rp->slot].buf
-                                   : rt->dev[dev].rng_state;
-    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
-  }
+  s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
