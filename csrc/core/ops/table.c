@@ -22,6 +22,7 @@ extern const ttpu_op_def ttpu_ops_amp[];
 extern const ttpu_op_def ttpu_ops_special[];
 extern const ttpu_op_def ttpu_ops_scan[];
 extern const ttpu_op_def ttpu_ops_matrix[];
+extern const ttpu_op_def ttpu_ops_layout[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -41,6 +42,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_special,
     ttpu_ops_scan,
     ttpu_ops_matrix,
+    ttpu_ops_layout,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
