@@ -23,6 +23,7 @@ extern const ttpu_op_def ttpu_ops_special[];
 extern const ttpu_op_def ttpu_ops_scan[];
 extern const ttpu_op_def ttpu_ops_matrix[];
 extern const ttpu_op_def ttpu_ops_layout[];
+extern const ttpu_op_def ttpu_ops_lu[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -43,6 +44,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_scan,
     ttpu_ops_matrix,
     ttpu_ops_layout,
+    ttpu_ops_lu,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
