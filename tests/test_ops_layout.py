@@ -56,3 +56,14 @@ def test_equal():
         assert torch.equal(torch.ones(0, device=dev), torch.ones(0, device=dev))
     with pytest.raises(RuntimeError):
         torch.equal(a, a.to(DEV))
+
+
+@pytest.mark.parametrize("row,col,offset", [(3, 4, 0), (4, 3, 1), (5, 5, -2), (3, 3, 5), (0, 3, 0)])
+@pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices], ids=["triu", "tril"])
+def test_tri_indices(fn, row, col, offset):
+    expected = fn(row, col, offset)
+    actual = fn(row, col, offset, device=DEV)
+    assert actual.device.type == DEV
+    assert torch.equal(actual.cpu(), expected)
+    assert torch.equal(fn(row, col, offset, dtype=torch.int32, device=DEV).cpu(),
+                       fn(row, col, offset, dtype=torch.int32))

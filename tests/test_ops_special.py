@@ -120,3 +120,19 @@ def test_angle(dtype):
     check(torch.angle, x, grad=grad_ok(dtype))
     if dtype.is_floating_point:
         check(torch.angle, torch.tensor([-1.0, 0.0, -0.0, float("nan"), float("-inf")], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+def test_frexp(dtype):
+    x = rand(4, 6, low=-50.0, high=50.0, dtype=dtype)
+    check(torch.frexp, x)
+    special = torch.tensor([0.0, -0.0, 1e-40, float("inf"), float("-inf"), float("nan"), -3.5, 8.0, 0.5])
+    check(torch.frexp, special.to(dtype) if dtype != torch.bfloat16 else special[[0, 1, 3, 4, 5, 6, 7, 8]].to(dtype))
+    check(lambda t: torch.frexp(t, out=(torch.empty_like(t), torch.empty(t.shape, dtype=torch.int32, device=t.device))),
+          x, noncontig=False)
+
+
+def test_frexp_rejects_integers():
+    for dev in ("cpu", DEV):
+        with pytest.raises(RuntimeError):
+            torch.frexp(torch.ones(2, dtype=torch.int64, device=dev))

@@ -1,5 +1,6 @@
-/* layout.c - ops that rearrange elements: channel shuffle, and the patch
- * matrices of unfold/fold (im2col/col2im). */
+/* layout.c - ops that rearrange elements: channel shuffle, the patch
+ * matrices of unfold/fold (im2col/col2im), and the index lists of a
+ * matrix's triangles. */
 #include "ttpu_lower.h"
 
 /* channel_shuffle(self, groups): (N, g*k, *) -> channels regrouped as
@@ -148,7 +149,45 @@ static ttpu_status* lower_col2im(ttpu_lower* L) {
   return NULL;
 }
 
+/* triu_indices / tril_indices(row, col, offset=0, *, dtype, ...): the
+ * (2, N) coordinates of the triangle in row-major order. Every position of
+ * the row x col grid is tested; the k-th kept one goes to column k. */
+static ttpu_status* tri_indices(ttpu_lower* L, int upper) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  int64_t rows = ttpu_l_int(L, 0, 0), cols = ttpu_l_int(L, 1, 0), off = ttpu_l_int(L, 2, 0);
+  int64_t n = ot.dims[1], cells = rows * cols;
+  if (n == 0 || cells == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  ttpu_type tc = ttpu_type_make(TTPU_I64, 1, &cells);
+  ttpu_val pos = ttpu_hlo_iota(b, tc, 0);
+  ttpu_val ncol = ttpu_hlo_const(b, tc, 0, cols);
+  ttpu_val i = ttpu_hlo_binary(b, TTPU_DIV, pos, ncol), j = ttpu_hlo_binary(b, TTPU_REM, pos, ncol);
+  ttpu_val diff = ttpu_hlo_binary(b, TTPU_SUB, j, i);
+  ttpu_val keep = ttpu_hlo_compare(b, upper ? TTPU_GE : TTPU_LE, diff, ttpu_hlo_const(b, tc, 0, off));
+  ttpu_val rank = ttpu_hlo_cumulative(b, ttpu_hlo_convert(b, keep, TTPU_I64), TTPU_RED_SUM, 0);
+  rank = ttpu_hlo_binary(b, TTPU_SUB, rank, ttpu_hlo_const(b, tc, 0, 1));
+  /* dropped positions go out of range, which the scatter ignores */
+  rank = ttpu_hlo_select(b, keep, rank, ttpu_hlo_const(b, tc, 0, n));
+  ttpu_type tn = ttpu_type_make(TTPU_I64, 1, &n);
+  ttpu_val ri = ttpu_hlo_put(b, ttpu_hlo_const(b, tn, 0, 0), rank, i, TTPU_SCATTER_SET);
+  ttpu_val rj = ttpu_hlo_put(b, ttpu_hlo_const(b, tn, 0, 0), rank, j, TTPU_SCATTER_SET);
+  int64_t one_n[2] = {1, n};
+  ttpu_val parts[2] = {ttpu_hlo_reshape(b, ri, 2, one_n), ttpu_hlo_reshape(b, rj, 2, one_n)};
+  ttpu_l_set_out(L, 0, ttpu_hlo_concat(b, parts, 2, 0));
+  return NULL;
+}
+
+static ttpu_status* lower_triu_indices(ttpu_lower* L) { return tri_indices(L, 1); }
+static ttpu_status* lower_tril_indices(ttpu_lower* L) { return tri_indices(L, 0); }
+
 const ttpu_op_def ttpu_ops_layout[] = {
+    {"triu_indices", lower_triu_indices, 0},
+    {"triu_indices.out", lower_triu_indices, 0},
+    {"tril_indices", lower_tril_indices, 0},
+    {"tril_indices.out", lower_tril_indices, 0},
     {"channel_shuffle", lower_channel_shuffle, 0},
     {"channel_shuffle.out", lower_channel_shuffle, 0},
     {"native_channel_shuffle", lower_channel_shuffle, 0},

@@ -1,6 +1,8 @@
 /* matrix.c - matrix and vector functions that are not products: trace,
  * the 3-vector cross product, and the factorizations and solves XLA has
  * ops for (Cholesky, triangular solve) with what PyTorch builds on them. */
+#include <math.h>
+
 #include "ttpu_lower.h"
 
 static ttpu_dtype opmath(ttpu_dtype dt) {
@@ -61,6 +63,42 @@ static ttpu_status* lower_linalg_cross(ttpu_lower* L) {
         ttpu_hlo_binary(b, TTPU_MUL, comp(b, x, dim, j), comp(b, y, dim, i)));
   }
   ttpu_l_set_out(L, 0, ttpu_hlo_concat(b, parts, 3, dim));
+  return NULL;
+}
+
+/* renorm(self, Scalar p, int dim, Scalar maxnorm): each slice along dim
+ * whose p-norm exceeds maxnorm is scaled to maxnorm / (norm + 1e-7), as
+ * the CPU does. p and maxnorm are runtime Scalars (p > 0 is checked by
+ * PyTorch's meta function); p = inf is the largest magnitude. */
+static ttpu_status* lower_renorm(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_dtype md = opmath(ot.dtype);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), md);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 2, 0), tx.ndim);
+  int mask[TTPU_MAX_DIMS];
+  for (int d = 0; d < tx.ndim; ++d) mask[d] = d != dim;
+  ttpu_val p = ttpu_hlo_broadcast_to(b, ttpu_l_scalar(L, 1, md), tx.ndim, tx.dims);
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, x);
+  ttpu_val s = ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_POW, a, p), TTPU_RED_SUM, mask);
+  ttpu_type ts = ttpu_l_type(L, s);
+  ttpu_val ps = ttpu_l_reduce_mask(L, p, TTPU_RED_MAX, mask); /* p, of the norm's shape */
+  ttpu_val one = ttpu_hlo_const(b, ts, 1, 1);
+  ttpu_val norm = ttpu_hlo_binary(b, TTPU_POW, s, ttpu_hlo_binary(b, TTPU_DIV, one, ps));
+  /* exact forms of the common orders */
+  ttpu_val n1 = ttpu_l_reduce_mask(L, a, TTPU_RED_SUM, mask);
+  ttpu_val n2 = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, x, x),
+                                                                TTPU_RED_SUM, mask));
+  ttpu_val ninf = ttpu_l_reduce_mask(L, a, TTPU_RED_MAX, mask);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, one), n1, norm);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_hlo_const(b, ts, 2, 2)), n2, norm);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_hlo_const(b, ts, INFINITY, 0)), ninf, norm);
+  ttpu_val maxnorm = ttpu_hlo_broadcast_to(b, ttpu_l_scalar(L, 3, md), ts.ndim, ts.dims);
+  ttpu_val factor = ttpu_hlo_binary(b, TTPU_DIV, maxnorm,
+                                    ttpu_hlo_binary(b, TTPU_ADD, norm, ttpu_hlo_const(b, ts, 1e-7, 0)));
+  factor = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, norm, maxnorm), factor, one);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_MUL, x, ttpu_l_bcast_back(L, factor, tx, mask)));
   return NULL;
 }
 
@@ -225,6 +263,9 @@ static ttpu_status* lower_linalg_solve_triangular(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_matrix[] = {
+    {"renorm", lower_renorm, 0},
+    {"renorm_", lower_renorm, 0},
+    {"renorm.out", lower_renorm, 0},
     {"linalg_cholesky_ex", lower_cholesky_ex, 0},
     {"linalg_cholesky_ex.L", lower_cholesky_ex, 0},
     {"cholesky", lower_cholesky, 0},

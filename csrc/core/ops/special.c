@@ -1,6 +1,6 @@
 /* special.c - special functions: gamma family (lgamma, digamma,
  * polygamma), Hurwitz zeta, Bessel i1/i1e, nextafter, xlog1py, entr,
- * angle of real numbers. The gamma family, zeta and i1e build on XLA's chlo
+ * angle of real numbers, frexp. The gamma family, zeta and i1e build on XLA's chlo
  * implementations (the plugin legalizes them, as it does chlo.erf); the
  * points where PyTorch defines a value those leave open are fixed here.
  * Integer and bool inputs compute in the default float type, as PyTorch
@@ -179,7 +179,68 @@ static ttpu_status* lower_angle(ttpu_lower* L) {
   return NULL;
 }
 
+/* frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
+ * |mantissa| in [0.5, 1), read from the float's bits with integer ops only
+ * (XLA's CPU backend flushes subnormal floats to zero in arithmetic): a
+ * subnormal's significand is converted to a (normal) float first and its
+ * exponent offset added back. 0, inf and NaN give (x, 0) as std::frexp.
+ * Half types go through float32, where their values are exact. */
+static void frexp_bits(ttpu_hlo* b, ttpu_val bits, ttpu_type ti, int mbits, int64_t emask,
+                       int64_t bias, ttpu_val* m_bits, ttpu_val* e) {
+  ttpu_val field = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, ti, 0, mbits)),
+                                   ttpu_hlo_const(b, ti, 0, emask));
+  *e = ttpu_hlo_binary(b, TTPU_SUB, field, ttpu_hlo_const(b, ti, 0, bias));
+  ttpu_val cleared = ttpu_hlo_binary(b, TTPU_AND, bits, ttpu_hlo_const(b, ti, 0, ~(emask << mbits)));
+  *m_bits = ttpu_hlo_binary(b, TTPU_OR, cleared, ttpu_hlo_const(b, ti, 0, bias << mbits));
+}
+
+static ttpu_status* lower_frexp(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type om = ttpu_l_out_type(L, 0), oe = ttpu_l_out_type(L, 1);
+  if (!ttpu_dtype_is_float(om.dtype)) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "torch.frexp() only supports floating-point dtypes");
+    return NULL;
+  }
+  int f64 = om.dtype == TTPU_F64;
+  ttpu_dtype fd = f64 ? TTPU_F64 : TTPU_F32, id = f64 ? TTPU_I64 : TTPU_I32;
+  int mbits = f64 ? 52 : 23, sub_shift = f64 ? 1074 : 149;
+  int64_t emask = f64 ? 0x7ff : 0xff, bias = f64 ? 1022 : 126;
+  int64_t sig = ((int64_t)1 << mbits) - 1;
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), fd);
+  ttpu_type tf = ttpu_l_type(L, x), ti = tf;
+  ti.dtype = id;
+  ttpu_val bits = ttpu_hlo_bitcast(b, x, ti);
+  ttpu_val field = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, ti, 0, mbits)),
+                                   ttpu_hlo_const(b, ti, 0, emask));
+  ttpu_val frac = ttpu_hlo_binary(b, TTPU_AND, bits, ttpu_hlo_const(b, ti, 0, sig));
+  ttpu_val mb, e;
+  frexp_bits(b, bits, ti, mbits, emask, bias, &mb, &e);
+  /* subnormal: significand * 2^-sub_shift, the significand a normal float */
+  ttpu_val sf = ttpu_hlo_bitcast(b, ttpu_hlo_convert(b, ttpu_hlo_convert(b, frac, fd), fd), ti);
+  ttpu_val smb, se;
+  frexp_bits(b, sf, ti, mbits, emask, bias, &smb, &se);
+  ttpu_val sign = ttpu_hlo_binary(b, TTPU_AND, bits, ttpu_hlo_const(b, ti, 0, (int64_t)1 << (f64 ? 63 : 31)));
+  smb = ttpu_hlo_binary(b, TTPU_OR, smb, sign);
+  se = ttpu_hlo_binary(b, TTPU_SUB, se, ttpu_hlo_const(b, ti, 0, sub_shift));
+  ttpu_val zero_field = ttpu_hlo_compare(b, TTPU_EQ, field, ttpu_hlo_const(b, ti, 0, 0));
+  ttpu_val nz_frac = ttpu_hlo_compare(b, TTPU_NE, frac, ttpu_hlo_const(b, ti, 0, 0));
+  ttpu_val subn = ttpu_hlo_binary(b, TTPU_AND, zero_field, nz_frac);
+  mb = ttpu_hlo_select(b, subn, smb, mb);
+  e = ttpu_hlo_select(b, subn, se, e);
+  ttpu_val m = ttpu_hlo_bitcast(b, mb, tf);
+  ttpu_val zero = ttpu_hlo_binary(b, TTPU_AND, zero_field, ttpu_hlo_unary(b, TTPU_NOT, nz_frac));
+  ttpu_val special = ttpu_hlo_binary(b, TTPU_OR, zero,
+                                     ttpu_hlo_compare(b, TTPU_EQ, field, ttpu_hlo_const(b, ti, 0, emask)));
+  m = ttpu_hlo_select(b, special, x, m);
+  e = ttpu_hlo_select(b, special, ttpu_hlo_const(b, ti, 0, 0), e);
+  ttpu_l_set_out(L, 0, m);
+  ttpu_l_set_out(L, 1, ttpu_hlo_convert(b, e, oe.dtype));
+  return NULL;
+}
+
 const ttpu_op_def ttpu_ops_special[] = {
+    {"frexp.Tensor", lower_frexp, 0},
+    {"frexp.Tensor_out", lower_frexp, 0},
     {"lgamma", lower_lgamma, 0},
     {"lgamma_", lower_lgamma, 0},
     {"lgamma.out", lower_lgamma, 0},

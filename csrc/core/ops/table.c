@@ -24,6 +24,8 @@ extern const ttpu_op_def ttpu_ops_scan[];
 extern const ttpu_op_def ttpu_ops_matrix[];
 extern const ttpu_op_def ttpu_ops_layout[];
 extern const ttpu_op_def ttpu_ops_lu[];
+extern const ttpu_op_def ttpu_ops_setops[];
+extern const ttpu_op_def ttpu_ops_polynomial[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -45,6 +47,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_matrix,
     ttpu_ops_layout,
     ttpu_ops_lu,
+    ttpu_ops_setops,
+    ttpu_ops_polynomial,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
