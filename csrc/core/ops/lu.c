@@ -10,7 +10,7 @@
  * in the thousands. Results follow LAPACK's conventions: LU packed in one
  * matrix, 1-based int32 pivots of sequential row swaps, info = the first
  * zero pivot (1-based) or 0. Solves use stablehlo.triangular_solve. */
-#include "ttpu_lower.h"
+#include "matrix.h"
 
 enum { kMaxSteps = 256 }; /* columns an unrolled factorization may take */
 
@@ -209,30 +209,12 @@ static ttpu_val lu_solve_v(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k,
   return apply_swaps(b, z, piv, k, 0);
 }
 
-static ttpu_val mT(ttpu_hlo* b, ttpu_val x) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return TTPU_VAL_ERROR;
-  int64_t perm[TTPU_MAX_DIMS];
-  for (int d = 0; d < tp->ndim; ++d) perm[d] = d;
-  perm[tp->ndim - 1] = tp->ndim - 2;
-  perm[tp->ndim - 2] = tp->ndim - 1;
-  return ttpu_hlo_transpose(b, x, perm);
-}
-
 /* left/adjoint forms of a solve through the factorization. */
 static ttpu_val solve_any(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs,
                           int left, int adjoint) {
   if (left) return lu_solve_v(b, lu, piv, k, rhs, adjoint);
   /* X A = B  <=>  A^T X^T = B^T;  X A^T = B  <=>  A X^T = B^T */
-  return mT(b, lu_solve_v(b, lu, piv, k, mT(b, rhs), !adjoint));
-}
-
-/* The CPU's LAPACK kernels take float32/float64 only. */
-static int lapack_dtype(ttpu_lower* L, ttpu_dtype dt, const char* kernel) {
-  if (dt == TTPU_F32 || dt == TTPU_F64) return 1;
-  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                ttpu_dtype_torch_title(dt));
-  return 0;
+  return ttpu_mx_transpose(b, lu_solve_v(b, lu, piv, k, ttpu_mx_transpose(b, rhs), !adjoint));
 }
 
 /* x (batch..., r, c) broadcast to the batch dims of `like`. */
@@ -255,21 +237,6 @@ static void pivots_to_batch(ttpu_hlo* b, ttpu_val piv, ttpu_type like, int like_
   t.ndim = like.ndim - like_tail + 1;
   t.dims[t.ndim - 1] = tp->dims[tp->ndim - 1];
   pivots_from(b, ttpu_hlo_broadcast_to(b, piv, t.ndim, t.dims), k, out);
-}
-
-/* A data-dependent error when any info is non-zero. */
-static void check_info(ttpu_lower* L, ttpu_val info, const char* fmt) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  const ttpu_type* tp = ttpu_hlo_type(b, info);
-  if (!tp) return;
-  int64_t all[TTPU_MAX_DIMS], one = 1;
-  for (int d = 0; d < tp->ndim; ++d) all[d] = d;
-  ttpu_val worst = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, info, TTPU_I64), TTPU_RED_MAX, all, tp->ndim);
-  ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_NE, worst, ttpu_hlo_const_i(b, TTPU_I64, 0)),
-                                   TTPU_I64);
-  ttpu_val parts[4] = {flag, worst, ttpu_hlo_const_i(b, TTPU_I64, 0), ttpu_hlo_const_i(b, TTPU_I64, 0)};
-  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, fmt);
 }
 
 /* PyTorch's det and slogdet factor A^T when A is row-major contiguous
@@ -295,13 +262,13 @@ static const char kSingular[] =
 static ttpu_status* lower_lu_factor_ex(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!lapack_dtype(L, ttpu_l_type(L, a).dtype, "linalg_lu_factor_ex_out")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ttpu_l_type(L, a).dtype, "linalg_lu_factor_ex_out")) return NULL;
   if (!ttpu_l_bool(L, 1, 1))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   lu_fact f;
   if (!factor(L, a, &f)) return NULL;
-  if (ttpu_l_bool(L, 2, 0)) check_info(L, f.info, kSingular);
+  if (ttpu_l_bool(L, 2, 0)) ttpu_mx_check_info(L, f.info, kSingular);
   ttpu_l_set_out(L, 0, f.lu);
   ttpu_l_set_out(L, 1, pivots_tensor(b, &f, ttpu_l_out_type(L, 1)));
   ttpu_l_set_out(L, 2, f.info);
@@ -312,7 +279,7 @@ static ttpu_status* lower_lu_factor_ex(ttpu_lower* L) {
 static ttpu_status* lower_lu_solve(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "linalg_lu_solve")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_lu_solve")) return NULL;
   ttpu_val lu = to_batch(b, ttpu_l_tensor(L, 0), ot, 2);
   ttpu_type tl = ttpu_l_type(L, lu);
   int k = (int)tl.dims[tl.ndim - 1];
@@ -329,12 +296,12 @@ static ttpu_status* lower_lu_solve(ttpu_lower* L) {
 static ttpu_status* lower_solve_ex(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type orr = ttpu_l_out_type(L, 0), olu = ttpu_l_out_type(L, 1);
-  if (!lapack_dtype(L, orr.dtype, "linalg_solve")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, orr.dtype, "linalg_solve")) return NULL;
   int left = ttpu_l_bool(L, 2, 1);
   ttpu_val a = ttpu_hlo_broadcast_to(b, ttpu_l_tensor(L, 0), olu.ndim, olu.dims);
   lu_fact f;
   if (!factor(L, a, &f)) return NULL;
-  if (ttpu_l_bool(L, 3, 0)) check_info(L, f.info, kSingular);
+  if (ttpu_l_bool(L, 3, 0)) ttpu_mx_check_info(L, f.info, kSingular);
   /* a vector B (result of rank LU - 1) solves as one column */
   int vector = orr.ndim == olu.ndim - 1;
   ttpu_type rt = orr;
@@ -365,21 +332,15 @@ static ttpu_status* lower_solve_ex(ttpu_lower* L) {
   return NULL;
 }
 
-static ttpu_val identity(ttpu_hlo* b, ttpu_type t) {
-  ttpu_type ti = with_dtype(t, TTPU_I64);
-  ttpu_val eq = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, t.ndim - 2), ttpu_hlo_iota(b, ti, t.ndim - 1));
-  return ttpu_hlo_convert(b, eq, t.dtype);
-}
-
 /* linalg_inv_ex(A, *, check_errors=False) -> (inverse, info) */
 static ttpu_status* lower_inv_ex(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "linalg_inv")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_inv")) return NULL;
   lu_fact f;
   if (!factor(L, ttpu_l_tensor(L, 0), &f)) return NULL;
-  if (ttpu_l_bool(L, 1, 0)) check_info(L, f.info, kSingular);
-  ttpu_l_set_out(L, 0, lu_solve_v(b, f.lu, f.piv, f.k, identity(b, ot), 0));
+  if (ttpu_l_bool(L, 1, 0)) ttpu_mx_check_info(L, f.info, kSingular);
+  ttpu_l_set_out(L, 0, lu_solve_v(b, f.lu, f.piv, f.k, ttpu_mx_identity(b, ot), 0));
   ttpu_l_set_out(L, 1, f.info);
   return NULL;
 }
@@ -410,10 +371,10 @@ static ttpu_val perm_sign(ttpu_hlo* b, const lu_fact* f, ttpu_type tb) {
 static ttpu_status* lower_det(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "linalg_det")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_det")) return NULL;
   lu_fact f;
   ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!factor(L, factors_transpose(L) ? mT(b, a) : a, &f)) return NULL;
+  if (!factor(L, factors_transpose(L) ? ttpu_mx_transpose(b, a) : a, &f)) return NULL;
   ttpu_val d = diagonal(b, f.lu);
   int64_t last = ot.ndim;
   ttpu_val det = ttpu_hlo_reduce(b, d, TTPU_RED_PROD, &last, 1);
@@ -427,10 +388,10 @@ static ttpu_status* lower_det(ttpu_lower* L) {
 static ttpu_status* lower_slogdet(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "linalg_slogdet")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_slogdet")) return NULL;
   lu_fact f;
   ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!factor(L, factors_transpose(L) ? mT(b, a) : a, &f)) return NULL;
+  if (!factor(L, factors_transpose(L) ? ttpu_mx_transpose(b, a) : a, &f)) return NULL;
   ttpu_val d = diagonal(b, f.lu);
   int64_t last = ot.ndim;
   ttpu_val sg = ttpu_hlo_reduce(b, ttpu_hlo_unary(b, TTPU_SIGN, d), TTPU_RED_PROD, &last, 1);
@@ -505,7 +466,7 @@ static void unpack_to(ttpu_lower* L, ttpu_val lu, const ttpu_val* piv, int k, in
 /* linalg_lu(A, *, pivot=True) -> (P, L, U) */
 static ttpu_status* lower_linalg_lu(ttpu_lower* L) {
   ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!lapack_dtype(L, ttpu_l_type(L, a).dtype, "linalg_lu")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ttpu_l_type(L, a).dtype, "linalg_lu")) return NULL;
   if (!ttpu_l_bool(L, 1, 1))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
