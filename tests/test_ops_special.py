@@ -136,3 +136,21 @@ def test_frexp_rejects_integers():
     for dev in ("cpu", DEV):
         with pytest.raises(RuntimeError):
             torch.frexp(torch.ones(2, dtype=torch.int64, device=dev))
+
+
+@pytest.mark.parametrize("fn", [torch.special.log_ndtr, torch.special.erfcx, torch.special.spherical_bessel_j0,
+                                torch.special.modified_bessel_i1], ids=lambda f: f.__name__)
+def test_normal_and_bessel_extras(fn):
+    x = rand(4, 6, low=-8.0, high=8.0)
+    check(fn, x, rtol=1e-5, atol=1e-6)
+    tails = torch.tensor([-50.0, -38.0, -36.0, -10.0, -0.2, 0.0, 0.3, 30.0, float("inf"), float("-inf"),
+                          float("nan")])
+    check(fn, tails, rtol=1e-5, atol=1e-6)
+    check(fn, rand(3, 4, dtype=torch.int64, low=-3, high=3), rtol=1e-5, atol=1e-6)
+
+
+def test_ndtri():
+    p = rand(4, 6, low=0.0, high=1.0)
+    check(torch.special.ndtri, p, rtol=1e-5, atol=1e-6)
+    edge = torch.tensor([0.0, 1e-30, 1e-12, 1e-5, 0.5, 1 - 1e-6, 1.0, 1.5, -0.1])
+    check(torch.special.ndtri, edge, rtol=1e-5, atol=1e-6)
