@@ -96,3 +96,34 @@ def test_lapack_ops_reject_bfloat16():
             torch.linalg.cholesky(a.to(dev))
         with pytest.raises(NotImplementedError):
             torch.linalg.solve_triangular(a.to(dev), a.to(dev), upper=True)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0, float("inf")])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_renorm(p, dtype):
+    x = rand(4, 5, 3, dtype=dtype, requires_grad=True)
+    check(lambda t: torch.renorm(t, p, 1, 1.5), x, grad=dtype == torch.float32,
+          atol=1e-4 if dtype == torch.float32 else None)
+    check(lambda t: t.clone().renorm_(p, 0, 100.0), x)  # nothing to scale
+
+
+def test_renorm_bad_input_raises():
+    for dev in ("cpu", DEV):
+        with pytest.raises(RuntimeError):
+            torch.renorm(torch.ones(3, 2, device=dev), -1.0, 0, 1.0)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist(p):
+    a = rand(2, 4, 3, requires_grad=True)
+    b = rand(2, 5, 3, requires_grad=True, seed=1)
+    check(lambda x, y: torch.cdist(x, y, p=p), a, b, grad=p != 0.5, atol=1e-4, rtol=1e-4)
+    check(lambda x, y: torch.cdist(x, y, p=p), a, b[:1], grad=p != 0.5, atol=1e-4, rtol=1e-4)  # broadcast batch
+    check(lambda x, y: torch.cdist(x, y, p=p), a[0], b[0], atol=1e-4, rtol=1e-4)
+
+
+def test_cdist_rejects_bfloat16():
+    for dev in ("cpu", DEV):
+        x = torch.ones(2, 3, dtype=torch.bfloat16, device=dev)
+        with pytest.raises(NotImplementedError):
+            torch.cdist(x, x)

@@ -120,3 +120,37 @@ def test_angle(dtype):
     check(torch.angle, x, grad=grad_ok(dtype))
     if dtype.is_floating_point:
         check(torch.angle, torch.tensor([-1.0, 0.0, -0.0, float("nan"), float("-inf")], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+def test_frexp(dtype):
+    x = rand(4, 6, low=-50.0, high=50.0, dtype=dtype)
+    check(torch.frexp, x)
+    special = torch.tensor([0.0, -0.0, 1e-40, float("inf"), float("-inf"), float("nan"), -3.5, 8.0, 0.5])
+    check(torch.frexp, special.to(dtype) if dtype != torch.bfloat16 else special[[0, 1, 3, 4, 5, 6, 7, 8]].to(dtype))
+    check(lambda t: torch.frexp(t, out=(torch.empty_like(t), torch.empty(t.shape, dtype=torch.int32, device=t.device))),
+          x, noncontig=False)
+
+
+def test_frexp_rejects_integers():
+    for dev in ("cpu", DEV):
+        with pytest.raises(RuntimeError):
+            torch.frexp(torch.ones(2, dtype=torch.int64, device=dev))
+
+
+@pytest.mark.parametrize("fn", [torch.special.log_ndtr, torch.special.erfcx, torch.special.spherical_bessel_j0,
+                                torch.special.modified_bessel_i1], ids=lambda f: f.__name__)
+def test_normal_and_bessel_extras(fn):
+    x = rand(4, 6, low=-8.0, high=8.0)
+    check(fn, x, rtol=1e-5, atol=1e-6)
+    tails = torch.tensor([-50.0, -38.0, -36.0, -10.0, -0.2, 0.0, 0.3, 30.0, float("inf"), float("-inf"),
+                          float("nan")])
+    check(fn, tails, rtol=1e-5, atol=1e-6)
+    check(fn, rand(3, 4, dtype=torch.int64, low=-3, high=3), rtol=1e-5, atol=1e-6)
+
+
+def test_ndtri():
+    p = rand(4, 6, low=0.0, high=1.0)
+    check(torch.special.ndtri, p, rtol=1e-5, atol=1e-6)
+    edge = torch.tensor([0.0, 1e-30, 1e-12, 1e-5, 0.5, 1 - 1e-6, 1.0, 1.5, -0.1])
+    check(torch.special.ndtri, edge, rtol=1e-5, atol=1e-6)

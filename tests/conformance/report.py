@@ -58,8 +58,18 @@ def write(json_path, md_path):
       "where the entry supports the dtype; forward for each, backward (gradients of a "
       "weighted sum of the outputs) in float32 for differentiable entries. The CPU "
       "fallback is off: an op without a lowering is `unsupported`, never a pass. "
-      "Tolerances: the OpInfo's own where it states them, else float32 atol=rtol=1e-5 "
-      "forward and 1e-4 backward, bfloat16 atol=1e-2 rtol=1.6e-2; integers and bool exact.\n")
+      "Inputs keep the sample's storage layout on `tpu` (non-contiguous samples stay "
+      "non-contiguous, `as_strided` samples address the same storage).\n")
+    w("Comparison: dtype and shape exactly; values with the OpInfo's own tolerance where "
+      "it states one, else float32 atol=rtol=1e-5 forward and 1e-4 backward, bfloat16 "
+      "atol=1e-2 rtol=1.6e-2, integers and bool exactly. A result that misses the CPU's "
+      "but matches the CPU's answer computed one precision wider (bf16 in f32, f32 in "
+      "f64) and rounded back also passes: XLA rounds once where some CPU kernels round "
+      "intermediate results. Index outputs of sorting/selection ops pass when they pick "
+      "equal values (ties are unspecified). Random and uninitialised outputs compare "
+      "dtype and shape only. Every exception to these rules (a looser tolerance, an "
+      "expected failure) is listed with its reason in "
+      "[tests/conformance/expected.py](../tests/conformance/expected.py).\n")
     w("Status of an (entry, dtype, phase): `pass`; `mismatch` (a wrong answer); `error` "
       "(raises where the CPU does not); `unsupported` (NotImplementedError: no lowering "
       "yet); `timeout`/`crash`; `xfail` (a known difference listed with its reason in "
@@ -74,6 +84,10 @@ def write(json_path, md_path):
                 w(f"| {dn} {'forward' if ph == 'fwd' else 'backward'} | {_pct(t[f'{dn}_{ph}'])} |")
     w(f"| entries passing forward in every dtype they support | {_pct(t['all_dtypes_fwd'])} |")
     w("")
+    w(f"Denominators: the {t['entries']} entries with at least one of the four dtypes "
+      "(of the entries in op_db); backward counts the differentiable ones. "
+      "`mismatch` results (silent wrong answers): "
+      f"{t['by_status'].get('mismatch', 0)}.\n")
     w("Results by status (all entries, dtypes, phases): " +
       ", ".join(f"{k} {v}" for k, v in sorted(t["by_status"].items())) + ".\n")
 

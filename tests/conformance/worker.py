@@ -276,7 +276,7 @@ def _weighted_sum(outs, weights):
     total = None
     for o, w in zip(outs, weights):
         if o.is_complex():
-            o = torch.view_as_real(o)
+            o = torch.view_as_real(o.resolve_conj())
         term = (o * w.to(o.device)).sum()
         total = term if total is None else total + term
     return total
@@ -370,7 +370,7 @@ def run_sample_bwd(op, s, tol, shape_only):
     if not outs or not leaves:
         return None
     g = torch.Generator().manual_seed(0)
-    weights = [torch.randn(torch.view_as_real(o).shape if o.is_complex() else o.shape, generator=g)
+    weights = [torch.randn(torch.view_as_real(o.resolve_conj()).shape if o.is_complex() else o.shape, generator=g)
                .to(o.real.dtype if o.is_complex() else o.dtype) for o in outs]
     try:
         expected = torch.autograd.grad(_weighted_sum(outs, weights), leaves, allow_unused=True)

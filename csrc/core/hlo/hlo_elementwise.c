@@ -102,6 +102,7 @@ static const char* unop_name(ttpu_unop op) {
     case TTPU_LGAMMA: return "chlo.lgamma";
     case TTPU_DIGAMMA: return "chlo.digamma";
     case TTPU_BESSEL_I1E: return "chlo.bessel_i1e";
+    case TTPU_ERF_INV: return "chlo.erf_inv";
   }
   return NULL;
 }

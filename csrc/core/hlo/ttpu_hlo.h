@@ -88,7 +88,7 @@ typedef enum {
   TTPU_IS_FINITE, /* result i1 */
   TTPU_ERF, /* printed as "chlo.erf" (XLA's own approximation, ~1 ulp);
               verified to compile on the CPU plugin for f16/bf16/f32/f64 */
-  TTPU_LGAMMA, TTPU_DIGAMMA, TTPU_BESSEL_I1E, /* chlo ops too, float only */
+  TTPU_LGAMMA, TTPU_DIGAMMA, TTPU_BESSEL_I1E, TTPU_ERF_INV, /* chlo ops too, float only */
 } ttpu_unop;
 ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x);
 

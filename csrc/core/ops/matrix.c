@@ -1,7 +1,9 @@
 /* matrix.c - matrix and vector functions that are not products: trace,
  * the 3-vector cross product, and the factorizations and solves XLA has
  * ops for (Cholesky, triangular solve) with what PyTorch builds on them. */
-#include "ttpu_lower.h"
+#include <math.h>
+
+#include "matrix.h"
 
 static ttpu_dtype opmath(ttpu_dtype dt) {
   return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
@@ -64,18 +66,181 @@ static ttpu_status* lower_linalg_cross(ttpu_lower* L) {
   return NULL;
 }
 
+/* renorm(self, Scalar p, int dim, Scalar maxnorm): each slice along dim
+ * whose p-norm exceeds maxnorm is scaled to maxnorm / (norm + 1e-7), as
+ * the CPU does. p and maxnorm are runtime Scalars (p > 0 is checked by
+ * PyTorch's meta function); p = inf is the largest magnitude. */
+static ttpu_status* lower_renorm(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_dtype md = opmath(ot.dtype);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), md);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 2, 0), tx.ndim);
+  int mask[TTPU_MAX_DIMS];
+  for (int d = 0; d < tx.ndim; ++d) mask[d] = d != dim;
+  ttpu_val p = ttpu_hlo_broadcast_to(b, ttpu_l_scalar(L, 1, md), tx.ndim, tx.dims);
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, x);
+  ttpu_val s = ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_POW, a, p), TTPU_RED_SUM, mask);
+  ttpu_type ts = ttpu_l_type(L, s);
+  ttpu_val ps = ttpu_l_reduce_mask(L, p, TTPU_RED_MAX, mask); /* p, of the norm's shape */
+  ttpu_val one = ttpu_hlo_const(b, ts, 1, 1);
+  ttpu_val norm = ttpu_hlo_binary(b, TTPU_POW, s, ttpu_hlo_binary(b, TTPU_DIV, one, ps));
+  /* exact forms of the common orders */
+  ttpu_val n1 = ttpu_l_reduce_mask(L, a, TTPU_RED_SUM, mask);
+  ttpu_val n2 = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, x, x),
+                                                                TTPU_RED_SUM, mask));
+  ttpu_val ninf = ttpu_l_reduce_mask(L, a, TTPU_RED_MAX, mask);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, one), n1, norm);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_hlo_const(b, ts, 2, 2)), n2, norm);
+  norm = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ps, ttpu_hlo_const(b, ts, INFINITY, 0)), ninf, norm);
+  ttpu_val maxnorm = ttpu_hlo_broadcast_to(b, ttpu_l_scalar(L, 3, md), ts.ndim, ts.dims);
+  ttpu_val factor = ttpu_hlo_binary(b, TTPU_DIV, maxnorm,
+                                    ttpu_hlo_binary(b, TTPU_ADD, norm, ttpu_hlo_const(b, ts, 1e-7, 0)));
+  factor = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, norm, maxnorm), factor, one);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_MUL, x, ttpu_l_bcast_back(L, factor, tx, mask)));
+  return NULL;
+}
+
+/* ------------------------------------------------------------ cdist */
+
+/* x (batch..., n, m) broadcast to the given batch dims. */
+static ttpu_val batch_to(ttpu_hlo* b, ttpu_val x, const int64_t* batch, int nb) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  int64_t d[TTPU_MAX_DIMS];
+  for (int i = 0; i < nb; ++i) d[i] = batch[i];
+  d[nb] = tp->dims[tp->ndim - 2];
+  d[nb + 1] = tp->dims[tp->ndim - 1];
+  return ttpu_hlo_broadcast_to(b, x, nb + 2, d);
+}
+
+/* x1 (B, P, M) and x2 (B, R, M) -> x1_i - x2_j as (B, P, R, M). */
+static ttpu_val pair_diff(ttpu_hlo* b, ttpu_val x1, ttpu_val x2) {
+  const ttpu_type* t1 = ttpu_hlo_type(b, x1);
+  const ttpu_type* t2 = ttpu_hlo_type(b, x2);
+  if (!t1 || !t2) return TTPU_VAL_ERROR;
+  int nb = t1->ndim - 2;
+  ttpu_type t = *t1;
+  t.ndim = nb + 3;
+  t.dims[nb] = t1->dims[nb];
+  t.dims[nb + 1] = t2->dims[nb];
+  t.dims[nb + 2] = t1->dims[nb + 1];
+  int64_t m1[TTPU_MAX_DIMS], m2[TTPU_MAX_DIMS];
+  for (int d = 0; d < nb; ++d) m1[d] = m2[d] = d;
+  m1[nb] = nb, m1[nb + 1] = nb + 2;
+  m2[nb] = nb + 1, m2[nb + 1] = nb + 2;
+  return ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_broadcast_in_dim(b, x1, t, m1),
+                         ttpu_hlo_broadcast_in_dim(b, x2, t, m2));
+}
+
+/* _cdist_forward(x1, x2, float p, int? compute_mode): the p-norm distance
+ * of every row pair, computed directly from the differences (the CPU's
+ * matmul shortcut for p = 2 is only an approximation of this). */
+static ttpu_status* lower_cdist(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (ot.dtype == TTPU_BF16 || ot.dtype == TTPU_F16) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"cdist\" not implemented for '%s'", ttpu_dtype_torch_title(ot.dtype));
+    return NULL;
+  }
+  double p = ttpu_l_float(L, 2, 2.0);
+  int nb = ot.ndim - 2;
+  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 0), ot.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 1), ot.dims, nb);
+  ttpu_type t1 = ttpu_l_type(L, x1);
+  if (ttpu_type_numel(&ot) == 0 || t1.dims[nb + 1] == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, pair_diff(b, x1, x2));
+  ttpu_type ta = ttpu_l_type(L, a);
+  int64_t last = nb + 2;
+  ttpu_val r;
+  if (p == 0) {
+    ttpu_val nz = ttpu_hlo_compare(b, TTPU_NE, a, ttpu_hlo_const(b, ta, 0, 0));
+    r = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, nz, ot.dtype), TTPU_RED_SUM, &last, 1);
+  } else if (isinf(p)) {
+    r = ttpu_hlo_reduce(b, a, TTPU_RED_MAX, &last, 1);
+  } else if (p == 1) {
+    r = ttpu_hlo_reduce(b, a, TTPU_RED_SUM, &last, 1);
+  } else if (p == 2) {
+    r = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, a, a), TTPU_RED_SUM, &last, 1));
+  } else {
+    ttpu_val s = ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_POW, a, ttpu_hlo_const(b, ta, p, 0)), TTPU_RED_SUM,
+                                 &last, 1);
+    r = ttpu_hlo_binary(b, TTPU_POW, s, ttpu_hlo_const(b, ot, 1.0 / p, 0));
+  }
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* _cdist_backward(grad, x1, x2, float p, cdist): the gradient for x1 (the
+ * caller swaps the operands for x2), term by term as the CPU's kernel:
+ * zero where the distance is zero, and for p = 0. */
+static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_val g = ttpu_l_tensor(L, 0), dist = ttpu_l_tensor(L, 4);
+  ttpu_type tg = ttpu_l_type(L, g);
+  double p = ttpu_l_float(L, 3, 2.0);
+  int nb = tg.ndim - 2;
+  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 1), tg.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 2), tg.dims, nb);
+  ttpu_type t1 = ttpu_l_type(L, x1);
+  if (p == 0 || ttpu_type_numel(&t1) == 0 || ttpu_type_numel(&tg) == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  ttpu_val d = pair_diff(b, x1, x2);
+  ttpu_type td = ttpu_l_type(L, d);
+  int64_t map[TTPU_MAX_DIMS];
+  for (int i = 0; i < nb + 2; ++i) map[i] = i;
+  ttpu_val gb = ttpu_hlo_broadcast_in_dim(b, g, td, map);
+  ttpu_val db = ttpu_hlo_broadcast_in_dim(b, dist, td, map);
+  ttpu_val zero = ttpu_hlo_const(b, td, 0, 0);
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, d), sg = ttpu_hlo_unary(b, TTPU_SIGN, d);
+  ttpu_val term;
+  if (p == 1) {
+    term = ttpu_hlo_binary(b, TTPU_MUL, sg, gb);
+  } else if (p == 2) {
+    term = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_MUL, d, gb), db);
+  } else if (isinf(p)) {
+    ttpu_val top = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_EQ, a, db), td.dtype);
+    term = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, sg, top), gb);
+  } else if (p < 1) {
+    ttpu_val pa = ttpu_hlo_binary(b, TTPU_POW, a, ttpu_hlo_const(b, td, p - 1, 0));
+    ttpu_val pd = ttpu_hlo_binary(b, TTPU_POW, db, ttpu_hlo_const(b, td, p - 1, 0));
+    term = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, sg, pa), gb), pd);
+    term = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, d, zero), zero, term);
+  } else {
+    ttpu_val pa = ttpu_hlo_binary(b, TTPU_POW, a, ttpu_hlo_const(b, td, p - 2, 0));
+    ttpu_val pd = ttpu_hlo_binary(b, TTPU_POW, db, ttpu_hlo_const(b, td, p - 1, 0));
+    term = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, d, pa), gb), pd);
+  }
+  term = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, db, zero), zero, term);
+  int64_t pair = nb + 1;
+  ttpu_val r = ttpu_hlo_reduce(b, term, TTPU_RED_SUM, &pair, 1); /* (batch..., P, M) */
+  /* back to x1's own batch shape (its size-1 and missing dims summed) */
+  ttpu_type tr = ttpu_l_type(L, r);
+  int off = tr.ndim - ot.ndim;
+  int64_t red[TTPU_MAX_DIMS];
+  int nred = 0;
+  for (int i = 0; i < tr.ndim - 2; ++i)
+    if (i < off || ot.dims[i - off] == 1) red[nred++] = i;
+  if (nred) r = ttpu_hlo_reduce(b, r, TTPU_RED_SUM, red, nred);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  return NULL;
+}
+
 /* ------------------------------------------------------------ Cholesky */
 
-/* The CPU's LAPACK kernels take float32/float64 only. */
-static int lapack_dtype(ttpu_lower* L, ttpu_dtype dt, const char* kernel) {
+int ttpu_mx_lapack_dtype(ttpu_lower* L, ttpu_dtype dt, const char* kernel) {
   if (dt == TTPU_F32 || dt == TTPU_F64) return 1;
   ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
                 ttpu_dtype_torch_title(dt));
   return 0;
 }
 
-/* The last two dims of x swapped. */
-static ttpu_val mT(ttpu_hlo* b, ttpu_val x) {
+ttpu_val ttpu_mx_transpose(ttpu_hlo* b, ttpu_val x) {
   const ttpu_type* tp = ttpu_hlo_type(b, x);
   if (!tp) return TTPU_VAL_ERROR;
   int64_t perm[TTPU_MAX_DIMS];
@@ -83,6 +248,28 @@ static ttpu_val mT(ttpu_hlo* b, ttpu_val x) {
   perm[tp->ndim - 1] = tp->ndim - 2;
   perm[tp->ndim - 2] = tp->ndim - 1;
   return ttpu_hlo_transpose(b, x, perm);
+}
+
+ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t) {
+  ttpu_type ti = t;
+  ti.dtype = TTPU_I64;
+  ttpu_val eq = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, t.ndim - 2), ttpu_hlo_iota(b, ti, t.ndim - 1));
+  return ttpu_hlo_convert(b, eq, t.dtype);
+}
+
+void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  const ttpu_type* tp = ttpu_hlo_type(b, info);
+  if (!tp) return;
+  int64_t all[TTPU_MAX_DIMS], one = 1;
+  int nd = tp->ndim;
+  for (int d = 0; d < nd; ++d) all[d] = d;
+  ttpu_val worst = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, info, TTPU_I64), TTPU_RED_MAX, all, nd);
+  ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_NE, worst, ttpu_hlo_const_i(b, TTPU_I64, 0)),
+                                   TTPU_I64);
+  ttpu_val parts[4] = {flag, worst, ttpu_hlo_const_i(b, TTPU_I64, 0), ttpu_hlo_const_i(b, TTPU_I64, 0)};
+  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
+  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, fmt);
 }
 
 /* x with the other triangle zeroed (the diagonal kept). */
@@ -109,7 +296,7 @@ static ttpu_val to_batch(ttpu_hlo* b, ttpu_val x, ttpu_type like) {
 /* The lower Cholesky factor (other triangle zeroed) of self (arg 0). */
 static ttpu_val lower_factor(ttpu_lower* L, const char* kernel) {
   ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!lapack_dtype(L, ttpu_l_type(L, a).dtype, kernel)) return TTPU_VAL_ERROR;
+  if (!ttpu_mx_lapack_dtype(L, ttpu_l_type(L, a).dtype, kernel)) return TTPU_VAL_ERROR;
   ttpu_hlo* b = ttpu_l_hlo(L);
   return triangle(b, ttpu_hlo_cholesky(b, a, 1), 1);
 }
@@ -140,20 +327,11 @@ static ttpu_status* lower_cholesky_ex(ttpu_lower* L) {
   ttpu_type tb = ttpu_l_type(L, first);
   ttpu_val info = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, first, ttpu_hlo_const(b, tb, 0, n)),
                                   ttpu_hlo_const(b, tb, 0, 0), first);
-  if (ttpu_l_bool(L, 2, 0)) {
-    int64_t all[TTPU_MAX_DIMS], one = 1, zero = 0;
-    for (int d = 0; d < tb.ndim; ++d) all[d] = d;
-    ttpu_val worst = ttpu_hlo_reduce(b, info, TTPU_RED_MAX, all, tb.ndim);
-    ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_NE, worst, ttpu_hlo_const_i(b, TTPU_I64, 0)),
-                                     TTPU_I64);
-    ttpu_val parts[4] = {flag, worst, ttpu_hlo_const_i(b, TTPU_I64, 0), ttpu_hlo_const_i(b, TTPU_I64, 0)};
-    for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
-    (void)zero;
-    ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT,
-                 "linalg.cholesky: The factorization could not be completed because the input is not "
-                 "positive-definite (the leading minor of order %lld is not positive-definite).");
-  }
-  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? mT(b, f) : f);
+  if (ttpu_l_bool(L, 2, 0))
+    ttpu_mx_check_info(L, info,
+                       "linalg.cholesky: The factorization could not be completed because the input is not "
+                       "positive-definite (the leading minor of order %lld is not positive-definite).");
+  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_transpose(b, f) : f);
   ttpu_l_set_out(L, 1, info);
   return NULL;
 }
@@ -161,7 +339,7 @@ static ttpu_status* lower_cholesky_ex(ttpu_lower* L) {
 /* cholesky(self, upper=False) */
 static ttpu_status* lower_cholesky(ttpu_lower* L) {
   ttpu_val f = lower_factor(L, "cholesky_cpu");
-  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? mT(ttpu_l_hlo(L), f) : f);
+  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_transpose(ttpu_l_hlo(L), f) : f);
   return NULL;
 }
 
@@ -176,7 +354,7 @@ static ttpu_val cholesky_solve_v(ttpu_hlo* b, ttpu_val f, ttpu_val rhs, int uppe
 static ttpu_status* lower_cholesky_solve_helper(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "cholesky_solve_cpu")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "cholesky_solve_cpu")) return NULL;
   ttpu_val rhs = to_batch(b, ttpu_l_tensor(L, 0), ot), f = to_batch(b, ttpu_l_tensor(L, 1), ot);
   ttpu_l_set_out(L, 0, cholesky_solve_v(b, f, rhs, ttpu_l_bool(L, 2, 0)));
   return NULL;
@@ -187,14 +365,9 @@ static ttpu_status* lower_cholesky_solve_helper(ttpu_lower* L) {
 static ttpu_status* lower_cholesky_inverse(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "cholesky_inverse_out_cpu")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "cholesky_inverse_out_cpu")) return NULL;
   ttpu_val f = ttpu_l_tensor(L, 0);
-  ttpu_type ti = ot;
-  ti.dtype = TTPU_I64;
-  ttpu_val eye = ttpu_hlo_convert(
-      b, ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, ot.ndim - 2), ttpu_hlo_iota(b, ti, ot.ndim - 1)),
-      ot.dtype);
-  ttpu_l_set_out(L, 0, cholesky_solve_v(b, f, eye, ttpu_l_bool(L, 1, 0)));
+  ttpu_l_set_out(L, 0, cholesky_solve_v(b, f, ttpu_mx_identity(b, ot), ttpu_l_bool(L, 1, 0)));
   return NULL;
 }
 
@@ -203,7 +376,7 @@ static ttpu_status* lower_cholesky_inverse(ttpu_lower* L) {
 static ttpu_status* lower_triangular_solve(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ox = ttpu_l_out_type(L, 0), om = ttpu_l_out_type(L, 1);
-  if (!lapack_dtype(L, ox.dtype, "triangular_solve_cpu")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ox.dtype, "triangular_solve_cpu")) return NULL;
   ttpu_val rhs = to_batch(b, ttpu_l_tensor(L, 0), ox), a = to_batch(b, ttpu_l_tensor(L, 1), ox);
   int upper = ttpu_l_bool(L, 2, 1);
   ttpu_l_set_out(L, 0, ttpu_hlo_triangular_solve(b, a, rhs, 1, !upper, ttpu_l_bool(L, 4, 0),
@@ -217,7 +390,7 @@ static ttpu_status* lower_triangular_solve(ttpu_lower* L) {
 static ttpu_status* lower_linalg_solve_triangular(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!lapack_dtype(L, ot.dtype, "triangular_solve_cpu")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "triangular_solve_cpu")) return NULL;
   ttpu_val a = to_batch(b, ttpu_l_tensor(L, 0), ot), rhs = to_batch(b, ttpu_l_tensor(L, 1), ot);
   ttpu_l_set_out(L, 0, ttpu_hlo_triangular_solve(b, a, rhs, ttpu_l_bool(L, 3, 1), !ttpu_l_bool(L, 2, 0),
                                                  ttpu_l_bool(L, 4, 0), 0));
@@ -225,6 +398,11 @@ static ttpu_status* lower_linalg_solve_triangular(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_matrix[] = {
+    {"_cdist_forward", lower_cdist, 0},
+    {"_cdist_backward", lower_cdist_backward, 0},
+    {"renorm", lower_renorm, 0},
+    {"renorm_", lower_renorm, 0},
+    {"renorm.out", lower_renorm, 0},
     {"linalg_cholesky_ex", lower_cholesky_ex, 0},
     {"linalg_cholesky_ex.L", lower_cholesky_ex, 0},
     {"cholesky", lower_cholesky, 0},

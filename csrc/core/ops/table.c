@@ -22,6 +22,10 @@ extern const ttpu_op_def ttpu_ops_amp[];
 extern const ttpu_op_def ttpu_ops_special[];
 extern const ttpu_op_def ttpu_ops_scan[];
 extern const ttpu_op_def ttpu_ops_matrix[];
+extern const ttpu_op_def ttpu_ops_layout[];
+extern const ttpu_op_def ttpu_ops_lu[];
+extern const ttpu_op_def ttpu_ops_setops[];
+extern const ttpu_op_def ttpu_ops_polynomial[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -41,6 +45,10 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_special,
     ttpu_ops_scan,
     ttpu_ops_matrix,
+    ttpu_ops_layout,
+    ttpu_ops_lu,
+    ttpu_ops_setops,
+    ttpu_ops_polynomial,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

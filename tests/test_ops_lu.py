@@ -1,0 +1,74 @@
+"""LU factorization and what is built on it (solve, inv, det, slogdet,
+lu_solve, lu_unpack) on tpu against CPU."""
+import pytest
+import torch
+
+from optest import DEV, check, rand
+
+TOL = dict(atol=1e-4, rtol=1e-4)
+
+
+def mat(*shape, seed=0, requires_grad=False):
+    n = shape[-1]
+    a = rand(*shape, seed=seed) + 2 * torch.eye(shape[-2], n)
+    return a.requires_grad_(requires_grad)
+
+
+def test_lu_factor_and_unpack():
+    a = mat(2, 5, 5)
+    check(lambda t: torch.linalg.lu_factor_ex(t), a, **TOL)
+    check(lambda t: torch.linalg.lu(t), mat(2, 5, 5, requires_grad=True), grad=True, **TOL)
+    check(lambda t: torch.linalg.lu(t), mat(4, 6), **TOL)  # wide
+    check(lambda t: torch.linalg.lu(t), mat(6, 4), **TOL)  # tall
+    lu, piv = torch.linalg.lu_factor(a)
+    check(lambda x, p: torch.lu_unpack(x, p), lu, piv, **TOL)
+    check(lambda x, p: torch.lu_unpack(x, p, unpack_data=False), lu, piv, noncontig=False)
+
+
+def test_lu_zero_pivot_info():
+    a = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    check(lambda t: torch.linalg.lu_factor_ex(t), torch.stack([a, torch.eye(2)]))
+
+
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve(left, adjoint):
+    lu, piv = torch.linalg.lu_factor(mat(2, 4, 4))
+    b = rand(2, 4, 3, seed=1) if left else rand(2, 3, 4, seed=1)
+    check(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, b, **TOL)
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_solve(left):
+    a = mat(2, 4, 4, requires_grad=True)
+    b = rand(2, 4, 3, seed=1, requires_grad=True) if left else rand(2, 3, 4, seed=1, requires_grad=True)
+    check(lambda x, y: torch.linalg.solve(x, y, left=left), a, b, grad=True, **TOL)
+    check(lambda x, y: torch.linalg.solve(x, y), a, rand(2, 4, seed=2, requires_grad=True), grad=True, **TOL)
+    check(lambda x, y: torch.linalg.solve(x[0], y, left=left), a, b, **TOL)  # broadcast batch
+
+
+def test_inv_det_slogdet():
+    a = mat(3, 4, 4, requires_grad=True)
+    check(torch.linalg.inv, a, grad=True, **TOL)
+    check(torch.linalg.det, a, grad=True, **TOL)
+    check(torch.linalg.slogdet, a, grad=True, **TOL)
+    check(torch.logdet, a @ a.mT, **TOL)
+    check(torch.linalg.det, torch.zeros(0, 0))
+    neg = torch.tensor([[0.0, 1.0], [1.0, 0.0]])  # one row swap: det -1
+    check(torch.linalg.det, neg)
+
+
+def test_singular_inverse_raises():
+    a = torch.zeros(3, 3)
+    for dev in ("cpu", DEV):
+        with pytest.raises(RuntimeError):
+            torch.linalg.inv(a.to(dev))
+    check(lambda t: torch.linalg.inv_ex(t)[1], a)
+
+
+def test_lu_rejects_bfloat16_and_no_pivot():
+    a = mat(3, 3)
+    for dev in ("cpu", DEV):
+        with pytest.raises(NotImplementedError):
+            torch.linalg.lu_factor(a.to(torch.bfloat16).to(dev))
+        with pytest.raises(RuntimeError):
+            torch.linalg.lu_factor(a.to(dev), pivot=False)
