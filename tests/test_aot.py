@@ -130,7 +130,6 @@ def op_programs(tmp_path_factory):
 # a failure of any other kind fails the test.
 KNOWN_TPU_LIMITS = {
     "to not contain X{64|128} element types": "int64 matmul/dot: TPU has no 64-bit integer dot",
-    "Expected aliased input": "in-place write donates a buffer whose TPU tiled size differs from the output's",
 }
 
 

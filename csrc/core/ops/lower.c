@@ -828,9 +828,23 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
   }
   for (int r = 0; r < g->n_results; ++r) rvals[r] = TTPU_VAL_ERROR;
   for (int k = 0; k < g->n_stores; ++k) {
-    int r = g->stores[k].result;
+    const ttpu_prog_store* x = &g->stores[k];
+    int r = x->result;
     if (r < 0) continue;
-    rvals[r] = vals[k];
+    ttpu_val v = vals[k];
+    const ttpu_type* t = v == TTPU_VAL_ERROR ? NULL : ttpu_hlo_type(b, v);
+    if (t && x->param >= 0) {
+      /* A donated parameter aliases its result: the result keeps the
+       * parameter's shape and dtype (TPU compilers require the aliased
+       * pair to match in layout, and the storage's shape stays stable). */
+      int same = t->dtype == x->dtype && t->ndim == x->ndim;
+      for (int d = 0; same && d < x->ndim; ++d) same = t->dims[d] == x->dims[d];
+      if (!same) {
+        v = flat_from(b, v, t->dtype, x->nbytes, x->dtype);
+        v = ttpu_hlo_reshape(b, v, x->ndim, x->dims);
+      }
+    }
+    rvals[r] = v;
     res[r].slot = k;
   }
   if (g->rng_result >= 0) {
