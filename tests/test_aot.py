@@ -129,7 +129,6 @@ def op_programs(tmp_path_factory):
 # is an engine limitation on TPU (found by this test), not a test problem;
 # a failure of any other kind fails the test.
 KNOWN_TPU_LIMITS = {
-    "to not contain X{64|128} element types": "int64 matmul/dot: TPU has no 64-bit integer dot",
 }
 
 

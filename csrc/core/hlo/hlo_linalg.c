@@ -39,6 +39,57 @@ static int check_operands(ttpu_hlo* b, const char* what, const ttpu_type* l,
   return 1;
 }
 
+/* TPU compilers have no 64-bit integer dot: multiply and sum instead.
+ * Exact, and integer products are small. Both operands are put in the
+ * order [batch, free, contract] and broadcast to [batch, lhs free, rhs
+ * free, contract]. */
+static ttpu_val wide_int_dot(ttpu_hlo* b, ttpu_val lhs, ttpu_val rhs,
+                             const ttpu_type* tl, const ttpu_type* tr,
+                             const int64_t* lb, const int64_t* rb, int nb,
+                             const int64_t* lc, const int64_t* rc, int nc,
+                             const ttpu_type* r) {
+  int64_t pl[TTPU_MAX_DIMS], pr[TTPU_MAX_DIMS];
+  int used_l[TTPU_MAX_DIMS] = {0}, used_r[TTPU_MAX_DIMS] = {0};
+  int nl = 0, nr = 0;
+  for (int i = 0; i < nb; i++) {
+    pl[nl++] = lb[i];
+    pr[nr++] = rb[i];
+    used_l[lb[i]] = used_r[rb[i]] = 1;
+  }
+  for (int i = 0; i < nc; i++) used_l[lc[i]] = used_r[rc[i]] = 1;
+  for (int i = 0; i < tl->ndim; i++)
+    if (!used_l[i]) pl[nl++] = i;
+  for (int i = 0; i < tr->ndim; i++)
+    if (!used_r[i]) pr[nr++] = i;
+  int nlf = nl - nb, nrf = nr - nb;
+  for (int i = 0; i < nc; i++) {
+    pl[nl++] = lc[i];
+    pr[nr++] = rc[i];
+  }
+  int n = nb + nlf + nrf + nc;
+  if (n > TTPU_MAX_DIMS)
+    return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                         "64-bit integer product of rank %d (at most %d)", n,
+                         TTPU_MAX_DIMS);
+  ttpu_type full = *r;
+  full.ndim = n;
+  for (int i = 0; i < nb + nlf + nrf; i++) full.dims[i] = r->dims[i];
+  for (int i = 0; i < nc; i++) full.dims[nb + nlf + nrf + i] = tl->dims[lc[i]];
+  int64_t ml[TTPU_MAX_DIMS], mr[TTPU_MAX_DIMS], red[TTPU_MAX_DIMS];
+  for (int i = 0; i < nb; i++) ml[i] = mr[i] = i;
+  for (int i = 0; i < nlf; i++) ml[nb + i] = nb + i;
+  for (int i = 0; i < nrf; i++) mr[nb + i] = nb + nlf + i;
+  for (int i = 0; i < nc; i++) {
+    ml[nb + nlf + i] = mr[nb + nrf + i] = red[i] = nb + nlf + nrf + i;
+  }
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_hlo_transpose(b, lhs, pl), r->dtype);
+  ttpu_val y = ttpu_hlo_convert(b, ttpu_hlo_transpose(b, rhs, pr), r->dtype);
+  x = ttpu_hlo_broadcast_in_dim(b, x, full, ml);
+  y = ttpu_hlo_broadcast_in_dim(b, y, full, mr);
+  return ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, x, y), TTPU_RED_SUM,
+                         red, nc);
+}
+
 ttpu_val ttpu_hlo_dot_general(ttpu_hlo* b, ttpu_val lhs, ttpu_val rhs,
                               const int64_t* lhs_batch,
                               const int64_t* rhs_batch, int n_batch,
@@ -84,6 +135,10 @@ ttpu_val ttpu_hlo_dot_general(ttpu_hlo* b, ttpu_val lhs, ttpu_val rhs,
                              TTPU_MAX_DIMS);
       r.dims[r.ndim++] = tr->dims[i];
     }
+  if (tl->dtype == TTPU_I64 || tl->dtype == TTPU_U64 || out == TTPU_I64 ||
+      out == TTPU_U64)
+    return wide_int_dot(b, lhs, rhs, tl, tr, lhs_batch, rhs_batch, n_batch,
+                        lhs_contract, rhs_contract, n_contract, &r);
   ttpu_hloi_buf a = {0};
   /* Empty dimension lists are left out: that is how the attribute's own
    * printer writes them, and what every parser version accepts. */
