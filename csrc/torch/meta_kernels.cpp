@@ -29,9 +29,26 @@ at::Tensor& logcumsumexp_out_meta(const at::Tensor& self, int64_t dim, at::Tenso
   return out;
 }
 
+// Margin-loss backwards: the gradient has self's shape and dtype.
+at::Tensor multi_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                           const at::Tensor& /*target*/, const at::Scalar& /*p*/,
+                                           const at::Scalar& /*margin*/,
+                                           const std::optional<at::Tensor>& /*weight*/,
+                                           int64_t /*reduction*/) {
+  return at::empty_like(self);
+}
+
+at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                                const at::Tensor& /*target*/, int64_t /*reduction*/,
+                                                const at::Tensor& /*is_target*/) {
+  return at::empty_like(self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("multi_margin_loss_backward", multi_margin_loss_backward_meta);
+  m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward_meta);
   m.impl("_cummax_helper", cum_extreme_helper_meta);
   m.impl("_cummin_helper", cum_extreme_helper_meta);
   m.impl("_logcumsumexp", logcumsumexp_meta);

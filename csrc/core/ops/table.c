@@ -26,6 +26,7 @@ extern const ttpu_op_def ttpu_ops_layout[];
 extern const ttpu_op_def ttpu_ops_lu[];
 extern const ttpu_op_def ttpu_ops_setops[];
 extern const ttpu_op_def ttpu_ops_polynomial[];
+extern const ttpu_op_def ttpu_ops_margin[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -49,6 +50,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_lu,
     ttpu_ops_setops,
     ttpu_ops_polynomial,
+    ttpu_ops_margin,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
