@@ -44,9 +44,20 @@ at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& /*grad_output*
   return at::empty_like(self);
 }
 
+// geqrf: the factored matrix like self, tau (batch..., min(m, n)).
+std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  auto tau_shape = self.sizes().vec();
+  const int64_t m = tau_shape[self.dim() - 2], n = tau_shape[self.dim() - 1];
+  tau_shape.pop_back();
+  tau_shape.back() = std::min(m, n);
+  return {at::empty_like(self), at::empty(tau_shape, self.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("geqrf", geqrf_meta);
   m.impl("multi_margin_loss_backward", multi_margin_loss_backward_meta);
   m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward_meta);
   m.impl("_cummax_helper", cum_extreme_helper_meta);

@@ -27,6 +27,7 @@ extern const ttpu_op_def ttpu_ops_lu[];
 extern const ttpu_op_def ttpu_ops_setops[];
 extern const ttpu_op_def ttpu_ops_polynomial[];
 extern const ttpu_op_def ttpu_ops_margin[];
+extern const ttpu_op_def ttpu_ops_qr[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -51,6 +52,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_setops,
     ttpu_ops_polynomial,
     ttpu_ops_margin,
+    ttpu_ops_qr,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
