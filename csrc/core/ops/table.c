@@ -28,6 +28,7 @@ extern const ttpu_op_def ttpu_ops_setops[];
 extern const ttpu_op_def ttpu_ops_polynomial[];
 extern const ttpu_op_def ttpu_ops_margin[];
 extern const ttpu_op_def ttpu_ops_qr[];
+extern const ttpu_op_def ttpu_ops_rrelu[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -53,6 +54,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_polynomial,
     ttpu_ops_margin,
     ttpu_ops_qr,
+    ttpu_ops_rrelu,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
