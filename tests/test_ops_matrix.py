@@ -127,3 +127,10 @@ def test_cdist_rejects_bfloat16():
         x = torch.ones(2, 3, dtype=torch.bfloat16, device=dev)
         with pytest.raises(NotImplementedError):
             torch.cdist(x, x)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_pdist(p):
+    x = rand(5, 3, requires_grad=True)
+    check(lambda t: torch.nn.functional.pdist(t, p=p), x, grad=p != 0.0, atol=1e-4, rtol=1e-4)
+    check(lambda t: torch.nn.functional.pdist(t, p=p), x[:1].detach())

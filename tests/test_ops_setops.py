@@ -50,3 +50,18 @@ def test_mode_ties_pick_smallest_value_last_index():
 def test_mode_grad():
     x = rand(4, 6, low=-2, high=2).round().requires_grad_(True)
     check(lambda t: torch.mode(t, 1)[0], x, grad=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_histc(dtype):
+    x = rand(6, 7, dtype=dtype, low=-3, high=3)
+    check(lambda t: torch.histc(t, bins=9, min=-2, max=2), x)
+    check(lambda t: torch.histc(t, bins=5), x)  # the data's own range
+    check(lambda t: torch.histc(t, bins=4), torch.tensor([2.0, 2.0]).to(dtype))  # empty range widened
+    check(lambda t: torch.histc(t, bins=4, min=0, max=4), torch.tensor([0.0, 1.0, 4.0, 5.0, -1.0]).to(dtype))
+
+
+def test_histc_rejects_integers():
+    for dev in ("cpu", DEV):
+        with pytest.raises(NotImplementedError):
+            torch.histc(torch.ones(3, dtype=torch.int64, device=dev))

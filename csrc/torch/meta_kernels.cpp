@@ -29,9 +29,37 @@ at::Tensor& logcumsumexp_out_meta(const at::Tensor& self, int64_t dim, at::Tenso
   return out;
 }
 
+// Margin-loss backwards: the gradient has self's shape and dtype.
+at::Tensor multi_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                           const at::Tensor& /*target*/, const at::Scalar& /*p*/,
+                                           const at::Scalar& /*margin*/,
+                                           const std::optional<at::Tensor>& /*weight*/,
+                                           int64_t /*reduction*/) {
+  return at::empty_like(self);
+}
+
+at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                                const at::Tensor& /*target*/, int64_t /*reduction*/,
+                                                const at::Tensor& /*is_target*/) {
+  return at::empty_like(self);
+}
+
+// geqrf: the factored matrix like self, tau (batch..., min(m, n)).
+std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  auto tau_shape = self.sizes().vec();
+  const int64_t m = tau_shape[self.dim() - 2], n = tau_shape[self.dim() - 1];
+  tau_shape.pop_back();
+  tau_shape.back() = std::min(m, n);
+  return {at::empty_like(self), at::empty(tau_shape, self.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("geqrf", geqrf_meta);
+  m.impl("multi_margin_loss_backward", multi_margin_loss_backward_meta);
+  m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward_meta);
   m.impl("_cummax_helper", cum_extreme_helper_meta);
   m.impl("_cummin_helper", cum_extreme_helper_meta);
   m.impl("_logcumsumexp", logcumsumexp_meta);

@@ -134,64 +134,40 @@ static ttpu_val pair_diff(ttpu_hlo* b, ttpu_val x1, ttpu_val x2) {
                          ttpu_hlo_broadcast_in_dim(b, x2, t, m2));
 }
 
-/* _cdist_forward(x1, x2, float p, int? compute_mode): the p-norm distance
- * of every row pair, computed directly from the differences (the CPU's
- * matmul shortcut for p = 2 is only an approximation of this). */
-static ttpu_status* lower_cdist(ttpu_lower* L) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (ot.dtype == TTPU_BF16 || ot.dtype == TTPU_F16) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"cdist\" not implemented for '%s'", ttpu_dtype_torch_title(ot.dtype));
-    return NULL;
-  }
-  double p = ttpu_l_float(L, 2, 2.0);
+/* The p-norm distances (batch..., P, R) of rows of x1 (batch..., P, M)
+ * and x2 (batch..., R, M), computed directly from the differences. */
+static ttpu_val dist_v(ttpu_hlo* b, ttpu_val x1, ttpu_val x2, double p, ttpu_type ot) {
   int nb = ot.ndim - 2;
-  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 0), ot.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 1), ot.dims, nb);
-  ttpu_type t1 = ttpu_l_type(L, x1);
-  if (ttpu_type_numel(&ot) == 0 || t1.dims[nb + 1] == 0) {
-    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
-    return NULL;
-  }
+  const ttpu_type* t1 = ttpu_hlo_type(b, x1);
+  if (!t1) return TTPU_VAL_ERROR;
+  if (ttpu_type_numel(&ot) == 0 || t1->dims[nb + 1] == 0) return ttpu_hlo_const(b, ot, 0, 0);
   ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, pair_diff(b, x1, x2));
-  ttpu_type ta = ttpu_l_type(L, a);
+  const ttpu_type* tp = ttpu_hlo_type(b, a);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type ta = *tp;
   int64_t last = nb + 2;
-  ttpu_val r;
   if (p == 0) {
     ttpu_val nz = ttpu_hlo_compare(b, TTPU_NE, a, ttpu_hlo_const(b, ta, 0, 0));
-    r = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, nz, ot.dtype), TTPU_RED_SUM, &last, 1);
-  } else if (isinf(p)) {
-    r = ttpu_hlo_reduce(b, a, TTPU_RED_MAX, &last, 1);
-  } else if (p == 1) {
-    r = ttpu_hlo_reduce(b, a, TTPU_RED_SUM, &last, 1);
-  } else if (p == 2) {
-    r = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, a, a), TTPU_RED_SUM, &last, 1));
-  } else {
-    ttpu_val s = ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_POW, a, ttpu_hlo_const(b, ta, p, 0)), TTPU_RED_SUM,
-                                 &last, 1);
-    r = ttpu_hlo_binary(b, TTPU_POW, s, ttpu_hlo_const(b, ot, 1.0 / p, 0));
+    return ttpu_hlo_reduce(b, ttpu_hlo_convert(b, nz, ot.dtype), TTPU_RED_SUM, &last, 1);
   }
-  ttpu_l_set_out(L, 0, r);
-  return NULL;
+  if (isinf(p)) return ttpu_hlo_reduce(b, a, TTPU_RED_MAX, &last, 1);
+  if (p == 1) return ttpu_hlo_reduce(b, a, TTPU_RED_SUM, &last, 1);
+  if (p == 2)
+    return ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, a, a), TTPU_RED_SUM, &last, 1));
+  ttpu_val s = ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_POW, a, ttpu_hlo_const(b, ta, p, 0)), TTPU_RED_SUM,
+                               &last, 1);
+  return ttpu_hlo_binary(b, TTPU_POW, s, ttpu_hlo_const(b, ot, 1.0 / p, 0));
 }
 
-/* _cdist_backward(grad, x1, x2, float p, cdist): the gradient for x1 (the
- * caller swaps the operands for x2), term by term as the CPU's kernel:
- * zero where the distance is zero, and for p = 0. */
-static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_type ot = ttpu_l_out_type(L, 0);
-  ttpu_val g = ttpu_l_tensor(L, 0), dist = ttpu_l_tensor(L, 4);
-  ttpu_type tg = ttpu_l_type(L, g);
-  double p = ttpu_l_float(L, 3, 2.0);
-  int nb = tg.ndim - 2;
-  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 1), tg.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 2), tg.dims, nb);
-  ttpu_type t1 = ttpu_l_type(L, x1);
-  if (p == 0 || ttpu_type_numel(&t1) == 0 || ttpu_type_numel(&tg) == 0) {
-    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
-    return NULL;
-  }
+/* The gradient (batch..., P, M) for x1 of the distances above, given
+ * their upstream gradient g and values dist (batch..., P, R), term by term
+ * as the CPU's kernel: zero where the distance is zero, and for p = 0. */
+static ttpu_val dist_grad(ttpu_hlo* b, ttpu_val g, ttpu_val x1, ttpu_val x2, ttpu_val dist, double p) {
   ttpu_val d = pair_diff(b, x1, x2);
-  ttpu_type td = ttpu_l_type(L, d);
+  const ttpu_type* tp = ttpu_hlo_type(b, d);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type td = *tp;
+  int nb = td.ndim - 3;
   int64_t map[TTPU_MAX_DIMS];
   for (int i = 0; i < nb + 2; ++i) map[i] = i;
   ttpu_val gb = ttpu_hlo_broadcast_in_dim(b, g, td, map);
@@ -199,7 +175,9 @@ static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
   ttpu_val zero = ttpu_hlo_const(b, td, 0, 0);
   ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, d), sg = ttpu_hlo_unary(b, TTPU_SIGN, d);
   ttpu_val term;
-  if (p == 1) {
+  if (p == 0) {
+    term = zero;
+  } else if (p == 1) {
     term = ttpu_hlo_binary(b, TTPU_MUL, sg, gb);
   } else if (p == 2) {
     term = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_MUL, d, gb), db);
@@ -218,7 +196,43 @@ static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
   }
   term = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, db, zero), zero, term);
   int64_t pair = nb + 1;
-  ttpu_val r = ttpu_hlo_reduce(b, term, TTPU_RED_SUM, &pair, 1); /* (batch..., P, M) */
+  return ttpu_hlo_reduce(b, term, TTPU_RED_SUM, &pair, 1);
+}
+
+/* cdist has no half-precision CPU kernel. */
+static int cdist_dtype(ttpu_lower* L, ttpu_dtype dt) {
+  if (dt != TTPU_BF16 && dt != TTPU_F16) return 1;
+  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED, "\"cdist\" not implemented for '%s'", ttpu_dtype_torch_title(dt));
+  return 0;
+}
+
+/* _cdist_forward(x1, x2, float p, int? compute_mode) (the CPU's matmul
+ * shortcut for p = 2 is only an approximation of the direct form). */
+static ttpu_status* lower_cdist(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!cdist_dtype(L, ot.dtype)) return NULL;
+  int nb = ot.ndim - 2;
+  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 0), ot.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 1), ot.dims, nb);
+  ttpu_l_set_out(L, 0, dist_v(b, x1, x2, ttpu_l_float(L, 2, 2.0), ot));
+  return NULL;
+}
+
+/* _cdist_backward(grad, x1, x2, float p, cdist): the gradient for x1 (the
+ * caller swaps the operands for x2). */
+static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_val g = ttpu_l_tensor(L, 0);
+  ttpu_type tg = ttpu_l_type(L, g);
+  int nb = tg.ndim - 2;
+  ttpu_val x1 = batch_to(b, ttpu_l_tensor(L, 1), tg.dims, nb), x2 = batch_to(b, ttpu_l_tensor(L, 2), tg.dims, nb);
+  ttpu_type t1 = ttpu_l_type(L, x1);
+  if (ttpu_type_numel(&t1) == 0 || ttpu_type_numel(&tg) == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  ttpu_val r = dist_grad(b, g, x1, x2, ttpu_l_tensor(L, 4), ttpu_l_float(L, 3, 2.0));
   /* back to x1's own batch shape (its size-1 and missing dims summed) */
   ttpu_type tr = ttpu_l_type(L, r);
   int off = tr.ndim - ot.ndim;
@@ -228,6 +242,69 @@ static ttpu_status* lower_cdist_backward(ttpu_lower* L) {
     if (i < off || ot.dims[i - off] == 1) red[nred++] = i;
   if (nred) r = ttpu_hlo_reduce(b, r, TTPU_RED_SUM, red, nred);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  return NULL;
+}
+
+/* The upper triangle (i < j) of (N, N) positions, row-major: a bool mask
+ * and each kept position's index in the flattened triangle (N*N for the
+ * others, out of range). */
+static void upper_pairs(ttpu_hlo* b, int64_t n, ttpu_val* keep, ttpu_val* rank) {
+  int64_t nn = n * n;
+  ttpu_type tc = ttpu_type_make(TTPU_I64, 1, &nn);
+  ttpu_val pos = ttpu_hlo_iota(b, tc, 0), nk = ttpu_hlo_const(b, tc, 0, n);
+  ttpu_val i = ttpu_hlo_binary(b, TTPU_DIV, pos, nk), j = ttpu_hlo_binary(b, TTPU_REM, pos, nk);
+  *keep = ttpu_hlo_compare(b, TTPU_LT, i, j);
+  ttpu_val r = ttpu_hlo_cumulative(b, ttpu_hlo_convert(b, *keep, TTPU_I64), TTPU_RED_SUM, 0);
+  r = ttpu_hlo_binary(b, TTPU_SUB, r, ttpu_hlo_const(b, tc, 0, 1));
+  *rank = ttpu_hlo_select(b, *keep, r, ttpu_hlo_const(b, tc, 0, nn));
+}
+
+/* _pdist_forward(self (N, M), float p): the distances of row pairs i < j,
+ * row-major. */
+static ttpu_status* lower_pdist(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!cdist_dtype(L, ot.dtype)) return NULL;
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int64_t n = tx.dims[0], nn = n * n;
+  if (ot.dims[0] == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  int64_t sq[2] = {n, n};
+  ttpu_val d = ttpu_hlo_reshape(b, dist_v(b, x, x, ttpu_l_float(L, 1, 2.0), ttpu_type_make(ot.dtype, 2, sq)), 1, &nn);
+  ttpu_val keep, rank;
+  upper_pairs(b, n, &keep, &rank);
+  ttpu_l_set_out(L, 0, ttpu_hlo_put(b, ttpu_hlo_const(b, ot, 0, 0), rank, d, TTPU_SCATTER_SET));
+  return NULL;
+}
+
+/* _pdist_backward(grad, self, float p, pdist): the pairs' gradients and
+ * distances spread back to symmetric (N, N) matrices, then cdist's. */
+static ttpu_status* lower_pdist_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_val x = ttpu_l_tensor(L, 1);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int64_t n = tx.dims[0], nn = n * n, sq[2] = {n, n};
+  if (n < 2 || ttpu_type_numel(&tx) == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  ttpu_val keep, rank;
+  upper_pairs(b, n, &keep, &rank);
+  ttpu_val safe = ttpu_hlo_select(b, keep, rank, ttpu_hlo_const(b, ttpu_l_type(L, rank), 0, 0));
+  ttpu_type tflat = ttpu_type_make(tx.dtype, 1, &nn);
+  ttpu_val zero = ttpu_hlo_const(b, tflat, 0, 0);
+  int64_t perm[2] = {1, 0};
+  ttpu_val mats[2];
+  for (int k = 0; k < 2; ++k) {
+    ttpu_val v = ttpu_hlo_convert(b, ttpu_l_tensor(L, k == 0 ? 0 : 3), tx.dtype);
+    ttpu_val up = ttpu_hlo_reshape(b, ttpu_hlo_select(b, keep, ttpu_hlo_take(b, v, safe), zero), 2, sq);
+    mats[k] = ttpu_hlo_binary(b, TTPU_ADD, up, ttpu_hlo_transpose(b, up, perm));
+  }
+  ttpu_l_set_out(L, 0, dist_grad(b, mats[0], x, x, mats[1], ttpu_l_float(L, 2, 2.0)));
   return NULL;
 }
 
@@ -400,6 +477,8 @@ static ttpu_status* lower_linalg_solve_triangular(ttpu_lower* L) {
 const ttpu_op_def ttpu_ops_matrix[] = {
     {"_cdist_forward", lower_cdist, 0},
     {"_cdist_backward", lower_cdist_backward, 0},
+    {"_pdist_forward", lower_pdist, 0},
+    {"_pdist_backward", lower_pdist_backward, 0},
     {"renorm", lower_renorm, 0},
     {"renorm_", lower_renorm, 0},
     {"renorm.out", lower_renorm, 0},

@@ -1,6 +1,6 @@
-/* setops.c - membership and frequency: isin, mode. Both compare every
- * element with every other (or every test element): O(n*m) elementwise
- * work that XLA fuses, with no data-dependent shapes. */
+/* setops.c - membership and frequency: isin, mode, histc. isin and mode
+ * compare every element with every other (or every test element): O(n*m)
+ * elementwise work that XLA fuses, with no data-dependent shapes. */
 #include "ttpu_lower.h"
 
 /* A tensor arg, or a Scalar one as a 0-d value, of dtype dt. */
@@ -101,7 +101,57 @@ static ttpu_status* lower_mode(ttpu_lower* L) {
   return NULL;
 }
 
+/* histc(self, bins=100, min=0, max=0): counts in equal-width bins over
+ * [min, max] (the data's range when min == max, widened by 1 each way when
+ * that is empty too); values outside are ignored, max falls in the last
+ * bin. A scatter-add of ones at each element's bin. */
+static ttpu_status* lower_histc(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!ttpu_dtype_is_float(ot.dtype)) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"histogram_cpu\" not implemented for '%s'",
+                  ttpu_dtype_torch_title(ot.dtype));
+    return NULL;
+  }
+  ttpu_dtype md = ot.dtype == TTPU_BF16 || ot.dtype == TTPU_F16 ? TTPU_F32 : ot.dtype;
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), md);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int64_t n = ttpu_type_numel(&tx), bins = ttpu_l_int(L, 1, 100);
+  if (n == 0) {
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, 0));
+    return NULL;
+  }
+  x = ttpu_hlo_reshape(b, x, 1, &n);
+  ttpu_type t1 = ttpu_type_make(md, 1, &n), t0 = ttpu_type_make(md, 0, NULL);
+  ttpu_val lo = ttpu_l_scalar(L, 2, md), hi = ttpu_l_scalar(L, 3, md);
+  int64_t zero = 0;
+  ttpu_val same = ttpu_hlo_compare(b, TTPU_EQ, lo, hi);
+  lo = ttpu_hlo_select(b, same, ttpu_hlo_reduce(b, x, TTPU_RED_MIN, &zero, 1), lo);
+  hi = ttpu_hlo_select(b, same, ttpu_hlo_reduce(b, x, TTPU_RED_MAX, &zero, 1), hi);
+  ttpu_val empty = ttpu_hlo_compare(b, TTPU_EQ, lo, hi);
+  ttpu_val one = ttpu_hlo_const(b, t0, 1, 1);
+  lo = ttpu_hlo_select(b, empty, ttpu_hlo_binary(b, TTPU_SUB, lo, one), lo);
+  hi = ttpu_hlo_select(b, empty, ttpu_hlo_binary(b, TTPU_ADD, hi, one), hi);
+  ttpu_val lob = ttpu_hlo_broadcast_to(b, lo, 1, &n), hib = ttpu_hlo_broadcast_to(b, hi, 1, &n);
+  ttpu_val pos = ttpu_hlo_binary(b, TTPU_DIV,
+                                 ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_SUB, x, lob),
+                                                 ttpu_hlo_const(b, t1, (double)bins, bins)),
+                                 ttpu_hlo_binary(b, TTPU_SUB, hib, lob));
+  ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &n);
+  ttpu_val idx = ttpu_hlo_convert(b, ttpu_hlo_unary(b, TTPU_FLOOR, pos), TTPU_I64);
+  idx = ttpu_hlo_binary(b, TTPU_MIN, idx, ttpu_hlo_const(b, ti, 0, bins - 1));
+  ttpu_val inside = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_compare(b, TTPU_GE, x, lob),
+                                    ttpu_hlo_compare(b, TTPU_LE, x, hib));
+  idx = ttpu_hlo_select(b, inside, idx, ttpu_hlo_const(b, ti, 0, bins)); /* dropped */
+  ttpu_type tb = ttpu_type_make(md, 1, &bins);
+  ttpu_val h = ttpu_hlo_put(b, ttpu_hlo_const(b, tb, 0, 0), idx, ttpu_hlo_const(b, t1, 1, 1), TTPU_ADD);
+  ttpu_l_set_out(L, 0, h);
+  return NULL;
+}
+
 const ttpu_op_def ttpu_ops_setops[] = {
+    {"histc", lower_histc, 0},
+    {"histc.out", lower_histc, 0},
     {"isin.Tensor_Tensor", lower_isin, 0},
     {"isin.Tensor_Tensor_out", lower_isin, 0},
     {"isin.Tensor_Scalar", lower_isin, 0},

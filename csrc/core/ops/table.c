@@ -26,6 +26,9 @@ extern const ttpu_op_def ttpu_ops_layout[];
 extern const ttpu_op_def ttpu_ops_lu[];
 extern const ttpu_op_def ttpu_ops_setops[];
 extern const ttpu_op_def ttpu_ops_polynomial[];
+extern const ttpu_op_def ttpu_ops_margin[];
+extern const ttpu_op_def ttpu_ops_qr[];
+extern const ttpu_op_def ttpu_ops_rrelu[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -49,6 +52,9 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_lu,
     ttpu_ops_setops,
     ttpu_ops_polynomial,
+    ttpu_ops_margin,
+    ttpu_ops_qr,
+    ttpu_ops_rrelu,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -1,0 +1,250 @@
+/* qr.c - Householder QR as LAPACK's geqrf computes it, and what PyTorch
+ * builds on it: linalg_qr (Q, R), householder_product (Q from the
+ * reflectors), ormqr (Q applied to a matrix).
+ *
+ * Like lu.c the factorization is unrolled over the min(m, n) columns with
+ * masked full-matrix ops (every batch element at once). Each step is
+ * LAPACK's dlarfg: beta = -sign(alpha) * ||x||, tau = (beta - alpha) /
+ * beta, v = x / (alpha - beta) below the unit diagonal entry, tau = 0 when
+ * the column below the diagonal is already zero. So R's signs, tau and the
+ * stored reflectors match the CPU's (torch.nn.init.orthogonal_ and friends
+ * depend on Q's signs). */
+#include "matrix.h"
+
+enum { kMaxSteps = 256 };
+
+static ttpu_type with_dtype(ttpu_type t, ttpu_dtype dt) {
+  t.dtype = dt;
+  return t;
+}
+
+static ttpu_val kc(ttpu_hlo* b, ttpu_type t, double v) {
+  return ttpu_hlo_const(b, t, v, (int64_t)v);
+}
+
+/* The batch dims (all but the last two) of t, as a type of dtype dt. */
+static ttpu_type batch_of(ttpu_type t, ttpu_dtype dt) {
+  t.ndim -= 2;
+  t.dtype = dt;
+  return t;
+}
+
+/* v (batch..., r) broadcast into t (batch..., r, c) along dim `at`
+ * (t.ndim - 2 for a column, t.ndim - 1 for a row); v (batch...) when
+ * at < 0. */
+static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int at) {
+  const ttpu_type* tv = ttpu_hlo_type(b, v);
+  if (!tv) return TTPU_VAL_ERROR;
+  int nb = t.ndim - 2;
+  int64_t map[TTPU_MAX_DIMS];
+  for (int d = 0; d < nb; ++d) map[d] = d;
+  if (at >= 0) map[nb] = at;
+  return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
+}
+
+/* Column j of x (batch..., m, n) as (batch..., m). */
+static ttpu_val column(ttpu_hlo* b, ttpu_val x, int64_t j) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp;
+  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
+  for (int d = 0; d < t.ndim; ++d) hi[d] = t.dims[d], st[d] = 1;
+  lo[t.ndim - 1] = j;
+  hi[t.ndim - 1] = j + 1;
+  ttpu_type r = t;
+  r.ndim--;
+  return ttpu_l_reshape_to(b, ttpu_hlo_slice(b, x, lo, hi, st), r);
+}
+
+/* Sum over the row dim (the second to last) of x. */
+static ttpu_val col_sum(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  int64_t d = tp->ndim - 2;
+  return ttpu_hlo_reduce(b, x, TTPU_RED_SUM, &d, 1);
+}
+
+/* Reflector j of a factored matrix a (batch..., m, n): (batch..., m), 1
+ * at row j, a's column below it, 0 above. */
+static ttpu_val reflector(ttpu_hlo* b, ttpu_val a, int64_t j) {
+  ttpu_val c = column(b, a, j);
+  const ttpu_type* tp = ttpu_hlo_type(b, c);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp, ti = with_dtype(*tp, TTPU_I64);
+  ttpu_val row = ttpu_hlo_iota(b, ti, t.ndim - 1);
+  ttpu_val v = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, row, kc(b, ti, (double)j)), c, kc(b, t, 0));
+  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, row, kc(b, ti, (double)j)), kc(b, t, 1), v);
+}
+
+/* x - tau v (v^T x): reflector v (batch..., m) with scalar tau (batch...)
+ * applied from the left to x (batch..., m, c). */
+static ttpu_val reflect_left(ttpu_hlo* b, ttpu_val x, ttpu_val v, ttpu_val tau) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp;
+  ttpu_val vb = spread(b, v, t, t.ndim - 2);
+  ttpu_val w = col_sum(b, ttpu_hlo_binary(b, TTPU_MUL, vb, x)); /* (batch..., c) */
+  ttpu_val upd = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, vb, spread(b, w, t, t.ndim - 1)),
+                                 spread(b, tau, t, -1));
+  return ttpu_hlo_binary(b, TTPU_SUB, x, upd);
+}
+
+/* geqrf of a (batch..., m, n): the factored matrix and tau (batch..., k). */
+static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out_tau, ttpu_type ttau) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type t = ttpu_l_type(L, a);
+  int nb = t.ndim - 2;
+  int64_t m = t.dims[nb], n = t.dims[nb + 1], k = m < n ? m : n;
+  if (k > kMaxSteps) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "QR on tpu takes matrices up to %d columns", kMaxSteps);
+    return 0;
+  }
+  ttpu_type ti = with_dtype(t, TTPU_I64), tb = batch_of(t, t.dtype);
+  ttpu_val col = ttpu_hlo_iota(b, ti, nb + 1);
+  ttpu_type tc = t; /* a column (batch..., m) */
+  tc.ndim = nb + 1;
+  ttpu_val crow = ttpu_hlo_iota(b, with_dtype(tc, TTPU_I64), nb);
+  ttpu_val taus[kMaxSteps];
+  for (int64_t j = 0; j < k; ++j) {
+    ttpu_val c = column(b, a, j);
+    ttpu_val below = ttpu_hlo_compare(b, TTPU_GT, crow, kc(b, with_dtype(tc, TTPU_I64), (double)j));
+    ttpu_val at = ttpu_hlo_compare(b, TTPU_EQ, crow, kc(b, with_dtype(tc, TTPU_I64), (double)j));
+    ttpu_val zc = kc(b, tc, 0);
+    int64_t last = nb;
+    ttpu_val alpha = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at, c, zc), TTPU_RED_SUM, &last, 1);
+    ttpu_val xb = ttpu_hlo_select(b, below, c, zc);
+    ttpu_val xn2 = ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, xb, xb), TTPU_RED_SUM, &last, 1);
+    ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, xn2,
+                                                                  ttpu_hlo_binary(b, TTPU_MUL, alpha, alpha)));
+    ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, alpha, kc(b, tb, 0));
+    ttpu_val beta = ttpu_hlo_select(b, neg, norm, ttpu_hlo_unary(b, TTPU_NEG, norm));
+    ttpu_val trivial = ttpu_hlo_compare(b, TTPU_EQ, xn2, kc(b, tb, 0));
+    ttpu_val tau = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, beta, alpha), beta);
+    tau = ttpu_hlo_select(b, trivial, kc(b, tb, 0), tau);
+    ttpu_val scale = ttpu_hlo_binary(b, TTPU_SUB, alpha, beta);
+    scale = ttpu_hlo_select(b, trivial, kc(b, tb, 1), scale);
+    ttpu_val v = ttpu_hlo_binary(b, TTPU_DIV, xb, spread(b, scale, tc, -1));
+    v = ttpu_hlo_select(b, at, kc(b, tc, 1), v);
+    /* the trailing columns take the reflection; column j becomes
+     * (beta, v below) */
+    ttpu_val right = ttpu_hlo_compare(b, TTPU_GT, col, kc(b, ti, (double)j));
+    a = ttpu_hlo_select(b, right, reflect_left(b, a, v, tau), a);
+    ttpu_val newc = ttpu_hlo_select(b, at, spread(b, ttpu_hlo_select(b, trivial, alpha, beta), tc, -1),
+                                    ttpu_hlo_select(b, below, v, c));
+    ttpu_val is_j = ttpu_hlo_compare(b, TTPU_EQ, col, kc(b, ti, (double)j));
+    a = ttpu_hlo_select(b, is_j, spread(b, newc, t, nb), a);
+    const ttpu_type* tt = ttpu_hlo_type(b, tau);
+    if (!tt) return 0;
+    ttpu_type one = *tt;
+    one.dims[one.ndim++] = 1;
+    taus[j] = ttpu_hlo_reshape(b, tau, one.ndim, one.dims);
+  }
+  *out_a = a;
+  *out_tau = k ? ttpu_hlo_concat(b, taus, (int)k, nb) : kc(b, ttau, 0);
+  return 1;
+}
+
+/* tau_j (batch...) of tau (batch..., k). */
+static ttpu_val tau_at(ttpu_hlo* b, ttpu_val tau, int64_t j) {
+  const ttpu_type* tp = ttpu_hlo_type(b, tau);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp;
+  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
+  for (int d = 0; d < t.ndim; ++d) hi[d] = t.dims[d], st[d] = 1;
+  lo[t.ndim - 1] = j;
+  hi[t.ndim - 1] = j + 1;
+  ttpu_type r = t;
+  r.ndim--;
+  return ttpu_l_reshape_to(b, ttpu_hlo_slice(b, tau, lo, hi, st), r);
+}
+
+/* The k reflectors of a (batch..., m, n) with tau (batch..., k) applied
+ * to x (batch..., m, c) from the left: Q x (H_{k-1} first) or Q^T x. */
+static ttpu_val apply_q(ttpu_hlo* b, ttpu_val a, ttpu_val tau, int64_t k, ttpu_val x, int transpose) {
+  for (int64_t s = 0; s < k; ++s) {
+    int64_t j = transpose ? s : k - 1 - s;
+    x = reflect_left(b, x, reflector(b, a, j), tau_at(b, tau, j));
+  }
+  return x;
+}
+
+/* geqrf(self) -> (a, tau) */
+static ttpu_status* lower_geqrf(ttpu_lower* L) {
+  ttpu_val a = ttpu_l_tensor(L, 0);
+  if (!ttpu_mx_lapack_dtype(L, ttpu_l_type(L, a).dtype, "geqrf_cpu")) return NULL;
+  ttpu_val f, tau;
+  if (!householder(L, a, &f, &tau, ttpu_l_out_type(L, 1))) return NULL;
+  ttpu_l_set_out(L, 0, f);
+  ttpu_l_set_out(L, 1, tau);
+  return NULL;
+}
+
+/* linalg_householder_product(input, tau): the first n columns of Q. */
+static ttpu_status* lower_householder_product(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "orgqr_cpu")) return NULL;
+  ttpu_val tau = ttpu_l_tensor(L, 1);
+  ttpu_type tt = ttpu_l_type(L, tau);
+  int64_t k = tt.dims[tt.ndim - 1];
+  ttpu_l_set_out(L, 0, apply_q(b, ttpu_l_tensor(L, 0), tau, k, ttpu_mx_identity(b, ot), 0));
+  return NULL;
+}
+
+/* ormqr(self, input2=tau, input3=other, left=True, transpose=False) */
+static ttpu_status* lower_ormqr(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "ormqr_cpu")) return NULL;
+  ttpu_val tau = ttpu_l_tensor(L, 1), c = ttpu_l_tensor(L, 2);
+  ttpu_type tt = ttpu_l_type(L, tau);
+  int64_t k = tt.dims[tt.ndim - 1];
+  int left = ttpu_l_bool(L, 3, 1), tr = ttpu_l_bool(L, 4, 0);
+  ttpu_val r;
+  if (left) {
+    r = apply_q(b, ttpu_l_tensor(L, 0), tau, k, c, tr);
+  } else {
+    /* C Q = (Q^T C^T)^T, C Q^T = (Q C^T)^T */
+    r = ttpu_mx_transpose(b, apply_q(b, ttpu_l_tensor(L, 0), tau, k, ttpu_mx_transpose(b, c), !tr));
+  }
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* linalg_qr(A, mode="reduced") -> (Q, R): Q (m, k) and R (k, n) when
+ * reduced, (m, m) and (m, n) when complete, no Q for "r". */
+static ttpu_status* lower_linalg_qr(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type oq = ttpu_l_out_type(L, 0), orr = ttpu_l_out_type(L, 1);
+  ttpu_val a = ttpu_l_tensor(L, 0);
+  ttpu_type ta = ttpu_l_type(L, a);
+  if (!ttpu_mx_lapack_dtype(L, ta.dtype, "linalg_qr")) return NULL;
+  int nb = ta.ndim - 2;
+  int64_t m = ta.dims[nb], n = ta.dims[nb + 1], k = m < n ? m : n;
+  ttpu_type ttau = batch_of(ta, ta.dtype);
+  ttau.dims[ttau.ndim++] = k;
+  ttpu_val f, tau;
+  if (!householder(L, a, &f, &tau, ttau)) return NULL;
+  /* R: the upper triangle of the factored matrix's first rows */
+  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
+  for (int d = 0; d < orr.ndim; ++d) hi[d] = orr.dims[d], st[d] = 1;
+  ttpu_val r = ttpu_hlo_slice(b, f, lo, hi, st);
+  ttpu_type ti = with_dtype(orr, TTPU_I64);
+  ttpu_val keep = ttpu_hlo_compare(b, TTPU_LE, ttpu_hlo_iota(b, ti, nb), ttpu_hlo_iota(b, ti, nb + 1));
+  ttpu_l_set_out(L, 1, ttpu_hlo_select(b, keep, r, kc(b, orr, 0)));
+  ttpu_l_set_out(L, 0, ttpu_type_numel(&oq) && oq.ndim == ta.ndim ? apply_q(b, f, tau, k, ttpu_mx_identity(b, oq), 0)
+                                                                   : kc(b, oq, 0));
+  return NULL;
+}
+
+const ttpu_op_def ttpu_ops_qr[] = {
+    {"geqrf", lower_geqrf, 0},
+    {"geqrf.a", lower_geqrf, 0},
+    {"linalg_householder_product", lower_householder_product, 0},
+    {"linalg_householder_product.out", lower_householder_product, 0},
+    {"ormqr", lower_ormqr, 0},
+    {"ormqr.out", lower_ormqr, 0},
+    {"linalg_qr", lower_linalg_qr, 0},
+    {"linalg_qr.out", lower_linalg_qr, 0},
+    {NULL, NULL, 0},
+};
