@@ -32,12 +32,19 @@ static ttpu_status* cum_extreme(ttpu_lower* L, int is_max) {
   }
   ttpu_val m = ttpu_hlo_cumulative(b, x, is_max ? TTPU_RED_MAX : TTPU_RED_MIN, (int)dim);
   ttpu_val at = ttpu_hlo_compare(b, TTPU_EQ, x, m);
-  if (ttpu_dtype_is_float(tx.dtype)) {
-    ttpu_val xn = ttpu_hlo_compare(b, TTPU_NE, x, x);
-    at = ttpu_hlo_binary(b, TTPU_OR, at, xn);
-  }
   ttpu_type ti = tx;
   ti.dtype = TTPU_I64;
+  if (ttpu_dtype_is_float(tx.dtype)) {
+    /* A running max/min need not propagate NaN (XLA's CPU backend does
+     * not): once a NaN is seen the value is NaN and only later NaNs move
+     * the index. */
+    ttpu_val xn = ttpu_hlo_compare(b, TTPU_NE, x, x);
+    ttpu_val seen = ttpu_hlo_cumulative(b, ttpu_hlo_convert(b, xn, TTPU_I64),
+                                        TTPU_RED_MAX, (int)dim);
+    seen = ttpu_hlo_compare(b, TTPU_NE, seen, ttpu_hlo_const(b, ti, 0, 0));
+    m = ttpu_hlo_select(b, seen, ttpu_hlo_const(b, tx, NAN, 0), m);
+    at = ttpu_hlo_select(b, seen, xn, at);
+  }
   ttpu_val pos = ttpu_hlo_select(b, at, ttpu_hlo_iota(b, ti, (int)dim), ttpu_hlo_const(b, ti, 0, -1));
   ttpu_val idx = ttpu_hlo_cumulative(b, pos, TTPU_RED_MAX, (int)dim);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, m, ov));
