@@ -400,6 +400,7 @@ static ttpu_status* lower_norm_dim(ttpu_lower* L) { return lower_norm_at(L, 1, 2
 const ttpu_op_def ttpu_ops_reduce[] = {
     {"sum", lower_sum, 0},
     {"sum.dim_IntList", lower_sum_dim, 0},
+    {"sum.IntList_out", lower_sum_dim, 0},
     {"nansum", lower_nansum, 0},
     {"mean", lower_mean, 0},
     {"mean.dim", lower_mean_dim, 0},

@@ -29,6 +29,7 @@ extern const ttpu_op_def ttpu_ops_polynomial[];
 extern const ttpu_op_def ttpu_ops_margin[];
 extern const ttpu_op_def ttpu_ops_qr[];
 extern const ttpu_op_def ttpu_ops_rrelu[];
+extern const ttpu_op_def ttpu_ops_svd[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -55,6 +56,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_margin,
     ttpu_ops_qr,
     ttpu_ops_rrelu,
+    ttpu_ops_svd,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
