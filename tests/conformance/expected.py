@@ -23,6 +23,8 @@ SHAPE_ONLY = {
     "nn.functional.feature_alpha_dropout.without_train", "nn.functional.rrelu",
     "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
     "cauchy", "exponential", "geometric", "log_normal",
+    # random projections, drawn on the device's generator
+    "svd_lowrank", "pca_lowrank",
     "torch._refs.nn.functional.dropout",
 }
 
@@ -72,6 +74,10 @@ EXPECTED_FAILURES = {
     ("_batch_norm_with_update", "bfloat16", "fwd"): _STATS_DTYPE,
     ("native_batch_norm", "float32", "fwd"): _EVAL_STATS,
     ("_native_batch_norm_legit", "float32", "fwd"): _EVAL_STATS,
+    ("linalg.svd", "float32", "fwd"): (
+        "singular vectors are unique only up to sign (and rotation among equal singular values): "
+        "ours (one-sided Jacobi) need not be LAPACK's. S, U S Vh, pinv and the gradients match "
+        "(the backward passes; tests/test_ops_svd.py)."),
 }
 
 

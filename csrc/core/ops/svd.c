@@ -4,8 +4,8 @@
  * values, the normalized columns U, the accumulated rotations V. Singular
  * values come out to float32 rounding (no squaring of the condition number
  * as through A^T A). The sweeps are unrolled (sizes are compile-time), so
- * programs grow with n^2: fine for the small and medium matrices of
- * pinv/matrix_rank/cond/norms, not for n in the hundreds.
+ * programs grow with n^2: this serves the small matrices of
+ * pinv/matrix_rank/cond/norms (min(m, n) <= 16).
  *
  * Singular vectors are unique only up to sign (and rotation within equal
  * singular values): ours need not be LAPACK's, while everything PyTorch
@@ -14,7 +14,11 @@
 
 #include "matrix.h"
 
-enum { kSweeps = 10, kMaxCols = 64 };
+/* Sweeps: Jacobi converges quadratically; 8 reach float64 rounding for
+ * the sizes allowed. Columns: the program has ~40 n^2/2 ops per sweep, so
+ * beyond 16 columns compiling it would take longer than it is worth: those
+ * raise NotImplementedError instead. */
+enum { kSweeps = 8, kMaxCols = 16 };
 
 static ttpu_val kc(ttpu_hlo* b, ttpu_type t, double v) {
   return ttpu_hlo_const(b, t, v, (int64_t)v);
@@ -111,7 +115,9 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
   int wide = m < n;
   ttpu_val x = wide ? ttpu_mx_transpose(b, a) : a; /* tall: (batch..., p, q), p >= q */
   int q = (int)k;
-  if (q > kMaxCols) return ttpu_status_make(TTPU_UNIMPLEMENTED, "linalg.svd on tpu takes up to 64 columns");
+  if (q > kMaxCols)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "linalg.svd on tpu takes matrices whose smaller side is at most 16");
   ttpu_val w[kMaxCols], v[kMaxCols];
   columns(b, x, q, w);
   ttpu_type tv = ta; /* V: (batch..., q, q) */
