@@ -42,7 +42,8 @@ static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int at) {
   return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
 }
 
-/* Column j of x (batch..., m, n) as (batch..., m). */
+/* Column j of x (batch..., m, n) as (batch..., m): index j of the last
+ * dim, dropped. */
 static ttpu_val column(ttpu_hlo* b, ttpu_val x, int64_t j) {
   const ttpu_type* tp = ttpu_hlo_type(b, x);
   if (!tp) return TTPU_VAL_ERROR;
@@ -144,19 +145,8 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
   return 1;
 }
 
-/* tau_j (batch...) of tau (batch..., k). */
-static ttpu_val tau_at(ttpu_hlo* b, ttpu_val tau, int64_t j) {
-  const ttpu_type* tp = ttpu_hlo_type(b, tau);
-  if (!tp) return TTPU_VAL_ERROR;
-  ttpu_type t = *tp;
-  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
-  for (int d = 0; d < t.ndim; ++d) hi[d] = t.dims[d], st[d] = 1;
-  lo[t.ndim - 1] = j;
-  hi[t.ndim - 1] = j + 1;
-  ttpu_type r = t;
-  r.ndim--;
-  return ttpu_l_reshape_to(b, ttpu_hlo_slice(b, tau, lo, hi, st), r);
-}
+/* tau_j (batch...) of tau (batch..., k): the same slice as a column. */
+static ttpu_val tau_at(ttpu_hlo* b, ttpu_val tau, int64_t j) { return column(b, tau, j); }
 
 /* The k reflectors of a (batch..., m, n) with tau (batch..., k) applied
  * to x (batch..., m, c) from the left: Q x (H_{k-1} first) or Q^T x. */
