@@ -58,6 +58,32 @@ const char* ttpu_test_plugin_path(ttpu_test_ctx* t) {
   return g_run.plugin_path;
 }
 
+ttpu_runtime* ttpu_test_runtime(ttpu_test_ctx* t, int devices) {
+  ttpu_runtime_options o = {0};
+  o.plugin_path = ttpu_test_plugin_path(t);
+  o.cpu_device_count = devices;
+  ttpu_runtime* rt = NULL;
+  ttpu_status* s = ttpu_runtime_create(&o, &rt);
+  if (s) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "runtime: %s", ttpu_status_message(s));
+    ttpu_status_free(s);
+    return NULL;
+  }
+  return rt;
+}
+
+ttpu_buffer* ttpu_test_upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
+                                  const float* v, int64_t n) {
+  ttpu_buffer* b = NULL;
+  ttpu_status* s = ttpu_buffer_create(rt, 0, (size_t)n * 4, &b);
+  if (!s) s = ttpu_buffer_upload(b, v, TTPU_F32, &n, 1);
+  if (s) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "upload: %s", ttpu_status_message(s));
+    ttpu_status_free(s);
+  }
+  return b;
+}
+
 ttpu_pjrt_plugin* ttpu_test_plugin(ttpu_test_ctx* t) {
   const char* path = ttpu_test_plugin_path(t);
   if (!path) return NULL;

@@ -5,32 +5,6 @@
 
 #include "ttpu_test.h"
 
-static ttpu_runtime* make_runtime(ttpu_test_ctx* t, int devices) {
-  ttpu_runtime_options o = {0};
-  o.plugin_path = ttpu_test_plugin_path(t);
-  o.cpu_device_count = devices;
-  ttpu_runtime* rt = NULL;
-  ttpu_status* s = ttpu_runtime_create(&o, &rt);
-  if (s) {
-    ttpu_test_fail(t, __FILE__, __LINE__, "runtime: %s", ttpu_status_message(s));
-    ttpu_status_free(s);
-    return NULL;
-  }
-  return rt;
-}
-
-static ttpu_buffer* upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
-                               const float* v, int64_t n) {
-  ttpu_buffer* b = NULL;
-  ttpu_status* s = ttpu_buffer_create(rt, 0, (size_t)n * 4, &b);
-  if (!s) s = ttpu_buffer_upload(b, v, TTPU_F32, &n, 1);
-  if (s) {
-    ttpu_test_fail(t, __FILE__, __LINE__, "upload: %s", ttpu_status_message(s));
-    ttpu_status_free(s);
-  }
-  return b;
-}
-
 /* out = x + alpha * y with x, y as given views. */
 static ttpu_status* run_add(ttpu_runtime* rt, const ttpu_tensor* x,
                             const ttpu_tensor* y, const ttpu_tensor* out,
@@ -57,11 +31,11 @@ static ttpu_status* run_add(ttpu_runtime* rt, const ttpu_tensor* x,
 }
 
 static void test_add_and_cache(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t, 1);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   float xv[6] = {1, 2, 3, 4, 5, 6}, yv[6] = {10, 20, 30, 40, 50, 60};
-  ttpu_buffer* xb = upload_f32(t, rt, xv, 6);
-  ttpu_buffer* yb = upload_f32(t, rt, yv, 6);
+  ttpu_buffer* xb = ttpu_test_upload_f32(t, rt, xv, 6);
+  ttpu_buffer* yb = ttpu_test_upload_f32(t, rt, yv, 6);
   ttpu_buffer* ob = NULL;
   TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 24, &ob));
   int64_t sz[2] = {2, 3}, st[2] = {3, 1};
@@ -96,11 +70,11 @@ static void test_add_and_cache(ttpu_test_ctx* t) {
 
 /* x[:, 1] += y[:, 1] writes through a strided view of x's storage. */
 static void test_inplace_through_view(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t, 1);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   float xv[6] = {1, 2, 3, 4, 5, 6}, yv[6] = {10, 20, 30, 40, 50, 60};
-  ttpu_buffer* xb = upload_f32(t, rt, xv, 6);
-  ttpu_buffer* yb = upload_f32(t, rt, yv, 6);
+  ttpu_buffer* xb = ttpu_test_upload_f32(t, rt, xv, 6);
+  ttpu_buffer* yb = ttpu_test_upload_f32(t, rt, yv, 6);
   int64_t sz[1] = {2}, st[1] = {3};
   ttpu_tensor xc = {xb, TTPU_F32, 1, sz, st, 1};
   ttpu_tensor yc = {yb, TTPU_F32, 1, sz, st, 1};
@@ -127,7 +101,7 @@ static void test_inplace_through_view(ttpu_test_ctx* t) {
 }
 
 static void test_unwritten_reads_zero(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t, 1);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   ttpu_buffer *a = NULL, *o = NULL;
   TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
@@ -145,7 +119,7 @@ static void test_unwritten_reads_zero(ttpu_test_ctx* t) {
 }
 
 static void test_bad_calls(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t, 1);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   TTPU_CHECK(t, ttpu_op_lookup("no_such_op.default") == -1);
   ttpu_buffer* a = NULL;

@@ -7,31 +7,14 @@
 
 #include "ttpu_test.h"
 
-static ttpu_runtime* make_runtime(ttpu_test_ctx* t) {
-  ttpu_runtime_options o = {0};
-  o.plugin_path = ttpu_test_plugin_path(t);
-  ttpu_runtime* rt = NULL;
-  ttpu_status* s = ttpu_runtime_create(&o, &rt);
-  if (s) {
-    ttpu_test_fail(t, __FILE__, __LINE__, "runtime: %s", ttpu_status_message(s));
-    ttpu_status_free(s);
-    return NULL;
-  }
-  return rt;
-}
-
+/* A storage holding v0, v0 + 1, ... (n float32 values). */
 static ttpu_buffer* make_f32(ttpu_test_ctx* t, ttpu_runtime* rt, float v0,
                              int64_t n) {
   float* v = malloc((size_t)n * sizeof(float));
+  if (!v) return NULL;
   for (int64_t i = 0; i < n; ++i) v[i] = v0 + (float)i;
-  ttpu_buffer* b = NULL;
-  ttpu_status* s = ttpu_buffer_create(rt, 0, (size_t)n * 4, &b);
-  if (!s) s = ttpu_buffer_upload(b, v, TTPU_F32, &n, 1);
+  ttpu_buffer* b = ttpu_test_upload_f32(t, rt, v, n);
   free(v);
-  if (s) {
-    ttpu_test_fail(t, __FILE__, __LINE__, "upload: %s", ttpu_status_message(s));
-    ttpu_status_free(s);
-  }
   return b;
 }
 
@@ -63,7 +46,7 @@ static ttpu_status* add(ttpu_runtime* rt, ttpu_buffer* a, ttpu_buffer* b,
 /* A chain of adds through temporaries in fused mode: one program, the
  * temporaries never results, the same values as strict mode. */
 static void test_fused_chain(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   int64_t n = 8;
   ttpu_buffer* x = make_f32(t, rt, 1, n);
@@ -114,7 +97,7 @@ static void test_fused_chain(ttpu_test_ctx* t) {
 
 /* A graph is one program whatever the op limit. */
 static void test_graph_ignores_limit(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   int64_t n = 4;
   ttpu_buffer* x = make_f32(t, rt, 0, n);
@@ -135,7 +118,7 @@ static void test_graph_ignores_limit(ttpu_test_ctx* t) {
 }
 
 static void test_debug_mode_names_op(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = make_runtime(t);
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_DEBUG));
   int64_t n = 4, m = 5;
@@ -178,7 +161,7 @@ static void test_disk_cache(ttpu_test_ctx* t) {
     return;
   }
   for (int round = 0; round < 3; ++round) {
-    ttpu_runtime* rt = make_runtime(t);
+    ttpu_runtime* rt = ttpu_test_runtime(t, 1);
     if (!rt) break;
     TTPU_CHECK_OK(t, ttpu_runtime_set_cache_dir(rt, dir, 0));
     TTPU_CHECK(t, !strcmp(ttpu_runtime_cache_dir(rt), dir));

@@ -58,6 +58,13 @@ const char* ttpu_test_plugin_path(ttpu_test_ctx* t);
 ttpu_pjrt_plugin* ttpu_test_plugin(ttpu_test_ctx* t);
 /* NULL-terminated site-packages list the runner searches (borrowed). */
 const char* const* ttpu_test_search_dirs(void);
+/* A runtime on this run's plugin with `devices` CPU devices (caller
+ * destroys), or NULL after recording a failure. */
+ttpu_runtime* ttpu_test_runtime(ttpu_test_ctx* t, int devices);
+/* A storage on device 0 holding v[0..n) as float32 (caller releases), or
+ * NULL after recording a failure. */
+ttpu_buffer* ttpu_test_upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
+                                  const float* v, int64_t n);
 
 #define TTPU_CHECK(t, cond)                                          \
   do {                                                               \

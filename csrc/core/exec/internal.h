@@ -79,7 +79,6 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
 int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
                        int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
 void ttpu_window_destroy(ttpu_runtime* rt);
-void ttpu_window_set_limit(ttpu_runtime* rt, int max_ops);
 
 /* Persistent compile cache (cache/disk.c). open_default reads the
  * environment (TORCHTPU_DISK_CACHE, TORCHTPU_CACHE_DIR, ..._MAX_MB). load

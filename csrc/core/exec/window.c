@@ -265,15 +265,11 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
   return rt->window;
 }
 
-void ttpu_window_set_limit(ttpu_runtime* rt, int max_ops) {
+void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
   pthread_mutex_lock(&rt->mu);
   ttpu_window* w = window_of(rt);
   if (w) w->limit = max_ops > 0 ? max_ops : DEFAULT_LIMIT;
   pthread_mutex_unlock(&rt->mu);
-}
-
-void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
-  ttpu_window_set_limit(rt, max_ops);
 }
 
 static void rec_free(wrec* r) {
