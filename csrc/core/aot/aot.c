@@ -143,31 +143,22 @@ int ttpu_aot_target_device_count(const ttpu_aot_target* t) {
  * No device assignment: the program is compiled for any assignment of that
  * many devices, which is all a fit/cost check needs. With partitions > 1
  * and no sharding annotations in the program, SPMD replicates it. */
-static size_t put_varint(unsigned char* p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    p[n++] = (unsigned char)(v | 0x80);
-    v >>= 7;
-  }
-  p[n++] = (unsigned char)v;
-  return n;
-}
 
 /* buf must hold 32 bytes; returns the length written. */
 static size_t encode_options(unsigned char* buf, int replicas, int partitions) {
   unsigned char ebo[24];
   size_t n = 0;
   ebo[n++] = 4 << 3; /* num_replicas, varint */
-  n += put_varint(ebo + n, (uint64_t)replicas);
+  n += ttpu_pjrt_put_varint(ebo + n, (uint64_t)replicas);
   ebo[n++] = 5 << 3; /* num_partitions, varint */
-  n += put_varint(ebo + n, (uint64_t)partitions);
+  n += ttpu_pjrt_put_varint(ebo + n, (uint64_t)partitions);
   if (partitions > 1) {
     ebo[n++] = 6 << 3; /* use_spmd_partitioning = true */
     ebo[n++] = 1;
   }
   size_t m = 0;
   buf[m++] = (3 << 3) | 2; /* executable_build_options, length-delimited */
-  m += put_varint(buf + m, n);
+  m += ttpu_pjrt_put_varint(buf + m, n);
   memcpy(buf + m, ebo, n);
   return m + n;
 }

@@ -28,6 +28,35 @@ static ttpu_status* client_string(
               : ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
 }
 
+/* The global id of every addressable device: a program spanning several
+ * devices (collectives) names them by id in its device assignment. A
+ * plugin without the description slots gets its indices, which is what
+ * the ids of one process's devices are on the CPU plugin. */
+static ttpu_status* read_device_ids(ttpu_pjrt_client* c) {
+  c->device_ids = malloc((size_t)c->num_devices * sizeof(*c->device_ids));
+  if (!c->device_ids)
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  int have = TTPU_PJRT_HAS(c->api, device_get_description) &&
+             TTPU_PJRT_HAS(c->api, device_description_id);
+  for (int i = 0; i < c->num_devices; i++) {
+    c->device_ids[i] = i;
+    if (!have) continue;
+    ttpu_pjrt_abi_device_description_args g;
+    TTPU_PJRT_INIT_ARGS(g, ttpu_pjrt_abi_device_description_args,
+                        device_description);
+    g.device = c->devices[i];
+    ttpu_status* s = TTPU_PJRT_CALL(c->api, device_get_description, g);
+    if (s) return s;
+    ttpu_pjrt_abi_device_id_args a;
+    TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_device_id_args, id);
+    a.device_description = g.device_description;
+    s = TTPU_PJRT_CALL(c->api, device_description_id, a);
+    if (s) return s;
+    c->device_ids[i] = a.id;
+  }
+  return NULL;
+}
+
 ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
                                      ttpu_pjrt_client** out) {
   if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
@@ -89,6 +118,7 @@ ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
       } else {
         memcpy(c->devices, d.devices, d.num_devices * sizeof(*c->devices));
         c->num_devices = (int)d.num_devices;
+        s = read_device_ids(c);
       }
     }
   }
@@ -109,6 +139,7 @@ void ttpu_pjrt_client_destroy(ttpu_pjrt_client* c) {
     ttpu_status_free(TTPU_PJRT_CALL(c->api, client_destroy, a));
   }
   free(c->devices);
+  free(c->device_ids);
   free(c->platform_name);
   free(c->platform_version);
   free(c);
@@ -124,6 +155,11 @@ const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c) {
 
 const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c) {
   return c && c->platform_version ? c->platform_version : "";
+}
+
+int ttpu_pjrt_client_device_id(const ttpu_pjrt_client* c, int device) {
+  if (!c || device < 0 || device >= c->num_devices) return -1;
+  return c->device_ids ? c->device_ids[device] : device;
 }
 
 ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,

@@ -18,6 +18,74 @@
 static const unsigned char kDefaultCompileOptions[] = {0x1a, 0x04, 0x20, 0x01,
                                                        0x28, 0x01, 0x20, 0x01};
 
+/* --------------------------------------------- replicated compile options
+ * CompileOptionsProto {
+ *   executable_build_options (3) {
+ *     num_replicas (4): n, num_partitions (5): 1,
+ *     device_assignment (9) { replica_count (1): n, computation_count (2): 1,
+ *       computation_devices (3) { replica_device_ids (1): packed ids } } } }
+ * Not portable: the replicas' devices are fixed at compile time, which is
+ * what lets one execute call run every replica. */
+size_t ttpu_pjrt_put_varint(unsigned char* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (unsigned char)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (unsigned char)v;
+  return n;
+}
+
+/* Appends field `tag` (length-delimited) holding src[0..len) to dst. */
+static size_t put_bytes(unsigned char* dst, int tag, const unsigned char* src,
+                        size_t len) {
+  size_t n = ttpu_pjrt_put_varint(dst, (uint64_t)tag << 3 | 2);
+  n += ttpu_pjrt_put_varint(dst + n, len);
+  memcpy(dst + n, src, len);
+  return n + len;
+}
+
+size_t ttpu_pjrt_replicated_options(const int* device_ids, int n,
+                                    unsigned char* buf, size_t cap) {
+  if (n <= 0 || !device_ids) return 0;
+  /* Each piece is bounded by ten bytes per varint. */
+  size_t bound = (size_t)n * 10 + 64;
+  unsigned char* ids = malloc(bound);
+  unsigned char* comp = malloc(bound);
+  unsigned char* assign = malloc(bound);
+  unsigned char* build = malloc(bound);
+  size_t out = 0;
+  if (ids && comp && assign && build) {
+    size_t ni = 0;
+    for (int i = 0; i < n; i++)
+      ni += ttpu_pjrt_put_varint(ids + ni, (uint64_t)device_ids[i]);
+    size_t nc = put_bytes(comp, 1, ids, ni);
+    size_t na = ttpu_pjrt_put_varint(assign, 1 << 3);
+    na += ttpu_pjrt_put_varint(assign + na, (uint64_t)n);
+    na += ttpu_pjrt_put_varint(assign + na, 2 << 3);
+    na += ttpu_pjrt_put_varint(assign + na, 1);
+    na += put_bytes(assign + na, 3, comp, nc);
+    size_t nb = ttpu_pjrt_put_varint(build, 4 << 3);
+    nb += ttpu_pjrt_put_varint(build + nb, (uint64_t)n);
+    nb += ttpu_pjrt_put_varint(build + nb, 5 << 3);
+    nb += ttpu_pjrt_put_varint(build + nb, 1);
+    nb += put_bytes(build + nb, 9, assign, na);
+    unsigned char head[16];
+    size_t nh = ttpu_pjrt_put_varint(head, 3 << 3 | 2);
+    nh += ttpu_pjrt_put_varint(head + nh, nb);
+    if (nh + nb <= cap) {
+      memcpy(buf, head, nh);
+      memcpy(buf + nh, build, nb);
+      out = nh + nb;
+    }
+  }
+  free(ids);
+  free(comp);
+  free(assign);
+  free(build);
+  return out;
+}
+
 /* Borrows the unloaded view of a loaded executable; caller releases it
  * with executable_release. */
 static ttpu_status* executable_get(const ttpu_pjrt_abi_api* api,

@@ -89,3 +89,68 @@ ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
   if (done) *done = (ttpu_pjrt_event*)event;
   return NULL;
 }
+
+ttpu_status* ttpu_pjrt_execute_replicated(ttpu_pjrt_client* c,
+                                          ttpu_pjrt_exec* e, int n_devices,
+                                          ttpu_pjrt_buffer* const* args,
+                                          int n_args, ttpu_pjrt_buffer** outs,
+                                          int n_outs, ttpu_pjrt_event** done) {
+  if (!c || !e)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL client or exec");
+  if (n_devices <= 0 || n_args < 0 || n_outs < 0 ||
+      (n_args > 0 && !args) || (n_outs > 0 && !outs))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "bad replicated argument or output arrays");
+  if (n_outs != e->num_outputs)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "execute: program has %d outputs, caller "
+                            "provided room for %d",
+                            e->num_outputs, n_outs);
+  for (int i = 0; i < n_devices * n_outs; i++) outs[i] = NULL;
+  for (int i = 0; i < n_devices * n_args; i++)
+    if (!args[i])
+      return ttpu_status_make(TTPU_INVALID_ARGUMENT, "argument %d of replica "
+                              "%d is NULL", i % n_args, i / n_args);
+  if (done)
+    for (int d = 0; d < n_devices; d++) done[d] = NULL;
+  /* The plugin reads one pointer per replica to that replica's argument
+   * and output arrays; ours are slices of the caller's flat arrays. */
+  ttpu_pjrt_abi_buffer* const** arg_lists =
+      calloc((size_t)n_devices, sizeof(*arg_lists));
+  ttpu_pjrt_abi_buffer*** out_lists =
+      calloc((size_t)n_devices, sizeof(*out_lists));
+  ttpu_pjrt_abi_buffer** no_outs =
+      calloc((size_t)n_devices, sizeof(*no_outs));
+  static ttpu_pjrt_abi_buffer* const kNoArgs[1] = {NULL};
+  if (!arg_lists || !out_lists || !no_outs) {
+    free(arg_lists);
+    free(out_lists);
+    free(no_outs);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (int d = 0; d < n_devices; d++) {
+    arg_lists[d] = n_args ? (ttpu_pjrt_abi_buffer* const*)(args + (size_t)d * n_args)
+                          : kNoArgs;
+    out_lists[d] = n_outs ? (ttpu_pjrt_abi_buffer**)(outs + (size_t)d * n_outs)
+                          : &no_outs[d];
+  }
+  ttpu_pjrt_abi_execute_options opts;
+  TTPU_PJRT_INIT_ARGS(opts, ttpu_pjrt_abi_execute_options, incarnation_ids);
+  ttpu_pjrt_abi_execute_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_execute_args, execute_device);
+  a.executable = e->loaded;
+  a.options = &opts;
+  a.argument_lists = (ttpu_pjrt_abi_buffer* const* const*)arg_lists;
+  a.num_devices = (size_t)n_devices;
+  a.num_args = (size_t)n_args;
+  a.output_lists = (ttpu_pjrt_abi_buffer** const*)out_lists;
+  a.device_complete_events = done ? (ttpu_pjrt_abi_event**)done : NULL;
+  a.execute_device = NULL; /* every replica, on its assigned device */
+  ttpu_status* s = TTPU_PJRT_CALL(c->api, loaded_executable_execute, a);
+  free(arg_lists);
+  free(out_lists);
+  free(no_outs);
+  if (s)
+    for (int i = 0; i < n_devices * n_outs; i++) outs[i] = NULL;
+  return s;
+}

@@ -405,6 +405,23 @@ typedef struct {
   size_t kind_size; /* out */
 } ttpu_pjrt_abi_device_kind_args;
 
+/* Device_GetDescription: the description of a client's device. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_device* device;
+  ttpu_pjrt_abi_device_description* device_description; /* out, borrowed */
+} ttpu_pjrt_abi_device_description_args;
+
+/* DeviceDescription_Id: the device's global id, what a device assignment
+ * names (not necessarily its index among the addressable devices). */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_device_description* device_description;
+  int id; /* out */
+} ttpu_pjrt_abi_device_id_args;
+
 /* PJRT_Compile: no client needed; the result is not loaded anywhere. */
 typedef struct {
   size_t struct_size;
@@ -462,14 +479,15 @@ typedef struct {
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_buffer_from_host_args,
                  client_buffer_from_host_buffer);
 
-  void* device_description_id;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_device_id_args, device_description_id);
   void* device_description_process_index;
   void* device_description_attributes;
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_device_kind_args, device_description_kind);
   void* device_description_debug_string;
   void* device_description_to_string;
 
-  void* device_get_description;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_device_description_args,
+                 device_get_description);
   void* device_is_addressable;
   void* device_local_hardware_id;
   void* device_addressable_memories;

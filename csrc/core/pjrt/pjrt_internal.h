@@ -23,6 +23,7 @@ struct ttpu_pjrt_client {
   const ttpu_pjrt_abi_api* api;
   ttpu_pjrt_abi_client* client;  /* owned */
   ttpu_pjrt_abi_device** devices; /* owned array; devices owned by client */
+  int* device_ids;  /* owned: each device's global id (device assignments) */
   int num_devices;
   char* platform_name;    /* owned */
   char* platform_version; /* owned */

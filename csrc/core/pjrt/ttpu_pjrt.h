@@ -44,6 +44,9 @@ ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
                                      ttpu_pjrt_client** out);
 void ttpu_pjrt_client_destroy(ttpu_pjrt_client* c);
 int ttpu_pjrt_client_device_count(const ttpu_pjrt_client* c);
+/* The global id of addressable device `device` (what a device assignment
+ * names), or -1 when out of range. */
+int ttpu_pjrt_client_device_id(const ttpu_pjrt_client* c, int device);
 /* Borrowed, valid for the client's lifetime: "cpu", "tpu", "cuda"... */
 const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c);
 const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c);
@@ -92,6 +95,29 @@ ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
                                int device, ttpu_pjrt_buffer* const* args,
                                int n_args, ttpu_pjrt_buffer** outs, int n_outs,
                                ttpu_pjrt_event** done);
+
+/* Writes v as a protobuf varint at p (at most 10 bytes); returns its
+ * length. For the compile-option protos we encode by hand. */
+size_t ttpu_pjrt_put_varint(unsigned char* p, uint64_t v);
+
+/* A CompileOptionsProto for one program replicated over n devices (one
+ * replica each, replica r on the device of global id device_ids[r]; one
+ * partition; not portable). Writes at most cap bytes into buf and returns
+ * the length, or 0 when cap is too small. */
+size_t ttpu_pjrt_replicated_options(const int* device_ids, int n,
+                                    unsigned char* buf, size_t cap);
+
+/* Enqueues one execution of a replicated program (compiled with
+ * ttpu_pjrt_replicated_options) on all its n_devices replicas at once, as
+ * its cross-replica collectives require. args is [n_devices][n_args]
+ * (replica-major, each replica's arguments on its device), outs receives
+ * [n_devices][n_outs] new buffers, done (may be NULL) one completion event
+ * per replica. Ownership as in ttpu_pjrt_execute. */
+ttpu_status* ttpu_pjrt_execute_replicated(ttpu_pjrt_client* c,
+                                          ttpu_pjrt_exec* e, int n_devices,
+                                          ttpu_pjrt_buffer* const* args,
+                                          int n_args, ttpu_pjrt_buffer** outs,
+                                          int n_outs, ttpu_pjrt_event** done);
 
 /* Serializes an executable; *out is malloc'ed (caller frees). */
 ttpu_status* ttpu_pjrt_exec_serialize(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
