@@ -244,6 +244,20 @@ void ttpu_hlo_sort(ttpu_hlo* b, ttpu_val keys, const ttpu_val* extra,
 void ttpu_hlo_rng_bits(ttpu_hlo* b, ttpu_val state, ttpu_type bits,
                        ttpu_val* new_state, ttpu_val* out);
 
+/* ---- control flow */
+/* stablehlo.while over a loop state of n values (1..16) starting at init.
+ * cond(b, ctx, state) emits the loop test and returns a 0-d bool; body(b,
+ * ctx, state, next) emits one iteration and writes the n next state values
+ * (each of its state value's type). Both may use values of the enclosing
+ * program. outs receives the n final state values. */
+typedef ttpu_val (*ttpu_hlo_while_cond)(ttpu_hlo* b, void* ctx,
+                                        const ttpu_val* state);
+typedef void (*ttpu_hlo_while_body)(ttpu_hlo* b, void* ctx,
+                                    const ttpu_val* state, ttpu_val* next);
+void ttpu_hlo_while(ttpu_hlo* b, const ttpu_val* init, int n,
+                    ttpu_hlo_while_cond cond, ttpu_hlo_while_body body,
+                    void* ctx, ttpu_val* outs);
+
 #ifdef __cplusplus
 }
 #endif

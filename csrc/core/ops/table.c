@@ -30,6 +30,8 @@ extern const ttpu_op_def ttpu_ops_margin[];
 extern const ttpu_op_def ttpu_ops_qr[];
 extern const ttpu_op_def ttpu_ops_rrelu[];
 extern const ttpu_op_def ttpu_ops_svd[];
+extern const ttpu_op_def ttpu_ops_eigh[];
+extern const ttpu_op_def ttpu_ops_matrix_exp[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -57,6 +59,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_qr,
     ttpu_ops_rrelu,
     ttpu_ops_svd,
+    ttpu_ops_eigh,
+    ttpu_ops_matrix_exp,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
