@@ -73,21 +73,22 @@ def test_compiled_training_matches_eager(make, shape, classes):
     assert {"forward", "backward"} <= kinds, graphs_since(log_len)
 
 
+def make_step(m, opt):
+    def step(x, y):
+        loss = m(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def test_whole_step_with_optimizer_compiled():
     _, chars, data = load_text()
     bs = [(x.to("tpu"), y.to("tpu")) for x, y in batches(data, 4, 2, 16)]
     torch.manual_seed(0)
     ref_model = GPT(len(chars), d=32, layers=1, heads=2, block=16).to("tpu")
     model = copy.deepcopy(ref_model)
-
-    def make_step(m, opt):
-        def step(x, y):
-            loss = m(x, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step
 
     ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=3e-3, eps=1e-4)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, eps=1e-4)
@@ -192,3 +193,139 @@ def test_compiled_graphs_use_the_disk_cache(tmp_path):
     assert runs[0][1] > 0
     assert runs[1][1] == 0 and runs[1][2] == runs[0][1]
     assert runs[0][0] == runs[1][0]
+
+
+# ------------------------------------------------------------ graph replay
+
+
+def replays():
+    return torchtpu.debug.metrics()["graph_replays"]
+
+
+def recorded_ops():
+    return torchtpu.debug.metrics()["fused_ops"]
+
+
+def test_training_step_replays_without_recording(monkeypatch):
+    """After the first step, forward, backward and optimizer graphs run
+    from their captured programs: no op is recorded, losses and parameters
+    match both eager and the recording path."""
+    _, chars, data = load_text()
+    bs = [(x.to("tpu"), y.to("tpu")) for x, y in batches(data, 5, 2, 16)]
+
+    def run(compiled):
+        torch.manual_seed(0)
+        model = GPT(len(chars), d=32, layers=1, heads=2, block=16).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, eps=1e-4)
+        step = make_step(model, opt)
+        if compiled:
+            step = torch.compile(step, backend="tpu")
+        losses = []
+        for i, (x, y) in enumerate(bs):
+            if i == 2:
+                counts = (replays(), recorded_ops())
+            losses.append(step(x, y).item())
+        return losses, [p.detach().cpu() for p in model.parameters()], counts
+
+    ref, ref_params, _ = run(False)
+    got, params, (r0, ops0) = run(True)
+    assert replays() - r0 == 3 * 3  # forward, backward, optimizer x 3 steps
+    assert recorded_ops() == ops0
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(ref), atol=2e-5, rtol=1e-5)
+    for a, b in zip(params, ref_params):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCHTPU_GRAPH_REPLAY", "0")
+    r1 = replays()
+    recorded, recorded_params, _ = run(True)
+    assert replays() == r1
+    assert recorded == got  # replaying is bit-identical to recording
+    for a, b in zip(params, recorded_params):
+        assert torch.equal(a, b)
+
+
+def test_replay_outputs_alias_like_recorded():
+    """Outputs that are an input, views of an input, and several views of
+    one new storage come back with the same sharing, and in-place input
+    updates land in the caller's tensors on every call."""
+    def f(buf, x):
+        buf.mul_(2).add_(x)
+        y = x * 3
+        return buf, buf[1], buf.t(), y, y[0], y.t()
+
+    g = torch.compile(f, backend="tpu")
+    buf_c, x_c = torch.arange(6.0).reshape(2, 3), torch.ones(2, 3)
+    buf, x = buf_c.to("tpu"), x_c.to("tpu")
+    r0 = replays()
+    for i in range(3):
+        got = g(buf, x)
+        ref = f(buf_c, x_c)
+        for a, b in zip(got, ref):
+            torch.testing.assert_close(a.cpu(), b)
+        assert got[0] is buf
+        assert got[1].untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+        assert got[1].storage_offset() == 3 and got[2].stride() == (1, 3)
+        assert got[4].untyped_storage().data_ptr() == got[3].untyped_storage().data_ptr()
+        got[4].fill_(-1)  # writes through to y, as with eager views
+        assert got[3][0].cpu().eq(-1).all()
+        torch.testing.assert_close(buf.cpu(), buf_c)
+    assert replays() - r0 == 2
+
+
+def test_replay_falls_back_when_storages_differ():
+    """Inputs whose storages differ from the capture's (never written, or
+    two inputs in one storage) record the graph again: the answer stays
+    right."""
+    def f(a, b):
+        a.add_(1)
+        return a * b
+
+    g = torch.compile(f, backend="tpu")
+    a, b = torch.randn(4), torch.randn(4)
+    at, bt = a.clone().to("tpu"), b.to("tpu")
+    torch.testing.assert_close(g(at, bt).cpu(), (a + 1) * b)
+    r0 = replays()
+    torch.testing.assert_close(g(at, bt).cpu(), (a + 2) * b)
+    assert replays() == r0 + 1
+    # a storage never written (no value on the device, reads as zeros):
+    # the program was compiled for one that holds a value
+    e = torch.empty(4, device="tpu")
+    fused0 = torchtpu.debug.metrics()["fused_windows"]
+    torch.testing.assert_close(g(e, bt).cpu(), b)
+    assert replays() == r0 + 1 and torchtpu.debug.metrics()["fused_windows"] == fused0 + 1
+    torch.testing.assert_close(g(at, bt).cpu(), (a + 3) * b)
+    assert replays() == r0 + 2
+    base = torch.randn(8)
+    bt2 = base.to("tpu")
+    x, y = bt2[:4], bt2[4:]  # two inputs in one storage
+    torch.testing.assert_close(g(x, y).cpu(), (base[:4] + 1) * base[4:])
+    torch.testing.assert_close(bt2.cpu()[:4], base[:4] + 1)
+
+
+def test_replay_random_ops_follow_the_generator(monkeypatch):
+    def run():
+        torch._dynamo.reset()
+        f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True) * 2,
+                          backend="tpu")
+        torch.manual_seed(5)
+        x = torch.ones(64).to("tpu")
+        return [f(x).cpu() for _ in range(4)]
+
+    r0 = replays()
+    replayed = run()
+    assert replays() - r0 == 3
+    assert not torch.equal(replayed[1], replayed[2])  # the state advances
+    monkeypatch.setenv("TORCHTPU_GRAPH_REPLAY", "0")
+    recorded = run()
+    for a, b in zip(replayed, recorded):
+        assert torch.equal(a, b)
+
+
+def test_graph_with_host_tensors_is_not_replayed():
+    f = torch.compile(lambda x, s: x * s.to("tpu") + 1, backend="tpu")
+    x = torch.randn(5).to("tpu")
+    r0 = replays()
+    for k in range(3):
+        s = torch.tensor(float(k))
+        torch.testing.assert_close(f(x, s).cpu(), x.cpu() * k + 1)
+    assert replays() == r0

@@ -21,7 +21,9 @@ def metrics():
     hits; disk_hits / disk_load_seconds / disk_writes: the persistent cache;
     executions; h2d_bytes / d2h_bytes; bytes_in_use / peak_bytes_in_use;
     fused_windows / fused_ops / fused_max_ops / fused_window_ends: fused mode
-    windows, the ops they held, and why each ended; cpu_fallbacks per op.
+    windows, the ops they held, and why each ended; graph_replays:
+    torch.compile graphs run again from their captured program without
+    recording their ops; cpu_fallbacks per op.
     """
     m = dict(_C._compile_stats())
     m["cpu_fallbacks"] = dict(_C._fallback_counts())
@@ -55,6 +57,7 @@ def report(file=None):
         f"  executions          {m['executions']}",
         f"  fused windows       {windows}"
         + (f", {m['fused_ops'] / windows:.1f} ops each (max {m['fused_max_ops']}); ended by {ends}" if windows else ""),
+        f"  graph replays       {m['graph_replays']}",
         f"  host->device bytes  {m['h2d_bytes']}",
         f"  device->host bytes  {m['d2h_bytes']}",
         f"  bytes in use        {m['bytes_in_use']} (peak {m['peak_bytes_in_use']})",

@@ -16,8 +16,18 @@ engine lowers itself (layer norm, softmax, convolution, ...): those stay
 whole, so the program uses the same lowering eager mode does.
 
 Graph breaks run eagerly between graphs, in the current eager mode.
+
+Replay: once a graph ran as one program, later calls with inputs of the
+same dtypes, sizes, strides, offsets and storage sharing run that program
+directly on the new inputs: no op goes through the dispatcher again. The
+engine checks what only it can see (the shapes storages were last written
+with); any difference, and any graph whose storages the capture cannot
+account for (CPU tensors in the graph, constants), records the graph as
+above. ``TORCHTPU_GRAPH_REPLAY=0`` turns replay off.
 """
 import itertools
+import operator
+import os
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -44,16 +54,69 @@ def _decompositions():
 _DECOMPOSITIONS = None
 
 
+# Replays kept per graph: one per distinct input layout seen (a graph whose
+# inputs keep changing layout records instead of growing without bound).
+_MAX_REPLAYS = 4
+# Ops that act outside the program (checks, printing): a replay would skip them.
+_SIDE_EFFECT_PREFIXES = ("aten::_assert", "aten::_print", "aten::sym_constrain",
+                         "aten::_functional_assert")
+_METADATA_MUTATIONS = {"aten::set_", "aten::resize_", "aten::resize_as_"}
+
+
+def _replay_enabled():
+    return os.environ.get("TORCHTPU_GRAPH_REPLAY", "1") != "0"
+
+
+def _on_tpu(val):
+    for v in torch.utils._pytree.tree_leaves(val):
+        if isinstance(v, torch.Tensor) and v.device.type != "tpu":
+            return False
+    return True
+
+
+def _replayable(gm):
+    """Whether every effect of the graph is inside its one program: only
+    ATen ops on tpu tensors, none that changes an input's metadata or acts
+    outside the device."""
+    for n in gm.graph.nodes:
+        if not _on_tpu(n.meta.get("val")):
+            return False
+        if n.op != "call_function" or n.target is operator.getitem:
+            continue
+        op = n.target
+        if not isinstance(op, torch._ops.OpOverload) or op.namespace not in ("aten", "prims"):
+            return False
+        name = op.name()
+        if (torch.Tag.inplace_view in op.tags or name in _METADATA_MUTATIONS
+                or name.startswith(_SIDE_EFFECT_PREFIXES)):
+            return False
+    return True
+
+
 def _graph_compiler(kind):
     def compile_graph(gm, example_inputs):
         name = f"{kind}{next(_counter)}"
+        replayable = _replay_enabled() and _replayable(gm)
+        replays = []
 
         def run(*args):
+            for replay in replays:
+                out = replay.run(args)
+                if out is not None:
+                    return out
             _C._begin_graph(name)
+            out = None
             try:
-                return gm(*args)
+                out = gm(*args)
             finally:
-                _C._end_graph()
+                if out is not None and replayable and len(replays) < _MAX_REPLAYS:
+                    listed = out if isinstance(out, (list, tuple)) else [out]
+                    replay = _C._end_graph_capture(args, listed)
+                    if replay is not None and isinstance(out, (list, tuple)):
+                        replays.append(replay)
+                else:
+                    _C._end_graph()
+            return out
 
         return make_boxed_func(run)
 
@@ -73,6 +136,39 @@ def backend(gm, example_inputs, **kwargs):
         keep_inference_input_mutations=True,
     )
     return compiler(gm, example_inputs, **kwargs)
+
+
+def _keep_optimizer_steps_on_tpu():
+    """Compiled optimizers keep their step counters on the device, as
+    torch.compile does for CUDA: Dynamo turns `capturable` on for a param
+    group whose params are all on cuda/xpu and have no state yet; this does
+    the same for tpu (PyTorch's optimizers support capturable on the
+    PrivateUse1 device). With the counters on the host, every compiled
+    step would upload them and mix host ops into the graph; on the device
+    the whole optimizer step is one program that can be replayed."""
+    try:
+        from torch._dynamo.variables.optimizer import OptimizerVariable
+    except ImportError:
+        return
+    original = getattr(OptimizerVariable, "_set_capturable", None)
+    if original is None or getattr(original, "_torchtpu", False):
+        return
+
+    def _set_capturable(self, tx):
+        state = self.value.state
+        for group in self.value.param_groups:
+            params = group.get("params", [])
+            if ("capturable" in group and params
+                    and all(isinstance(p, torch.Tensor) and p.device.type == "tpu" for p in params)
+                    and all(p not in state for p in params)):
+                group["capturable"] = True
+        return original(self, tx)
+
+    _set_capturable._torchtpu = True
+    OptimizerVariable._set_capturable = _set_capturable
+
+
+_keep_optimizer_steps_on_tpu()
 
 
 def register():

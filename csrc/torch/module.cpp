@@ -35,6 +35,7 @@ py::dict stats_dict(int device) {
   out["disk_load_seconds"] = stats.disk_load_seconds;
   out["disk_writes"] = stats.disk_writes;
   out["recompiles"] = stats.recompiles;
+  out["graph_replays"] = stats.graph_replays;
   out["fused_windows"] = stats.windows;
   out["fused_ops"] = stats.window_ops;
   out["fused_max_ops"] = stats.window_max_ops;
@@ -59,10 +60,12 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 }  // namespace torchtpu
 
 namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
+namespace torchtpu { void init_graph_replay(py::module_& m); }  // graph_replay.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torchtpu;
   init_aot(m);
+  init_graph_replay(m);
   m.doc() = "torchtpu C++ glue: PrivateUse1 registration and engine access";
 
   m.def("_init", [] { runtime(); },

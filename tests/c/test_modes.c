@@ -117,6 +117,71 @@ static void test_graph_ignores_limit(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* Store k's buffer for a replay: the one standing for `from` at capture. */
+static void map_store(const ttpu_graph_replay* g, ttpu_buffer** bufs,
+                      const ttpu_buffer* from, ttpu_buffer* to) {
+  for (int k = 0; k < ttpu_graph_replay_store_count(g); ++k)
+    if (ttpu_graph_replay_store(g, k, NULL, NULL) == from) bufs[k] = to;
+}
+
+/* A graph captured once runs again from other storages; storages that do
+ * not match the capture run nothing. */
+static void test_graph_replay(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  int64_t n = 4;
+  ttpu_buffer* x = make_f32(t, rt, 0, n);
+  ttpu_buffer* y = make_f32(t, rt, 10, n);
+  ttpu_buffer *tmp = NULL, *out = NULL, *out2 = NULL, *big = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
+  TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "g"));
+  TTPU_CHECK_OK(t, add(rt, x, y, tmp, &n, 2.0));
+  TTPU_CHECK_OK(t, add(rt, tmp, x, out, &n, 1.0));
+  ttpu_buffer_release(tmp); /* a temporary: not a store of the replay */
+  ttpu_graph_replay* g = NULL;
+  TTPU_CHECK_OK(t, ttpu_runtime_end_graph_capture(rt, &g));
+  TTPU_CHECK(t, g != NULL);
+  if (!g) return;
+  TTPU_CHECK(t, ttpu_graph_replay_store_count(g) == 3);
+  TTPU_CHECK(t, ttpu_graph_replay_op_count(g) == 2);
+  ttpu_buffer* x2 = make_f32(t, rt, 100, n);
+  ttpu_buffer* y2 = make_f32(t, rt, 1, n);
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out2));
+  ttpu_buffer* bufs[3] = {NULL, NULL, NULL};
+  map_store(g, bufs, x, x2);
+  map_store(g, bufs, y, y2);
+  map_store(g, bufs, out, out2);
+  int ran = 0;
+  TTPU_CHECK_OK(t, ttpu_runtime_graph_replay(rt, g, bufs, &ran));
+  TTPU_CHECK(t, ran == 1);
+  float r[4];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(out2, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i)
+    TTPU_CHECK(t, r[i] == 2.0f * (100.0f + (float)i) + 2.0f * (1.0f + (float)i));
+  /* the capture's own storages are untouched */
+  TTPU_CHECK_OK(t, ttpu_buffer_download(out, r, sizeof(r)));
+  TTPU_CHECK(t, r[0] == 20.0f);
+  /* one storage in two roles, a storage of another size: nothing runs */
+  ttpu_buffer* dup[3] = {NULL, NULL, NULL};
+  map_store(g, dup, x, x2);
+  map_store(g, dup, y, x2);
+  map_store(g, dup, out, out2);
+  TTPU_CHECK_OK(t, ttpu_runtime_graph_replay(rt, g, dup, &ran));
+  TTPU_CHECK(t, ran == 0);
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 32, &big));
+  map_store(g, bufs, y, big);
+  TTPU_CHECK_OK(t, ttpu_runtime_graph_replay(rt, g, bufs, &ran));
+  TTPU_CHECK(t, ran == 0);
+  ttpu_stats st;
+  ttpu_runtime_stats(rt, -1, &st);
+  TTPU_CHECK(t, st.graph_replays == 1 && st.windows == 1);
+  ttpu_graph_replay_free(rt, g);
+  ttpu_buffer* all[] = {x, y, out, x2, y2, out2, big};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) ttpu_buffer_release(all[i]);
+  ttpu_runtime_destroy(rt);
+}
+
 static void test_debug_mode_names_op(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
@@ -199,6 +264,7 @@ static void test_disk_cache(ttpu_test_ctx* t) {
 static const ttpu_test kTests[] = {
     {"fused_chain", test_fused_chain},
     {"graph_ignores_limit", test_graph_ignores_limit},
+    {"graph_replay", test_graph_replay},
     {"debug_mode_names_op", test_debug_mode_names_op},
     {"disk_cache", test_disk_cache},
     {NULL, NULL},

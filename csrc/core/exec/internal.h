@@ -52,6 +52,7 @@ struct ttpu_runtime {
   ttpu_status* async_error; /* first asynchronous failure not yet reported */
   char last_reason[512];
   struct ttpu_last_sig* last_sigs; /* per op id: see exec/run.c */
+  int64_t ops_run;       /* strict/debug ops so far (recompile warning) */
   int n_last_sigs;
   ttpu_mode mode;
   ttpu_window* window;   /* fused mode's recorded ops (exec/window.c) */

@@ -339,6 +339,7 @@ struct ttpu_last_sig {
   uint64_t change; /* what the last recompile changed ("input 0 size of
                       dim 1"), hashed */
   int same_change; /* recompiles in a row that changed it */
+  int64_t at_op;   /* rt->ops_run at its last recompile */
   int warned;
 };
 typedef struct ttpu_last_sig last_sig;
@@ -439,12 +440,16 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     rt->dev[p->call->device].stats.recompiles++;
     /* A model's many parameter shapes recompile an op now and then, each
      * time differently; a dynamic dimension changes the same thing again
-     * and again. Only the latter warns. */
+     * and again. Only the latter warns. A loop over a list (an optimizer's
+     * first step cloning each parameter) recompiles the op back to back
+     * with nothing in between: one burst counts once. */
     uint64_t change = 1469598103934665603ull;
     const char* end = strstr(what, " changed");
     for (const char* c = what; *c && c != end; ++c)
       change = (change ^ (unsigned char)*c) * 1099511628211ull;
-    prev->same_change = change == prev->change ? prev->same_change + 1 : 1;
+    int burst = prev->at_op + 1 == rt->ops_run;
+    if (change != prev->change) prev->same_change = 1;
+    else if (!burst) prev->same_change++;
     prev->change = change;
     const char* env = getenv("TORCHTPU_RECOMPILE_WARN");
     int limit = env && *env ? atoi(env) : 8;
@@ -460,6 +465,7 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
                name, prev->same_change, what);
     }
   }
+  prev->at_op = rt->ops_run;
   free(prev->key);
   free(prev->part_at);
   free(prev->label);
@@ -767,6 +773,7 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
     pthread_mutex_unlock(&rt->mu);
     return s;
   }
+  rt->ops_run++;
   s = run_strict(rt, call, def);
   pthread_mutex_unlock(&rt->mu);
   if (rt->mode == TTPU_MODE_DEBUG) {

@@ -196,6 +196,7 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
     for (int k = 0; k < TTPU_END_COUNT; ++k)
       out->window_ends[k] += s->window_ends[k];
     out->recompiles += s->recompiles;
+    out->graph_replays += s->graph_replays;
   }
   pthread_mutex_unlock(&rt->mu);
 }

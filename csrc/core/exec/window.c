@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "replay.h"
 
 #define REPEAT_K 8
 #define DEFAULT_LIMIT 1000
@@ -33,6 +34,7 @@ typedef struct {
   int param;            /* read before written: its value is a parameter */
   int written;
   int has_value;        /* holds a value now */
+  int has_value0;       /* held one at the window's start */
   ttpu_dtype dt;        /* shape now */
   int nd;
   int64_t dims[TTPU_MAX_DIMS];
@@ -83,6 +85,8 @@ struct ttpu_window {
   int graph;
   ttpu_mode mode_before;
   char graph_name[80];
+  int graph_runs;       /* programs the outermost graph ran so far */
+  ttpu_graph_replay** capture; /* set by end_graph_capture */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -323,7 +327,7 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
   ttpu_buffer_retain(b);
   s->buf = b;
   s->param = -1;
-  s->has_value = b->pb != NULL;
+  s->has_value = s->has_value0 = b->pb != NULL;
   s->dt = s->dt0 = b->phys_dtype;
   s->nd = s->nd0 = b->phys_ndim;
   memcpy(s->dims, b->phys_dims, sizeof(s->dims));
@@ -492,6 +496,54 @@ static ttpu_buffer* store_buffer(void* window, int store) {
   return ((ttpu_window*)window)->st[store].buf;
 }
 
+/* The replay of a graph's window that just ran: the storages it needs and
+ * the program. Takes the pack buffers. NULL when out of memory (the graph
+ * then records every time, which is only slower). */
+static ttpu_graph_replay* capture(ttpu_runtime* rt, const ttpu_window* w,
+                                  const ttpu_prog* g,
+                                  const ttpu_prog_store* ps,
+                                  ttpu_cache_entry* e, ttpu_pjrt_buffer* fbuf,
+                                  ttpu_pjrt_buffer* ibuf) {
+  ttpu_graph_replay* r = calloc(1, sizeof(*r));
+  if (r) r->st = calloc((size_t)w->n_st + 1, sizeof(*r->st));
+  if (!r || !r->st) {
+    if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+    if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+    if (r) free(r->st);
+    free(r);
+    return NULL;
+  }
+  r->device = w->device;
+  r->e = e;
+  r->n_params = g->n_params;
+  r->f_param = g->f_param;
+  r->i_param = g->i_param;
+  r->rng_param = g->rng_param;
+  r->fbuf = fbuf;
+  r->ibuf = ibuf;
+  r->n_window_stores = w->n_st;
+  r->n_ops = w->n_recs;
+  for (int k = 0; k < w->n_st; ++k) {
+    const wstore* x = &w->st[k];
+    /* A storage someone still holds must be the caller's at a replay too,
+     * even one the program neither reads nor writes: whether it held a
+     * value decides what the program computes (no value reads as zeros). */
+    int alive = atomic_load(&x->buf->refs) > 1;
+    if (ps[k].param < 0 && ps[k].result < 0 && !alive) continue;
+    ttpu_replay_store* t = &r->st[r->n_st++];
+    t->buf0 = x->buf;
+    t->store = k;
+    t->param = ps[k].param;
+    t->result = ps[k].result >= 0;
+    t->has_value0 = x->has_value0;
+    t->nbytes = x->buf->nbytes;
+    t->dt0 = x->dt0;
+    t->nd0 = x->nd0;
+    memcpy(t->dims0, x->dims0, sizeof(t->dims0));
+  }
+  return r;
+}
+
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
@@ -611,6 +663,11 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   stats->window_ends[why]++;
   if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
   s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
+  if (w->graph) w->graph_runs++;
+  if (!s && w->capture) {
+    *w->capture = capture(rt, w, &c.g, c.stores, e, fbuf, ibuf);
+    fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
+  }
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
@@ -746,7 +803,10 @@ ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
     ttpu_status_free(s);
     return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
   }
-  if (!w->graph) w->mode_before = rt->mode;
+  if (!w->graph) {
+    w->mode_before = rt->mode;
+    w->graph_runs = 0;
+  }
   w->graph++;
   snprintf(w->graph_name, sizeof(w->graph_name), "%s", name ? name : "graph");
   rt->mode = TTPU_MODE_FUSED;
@@ -760,6 +820,24 @@ ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
   ttpu_status* s = NULL;
   if (w && w->graph) {
     s = ttpu_window_flush(rt, TTPU_END_GRAPH);
+    if (--w->graph == 0) rt->mode = w->mode_before;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
+                                            ttpu_graph_replay** out) {
+  *out = NULL;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_window* w = rt->window;
+  ttpu_status* s = NULL;
+  if (w && w->graph) {
+    /* Only a whole outermost graph that is about to run as its first and
+     * only program can be replayed. */
+    if (w->graph == 1 && w->graph_runs == 0 && w->n_recs) w->capture = out;
+    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
+    w->capture = NULL;
     if (--w->graph == 0) rt->mode = w->mode_before;
   }
   pthread_mutex_unlock(&rt->mu);

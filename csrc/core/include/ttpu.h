@@ -147,6 +147,8 @@ typedef struct {
   int64_t window_ends[TTPU_END_COUNT];
   int64_t recompiles;         /* compiles of an op already compiled with
                                  another signature */
+  int64_t graph_replays;      /* compiled graphs run again without
+                                 recording their ops */
 } ttpu_stats;
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
@@ -251,6 +253,30 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes);
 ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src);
 /* Waits until the storage's current version is computed. */
 ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
+
+/* Graph replay. A graph that ran as exactly one program can run again from
+ * other storages without recording its ops: the caller maps each storage
+ * the program needs to its own (an input or a new output storage) and
+ * passes them in the same order. */
+typedef struct ttpu_graph_replay ttpu_graph_replay;
+/* end_graph, and when the graph ran as one program (not nested, no
+ * boundary inside it), *out = its replay (owned by the caller, NULL
+ * otherwise). */
+ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
+                                            ttpu_graph_replay** out);
+int ttpu_graph_replay_store_count(const ttpu_graph_replay* g);
+/* Store k: the storage it was at capture (for identity only: it may be
+ * gone later), how many bytes it has, whether the program writes it. */
+const ttpu_buffer* ttpu_graph_replay_store(const ttpu_graph_replay* g, int k,
+                                           size_t* nbytes, int* written);
+int ttpu_graph_replay_op_count(const ttpu_graph_replay* g);
+/* Runs the program with bufs[k] as store k. *ran = 0, running nothing,
+ * when a storage's state differs from the capture's (its size, device,
+ * whether it holds a value, the shape the program reads it with, or two
+ * stores being one storage): the caller records the graph instead. */
+ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
+                                       ttpu_buffer* const* bufs, int* ran);
+void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g);
 
 /* ------------------------------------------------------------------ op calls */
 

@@ -1,0 +1,119 @@
+/* replay.c - a compiled graph's program run again from new storages.
+ *
+ * Recording a graph costs a dispatcher call, a meta pre-run, a plan and a
+ * deep copy per op, plus hashing the window key: on a small model that is
+ * as much host time as the program's device time. Once a graph ran as one
+ * program, its replay (captured by exec/window.c) holds the program and the
+ * storages it reads and writes; the caller hands in its own storages in
+ * the same order and the program runs with no op recorded. Everything the
+ * program's signature depends on that the caller cannot see (whether a
+ * storage holds a value, the shape a parameter was last written with) is
+ * checked here; on any difference nothing runs and the caller records the
+ * graph as usual. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+int ttpu_graph_replay_store_count(const ttpu_graph_replay* g) {
+  return g ? g->n_st : 0;
+}
+
+const ttpu_buffer* ttpu_graph_replay_store(const ttpu_graph_replay* g, int k,
+                                           size_t* nbytes, int* written) {
+  if (!g || k < 0 || k >= g->n_st) return NULL;
+  if (nbytes) *nbytes = g->st[k].nbytes;
+  if (written) *written = g->st[k].result;
+  return g->st[k].buf0;
+}
+
+int ttpu_graph_replay_op_count(const ttpu_graph_replay* g) {
+  return g ? g->n_ops : 0;
+}
+
+void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g) {
+  if (!g) return;
+  if (g->fbuf) ttpu_pjrt_buffer_destroy(rt->client, g->fbuf);
+  if (g->ibuf) ttpu_pjrt_buffer_destroy(rt->client, g->ibuf);
+  free(g->st);
+  free(g);
+}
+
+/* Whether bufs can stand for the capture's storages (under rt->mu). */
+static int matches(const ttpu_graph_replay* g, ttpu_buffer* const* bufs) {
+  for (int k = 0; k < g->n_st; ++k) {
+    const ttpu_replay_store* t = &g->st[k];
+    const ttpu_buffer* b = bufs[k];
+    if (!b || b->device != g->device || b->nbytes != t->nbytes) return 0;
+    if ((b->pb != NULL) != t->has_value0) return 0;
+    if (t->param >= 0 &&
+        (b->phys_dtype != t->dt0 || b->phys_ndim != t->nd0 ||
+         memcmp(b->phys_dims, t->dims0, (size_t)t->nd0 * sizeof(int64_t))))
+      return 0;
+    /* Distinct storages at capture must be distinct now: one storage in
+     * two roles would be read and donated at once. */
+    for (int j = 0; j < k; ++j)
+      if (bufs[j] == b) return 0;
+  }
+  return 1;
+}
+
+typedef struct {
+  const ttpu_graph_replay* g;
+  ttpu_buffer* const* bufs;
+  const int* kept; /* window store -> replay store */
+} replay_ctx;
+
+static ttpu_buffer* replay_buffer(void* ctx, int store) {
+  const replay_ctx* c = ctx;
+  return c->bufs[c->kept[store]];
+}
+
+ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
+                                       ttpu_buffer* const* bufs, int* ran) {
+  *ran = 0;
+  if (!g || (g->n_st && !bufs))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "graph replay: no storages");
+  ttpu_pjrt_buffer** args = calloc((size_t)g->n_params + 1, sizeof(*args));
+  ttpu_pjrt_buffer** outs = calloc((size_t)g->e->n_results + 1, sizeof(*outs));
+  int* kept = malloc(((size_t)g->n_window_stores + 1) * sizeof(*kept));
+  if (!args || !outs || !kept) {
+    free(args);
+    free(outs);
+    free(kept);
+    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  pthread_mutex_lock(&rt->mu);
+  /* Ops recorded before (fused mode) run first, as at a graph's start. */
+  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  if (s || !matches(g, bufs)) goto done;
+  for (int k = 0; k < g->n_st; ++k) {
+    kept[g->st[k].store] = k;
+    if (g->st[k].param >= 0) args[g->st[k].param] = bufs[k]->pb;
+  }
+  if (g->f_param >= 0) args[g->f_param] = g->fbuf;
+  if (g->i_param >= 0) args[g->i_param] = g->ibuf;
+  if (g->rng_param >= 0) args[g->rng_param] = rt->dev[g->device].rng_state->pb;
+  ttpu_pjrt_event* done_event = NULL;
+  s = ttpu_pjrt_execute(rt->client, g->e->exec, g->device, args, g->n_params,
+                        outs, g->e->n_results, &done_event);
+  if (s) {
+    s = ttpu_status_annotate(s, "running a compiled graph of %d ops", g->n_ops);
+    goto done;
+  }
+  *ran = 1;
+  ttpu_stats* stats = &rt->dev[g->device].stats;
+  g->e->hits++;
+  stats->cache_hits++;
+  stats->executions++;
+  stats->graph_replays++;
+  if (done_event) ttpu_rt_add_pending(rt, g->device, done_event);
+  replay_ctx c = {g, bufs, kept};
+  s = ttpu_rt_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
+done:
+  pthread_mutex_unlock(&rt->mu);
+  free(args);
+  free(outs);
+  free(kept);
+  return s;
+}
