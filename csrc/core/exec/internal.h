@@ -72,6 +72,10 @@ ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
  * a read of b), or any it touches (writing: b is about to change). */
 ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
                                    int writing);
+/* An upload, download or storage copy happened (under rt->mu): inside a
+ * compiled graph it is work its program does not do, so the graph cannot
+ * be replayed. */
+void ttpu_window_note_host_work(ttpu_runtime* rt);
 /* Records one op into the fused window (under rt->mu). */
 ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
                                 const ttpu_op_def* def);

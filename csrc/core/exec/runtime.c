@@ -337,6 +337,7 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   pthread_mutex_lock(&rt->mu);
   /* Recorded ops that touch b come before this upload. */
   s = ttpu_window_flush_for(rt, b, 1);
+  ttpu_window_note_host_work(rt);
   ttpu_rt_set_version(b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
@@ -352,6 +353,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   pthread_mutex_lock(&rt->mu);
   ttpu_status* s = ttpu_window_flush_for(rt, b, 0);
+  ttpu_window_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   if (s) {
   } else if (!pb) {
@@ -376,6 +378,7 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   pthread_mutex_lock(&rt->mu);
   ttpu_status* s = ttpu_window_flush_for(rt, src, 0);
   if (!s) s = ttpu_window_flush_for(rt, dst, 1);
+  ttpu_window_note_host_work(rt);
   ttpu_pjrt_buffer* pb = NULL;
   if (!s && src->pb)
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);

@@ -85,7 +85,8 @@ struct ttpu_window {
   int graph;
   ttpu_mode mode_before;
   char graph_name[80];
-  int graph_runs;       /* programs the outermost graph ran so far */
+  int graph_runs;       /* programs (and host work: uploads, downloads,
+                           copies) the outermost graph did so far */
   ttpu_graph_replay** capture; /* set by end_graph_capture */
 };
 
@@ -679,6 +680,10 @@ done:
    * their previous values and the error goes to whoever ended it. */
   window_clear(w);
   return s;
+}
+
+void ttpu_window_note_host_work(ttpu_runtime* rt) {
+  if (rt->window && rt->window->graph) rt->window->graph_runs++;
 }
 
 ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
