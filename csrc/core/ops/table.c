@@ -32,6 +32,7 @@ extern const ttpu_op_def ttpu_ops_rrelu[];
 extern const ttpu_op_def ttpu_ops_svd[];
 extern const ttpu_op_def ttpu_ops_eigh[];
 extern const ttpu_op_def ttpu_ops_matrix_exp[];
+extern const ttpu_op_def ttpu_ops_unique[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -61,6 +62,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_svd,
     ttpu_ops_eigh,
     ttpu_ops_matrix_exp,
+    ttpu_ops_unique,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
