@@ -120,7 +120,10 @@ def test_dynamic_shapes_recompile_with_reason():
         torch.testing.assert_close(f(x.to("tpu")).cpu(), (x * 3).relu().sum(0))
     graphs = graphs_since(log_len)
     assert len(graphs) == 2, graphs
-    assert all("new graph or new input shapes" in g["reason"] for g in graphs)
+    assert "first compile of this code" in graphs[0]["reason"], graphs
+    # the second says which guard failed: x's size 0 was 4, now 5
+    assert "recompiled by Dynamo" in graphs[1]["reason"] and "4" in graphs[1]["reason"] \
+        and "5" in graphs[1]["reason"], graphs
 
 
 def test_mark_dynamic_runs_every_size():

@@ -37,6 +37,14 @@ def compiles(clear=False):
     """The most recent compiles (up to 4096), oldest first: dicts with
     what (op or fused window), reason, seconds, from_disk, ops."""
     log = list(_C._compile_log())
+    import sys
+    dynamo = sys.modules.get("torchtpu.dynamo")
+    if dynamo is not None:  # compiled graphs: say why Dynamo compiled them
+        for c in log:
+            parts = c["what"].split()
+            why = dynamo.graph_reasons.get(parts[1]) if parts[:1] == ["graph"] and len(parts) > 1 else None
+            if why:
+                c["reason"] = f"{c['what']}: {why}"
     if clear:
         _C._clear_compile_log()
     return log

@@ -93,9 +93,32 @@ def _replayable(gm):
     return True
 
 
-def _graph_compiler(kind):
+# Why Dynamo compiled each graph (name -> reason), for torchtpu.debug.compiles():
+# the engine only sees a new program; Dynamo knows which guard failed.
+graph_reasons = {}
+_failures_seen = {}
+
+
+def _latest_guard_failure():
+    """The guard failure that made Dynamo recompile now, if any (first line)."""
+    try:
+        from torch._dynamo.utils import guard_failures
+    except ImportError:
+        return None
+    latest = None
+    for code, reasons in list(guard_failures.items()):
+        if len(reasons) > _failures_seen.get(code, 0):
+            _failures_seen[code] = len(reasons)
+            latest = str(reasons[-1]).splitlines()[0]
+    return latest
+
+
+def _graph_compiler(kind, why=None):
     def compile_graph(gm, example_inputs):
         name = f"{kind}{next(_counter)}"
+        if len(graph_reasons) < 4096:
+            graph_reasons[name] = (f"recompiled by Dynamo: {why}" if why
+                                   else "new graph (first compile of this code)")
         replayable = _replay_enabled() and _replayable(gm)
         replays = []
 
@@ -128,10 +151,11 @@ def backend(gm, example_inputs, **kwargs):
     global _DECOMPOSITIONS
     if _DECOMPOSITIONS is None:
         _DECOMPOSITIONS = _decompositions()
+    why = _latest_guard_failure()
     compiler = aot_autograd(
-        fw_compiler=_graph_compiler("forward"),
-        bw_compiler=_graph_compiler("backward"),
-        inference_compiler=_graph_compiler("inference"),
+        fw_compiler=_graph_compiler("forward", why),
+        bw_compiler=_graph_compiler("backward", why),
+        inference_compiler=_graph_compiler("inference", why),
         decompositions=_DECOMPOSITIONS,
         keep_inference_input_mutations=True,
     )
