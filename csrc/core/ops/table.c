@@ -33,6 +33,7 @@ extern const ttpu_op_def ttpu_ops_svd[];
 extern const ttpu_op_def ttpu_ops_eigh[];
 extern const ttpu_op_def ttpu_ops_matrix_exp[];
 extern const ttpu_op_def ttpu_ops_unique[];
+extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -63,6 +64,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_eigh,
     ttpu_ops_matrix_exp,
     ttpu_ops_unique,
+    ttpu_ops_upsample_bicubic,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
