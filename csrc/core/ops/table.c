@@ -34,6 +34,7 @@ extern const ttpu_op_def ttpu_ops_eigh[];
 extern const ttpu_op_def ttpu_ops_matrix_exp[];
 extern const ttpu_op_def ttpu_ops_unique[];
 extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
+extern const ttpu_op_def ttpu_ops_histogram[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -65,6 +66,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_matrix_exp,
     ttpu_ops_unique,
     ttpu_ops_upsample_bicubic,
+    ttpu_ops_histogram,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
