@@ -1,5 +1,5 @@
-"""torch.histogram (bin count with or without a range, given edges,
-weights, density) on tpu against CPU."""
+"""torch.histogram and torch.histogramdd (bin counts with or without a
+range, given edges, weights, density) on tpu against CPU."""
 import pytest
 import torch
 
@@ -31,6 +31,31 @@ def test_histogram_degenerate():
     hist, edges = torch.empty(0, device=DEV), torch.empty(0, device=DEV)
     torch.histogram(torch.tensor([0.5, 1.5], device=DEV), 2, out=(hist, edges))
     assert torch.equal(hist.cpu(), torch.tensor([1.0, 1.0])) and edges.shape == (3,)
+
+
+def hdd(*args, **kwargs):
+    r = torch.histogramdd(*args, **kwargs)
+    return (r.hist, *r.bin_edges)
+
+
+def test_histogramdd():
+    x = rand(40, 3, seed=3)
+    check(lambda t: hdd(t, [2, 3, 4]), x, noncontig=False)
+    check(lambda t, u: hdd(t, 3, weight=u, density=True), x, rand(40, seed=4, low=0.0), noncontig=False)
+    check(lambda t: hdd(t, [2, 2, 2], range=[-1.0, 1.0, 0.0, 2.0, -3.0, 3.0]), x, noncontig=False)
+    edges = [torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([-2.0, 2.0]), torch.tensor([-1.0, 0.5, 3.0])]
+    check(lambda t, *e: hdd(t, list(e), density=True), x, *edges, noncontig=False)
+    check(lambda t: hdd(t, [2, 3], density=True), rand(2, 3, 2).double(), noncontig=False)  # points (..., D)
+    check(lambda t: hdd(t, [2, 3]), torch.empty(0, 2), noncontig=False)
+    for bad, exc in [(lambda t: torch.histogramdd(t[:, 0], 3), RuntimeError),
+                     (lambda t: torch.histogramdd(t, [3, 3]), RuntimeError),
+                     (lambda t: torch.histogramdd(t, [3, 0, 2]), RuntimeError),
+                     (lambda t: torch.histogramdd(t, 2, range=[0.0, 1.0]), RuntimeError),
+                     (lambda t: torch.histogramdd(t, [t.new_tensor([0.0, 1.0])]), RuntimeError)]:
+        with pytest.raises(exc):
+            bad(x)
+        with pytest.raises(exc):
+            bad(x.to(DEV))
 
 
 def test_histogram_bad_input_raises_like_cpu():
