@@ -837,6 +837,12 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     const at::Tensor& real = args[i].toTensor();
     if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
         real.storage_offset() != meta.storage_offset()) {
+      // Only out= tensors may grow: Python meta functions resize an
+      // in-place op's self to the broadcast shape where the CPU fails.
+      TORCH_CHECK(op.schema().arguments()[i].kwarg_only() ||
+                      real.numel() == meta.numel(),
+                  "output with shape ", real.sizes(),
+                  " doesn't match the broadcast shape ", meta.sizes());
       geometry->restrided.emplace_back(i, geometry_of(meta));
     }
   }

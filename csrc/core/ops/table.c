@@ -30,6 +30,7 @@ extern const ttpu_op_def ttpu_ops_margin[];
 extern const ttpu_op_def ttpu_ops_qr[];
 extern const ttpu_op_def ttpu_ops_rrelu[];
 extern const ttpu_op_def ttpu_ops_svd[];
+extern const ttpu_op_def ttpu_ops_bessel[];
 extern const ttpu_op_def ttpu_ops_eigh[];
 extern const ttpu_op_def ttpu_ops_matrix_exp[];
 extern const ttpu_op_def ttpu_ops_unique[];
@@ -62,6 +63,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_qr,
     ttpu_ops_rrelu,
     ttpu_ops_svd,
+    ttpu_ops_bessel,
     ttpu_ops_eigh,
     ttpu_ops_matrix_exp,
     ttpu_ops_unique,
