@@ -51,6 +51,38 @@ _printing.install()
 registered_ops, skipped_ops = _C._register_kernels()
 
 
+def _settle_autograd_threads():
+    """At exit, make each tpu autograd thread drop the last backward's task.
+
+    PyTorch runs a device's backward on its own thread; that thread releases
+    its reference to the finished task just after the caller's backward()
+    returns. The task holds a Python object (the context backward() stashes
+    in thread-local state); if the interpreter is already finalizing when
+    that reference goes, the thread cannot take the GIL, CPython ends it
+    with pthread_exit, and the unwind through PyTorch's noexcept frames
+    aborts the process ("terminate called without an active exception").
+    A last, trivial backward on each device, queued behind the real ones
+    while the interpreter is still whole, makes each thread release the old
+    task with the GIL available. The trivial task holds no Python object:
+    it is started below the Python layer (nothing stashed) and its gradient
+    goes into a leaf, so its result list is empty."""
+    try:
+        if not _C._is_initialized():
+            return
+        engine = torch.autograd.Variable._execution_engine
+        for i in range(_C._platform()["device_count"]):
+            x = torch.zeros((), device=f"tpu:{i}", requires_grad=True)
+            engine.run_backward((x.view(()),), (torch.zeros((), device=f"tpu:{i}"),),
+                                False, False, (), True, True)
+    except Exception:  # never turn a clean exit into a failing one
+        pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_settle_autograd_threads)
+
+
 def platform():
     """Which PJRT plugin is behind ``tpu``, e.g. "cpu (PJRT 0.81, 1 device)".
 
