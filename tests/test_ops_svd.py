@@ -38,3 +38,13 @@ def test_svd_rank_deficient_and_cond():
 def test_svd_full_matrices_wide_unsupported():
     with pytest.raises(NotImplementedError):
         torch.linalg.svd(torch.ones(3, 5, device=DEV), full_matrices=True)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 4)])
+def test_svd_without_singular_values_keeps_full_bases(shape):
+    a = torch.randn(*shape)
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=True)
+    ue, se, vhe = torch.linalg.svd(a, full_matrices=True)
+    for got, ref in ((u, ue), (s, se), (vh, vhe)):
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got.cpu(), ref)

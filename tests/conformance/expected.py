@@ -79,14 +79,6 @@ EXPECTED_FAILURES = {
     ("_batch_norm_with_update", "bfloat16", "fwd"): _STATS_DTYPE,
     ("native_batch_norm", "float32", "fwd"): _EVAL_STATS,
     ("_native_batch_norm_legit", "float32", "fwd"): _EVAL_STATS,
-    ("linalg.svd", "float32", "fwd"): (
-        "singular vectors are unique only up to sign (and rotation among equal singular values): "
-        "ours (one-sided Jacobi) need not be LAPACK's. S, U S Vh, pinv and the gradients match "
-        "(the backward passes; tests/test_ops_svd.py)."),
-    ("linalg.eigh", "float32", "fwd"): (
-        "eigenvectors are unique only up to sign (and rotation within a repeated eigenvalue): "
-        "ours (Jacobi) need not be LAPACK's. The eigenvalues (linalg.eigvalsh), A V = V diag(w), "
-        "V^T V = I and the gradients match (tests/test_ops_eigh.py)."),
 }
 
 

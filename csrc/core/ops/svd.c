@@ -104,9 +104,11 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
   int64_t m = ta.dims[nb], n = ta.dims[nb + 1], k = m < n ? m : n;
   int uv = ttpu_l_bool(L, 2, 1);
   if (ttpu_type_numel(&os) == 0) {
-    ttpu_l_set_out(L, 0, kc(b, ou, 0));
+    /* No singular values: a full U or Vh is still an orthonormal basis of
+     * its side (LAPACK's is the identity). */
+    ttpu_l_set_out(L, 0, ttpu_type_numel(&ou) ? ttpu_mx_identity(b, ou) : kc(b, ou, 0));
     ttpu_l_set_out(L, 1, kc(b, os, 0));
-    ttpu_l_set_out(L, 2, kc(b, ov, 0));
+    ttpu_l_set_out(L, 2, ttpu_type_numel(&ov) ? ttpu_mx_identity(b, ov) : kc(b, ov, 0));
     return NULL;
   }
   if (uv && ttpu_l_bool(L, 1, 0) && m != n)
