@@ -19,6 +19,7 @@
 // Python constructor; the policy (which host backend, registration) is in
 // torchtpu/distributed.
 #include "distributed.h"
+#include "dist_util.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -69,44 +70,6 @@ void count(const std::string& op, int64_t d2h, int64_t h2d) {
 
 int64_t nbytes(const at::Tensor& t) {
   return static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
-}
-
-// The dtype as Python spells it ("float32").
-std::string dtype_name(c10::ScalarType type) {
-  return std::string(c10::getDtypeNames(type).first);
-}
-
-std::string describe_tensor(const at::Tensor& t) {
-  std::ostringstream s;
-  s << dtype_name(t.scalar_type()) << t.sizes();
-  return s.str();
-}
-
-const char* reduce_op_name(RedOpType op) {
-  switch (op) {
-    case RedOpType::SUM: return "SUM";
-    case RedOpType::AVG: return "AVG";
-    case RedOpType::PRODUCT: return "PRODUCT";
-    case RedOpType::MIN: return "MIN";
-    case RedOpType::MAX: return "MAX";
-    case RedOpType::BAND: return "BAND";
-    case RedOpType::BOR: return "BOR";
-    case RedOpType::BXOR: return "BXOR";
-    case RedOpType::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNUSED";
-  }
-}
-
-// The factor of a PREMUL_SUM as a 0-d host tensor. The supplement's older
-// name is the one every supported PyTorch release defines.
-at::Tensor premul_factor(const c10d::ReduceOp& op) {
-  TORCH_CHECK(op.supplement_, "PREMUL_SUM needs a factor: make the op with "
-              "torch.distributed._make_nccl_premul_sum(factor)");
-  const auto* s = static_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
-  if (s->tensor_factor.defined()) {
-    return s->tensor_factor.detach().to(at::kCPU).reshape({});
-  }
-  return at::scalar_tensor(s->double_factor, at::kDouble);
 }
 
 // AVG divides the sum by the group size; integers divide as C does.
@@ -613,11 +576,44 @@ class TpuBackend final : public c10d::Backend {
     return issue.finish(OpType::ALLTOALL, outputs);
   }
 
+  // A send and its recv each post a small header (dtype, element count) to
+  // the other side when issued, and compare the peer's when completing.
+  // The sender posts its data at issue too; a receiver posts its data recv
+  // only once the header agrees (else it drains the bytes into scratch
+  // memory instead of letting gloo abort on the size), so both sides raise
+  // a clear error and neither hangs. Nothing is awaited at issue, and the
+  // sender's work does not wait for its data to be taken (it sends from a
+  // private host copy, kept alive until gloo is done with it): completing
+  // a send never depends on the peer completing its recv, so isend/irecv
+  // in any order and any wait order (batch_isend_irecv) cannot deadlock.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
                                       int dst, int tag) override {
     const at::Tensor& t = single(tensors, "send");
     Issue issue(this, "send", "to rank " + std::to_string(dst));
     std::vector<at::Tensor> host{issue.stage_in(t)};
+    if (check_) {
+      std::vector<at::Tensor> mine{p2p_header(t)};
+      std::vector<at::Tensor> theirs{at::zeros({kP2pHeader}, at::kLong)};
+      issue.launch([&] { return host_->send(mine, dst, send_header_tag(tag)); });
+      issue.launch([&] { return host_->recv(theirs, dst, reply_header_tag(tag)); });
+      const std::string me = describe_tensor(t);
+      const int rank = rank_;
+      issue.after([mine, theirs, me, rank, dst]() {
+        check_p2p(mine[0], theirs[0], rank, dst, me, /*sending=*/true);
+      });
+      in_flight_sends_.erase(
+          std::remove_if(in_flight_sends_.begin(), in_flight_sends_.end(),
+                         [](const c10::intrusive_ptr<c10d::Work>& w) {
+                           return w->isCompleted();
+                         }),
+          in_flight_sends_.end());
+      try {
+        in_flight_sends_.push_back(host_->send(host, dst, tag));
+      } catch (...) {
+        issue.fail(std::current_exception());
+      }
+      return issue.finish(OpType::SEND, {});
+    }
     issue.launch([&] { return host_->send(host, dst, tag); });
     return issue.finish(OpType::SEND, {});
   }
@@ -627,7 +623,33 @@ class TpuBackend final : public c10d::Backend {
     const at::Tensor& t = single(tensors, "recv");
     Issue issue(this, "recv", "from rank " + std::to_string(src));
     std::vector<at::Tensor> host{issue.host_like(t)};
-    issue.launch([&] { return host_->recv(host, src, tag); });
+    if (!check_) {
+      issue.launch([&] { return host_->recv(host, src, tag); });
+      issue.copy_back(t, host[0]);
+      return issue.finish(OpType::RECV, {t});
+    }
+    std::vector<at::Tensor> mine{p2p_header(t)};
+    std::vector<at::Tensor> theirs{at::zeros({kP2pHeader}, at::kLong)};
+    issue.launch([&] { return host_->recv(theirs, src, send_header_tag(tag)); });
+    issue.launch([&] { return host_->send(mine, src, reply_header_tag(tag)); });
+    const std::string me = describe_tensor(t);
+    const int rank = rank_;
+    c10::intrusive_ptr<c10d::Backend> hb = host_;
+    issue.after([hb, host, mine, theirs, me, rank, src, tag]() mutable {
+      const int64_t* h = theirs[0].data_ptr<int64_t>();
+      const bool agree = h[0] == kMagic && h[1] == mine[0].data_ptr<int64_t>()[1] &&
+                         h[2] == mine[0].data_ptr<int64_t>()[2];
+      if (agree) {
+        hb->recv(host, src, tag)->wait();
+        return;
+      }
+      // Take the sender's bytes off the wire, then report.
+      if (h[0] == kMagic && h[3] > 0) {
+        std::vector<at::Tensor> scratch{at::empty({h[3]}, at::kByte)};
+        hb->recv(scratch, src, tag)->wait();
+      }
+      check_p2p(mine[0], theirs[0], rank, src, me, /*sending=*/false);
+    });
     issue.copy_back(t, host[0]);
     return issue.finish(OpType::RECV, {t});
   }
@@ -908,12 +930,55 @@ class TpuBackend final : public c10d::Backend {
     }
   }
 
+  // Header of a point-to-point transfer: magic, dtype, elements, bytes.
+  static constexpr int64_t kP2pHeader = 4;
+
+  // Headers travel on their own gloo tags, one per direction, so that a
+  // rank that both sends to and receives from a peer (a ring of two) never
+  // matches a header with data or a sender's header with a receiver's:
+  // gloo matches messages first-in first-out per (peer, tag). User tags
+  // below 2^29 keep their headers apart.
+  static int send_header_tag(int tag) { return 0x40000000 | (tag & 0x1fffffff); }
+  static int reply_header_tag(int tag) { return 0x60000000 | (tag & 0x1fffffff); }
+
+  static at::Tensor p2p_header(const at::Tensor& t) {
+    at::Tensor h = at::zeros({kP2pHeader}, at::kLong);
+    int64_t* p = h.data_ptr<int64_t>();
+    p[0] = kMagic;
+    p[1] = static_cast<int64_t>(t.scalar_type());
+    p[2] = t.numel();
+    p[3] = nbytes(t);
+    return h;
+  }
+
+  // Throws when the peer's header disagrees with ours.
+  static void check_p2p(const at::Tensor& mine, const at::Tensor& theirs, int rank,
+                        int peer, const std::string& me, bool sending) {
+    const int64_t* a = mine.data_ptr<int64_t>();
+    const int64_t* b = theirs.data_ptr<int64_t>();
+    if (b[0] == kMagic && a[1] == b[1] && a[2] == b[2]) return;
+    std::ostringstream o;
+    o << "torchtpu c10d: send/recv mismatch: rank " << rank
+      << (sending ? " sends " : " receives into ") << me
+      << (sending ? " to rank " : " from rank ") << peer << " but rank " << peer;
+    if (b[0] != kMagic) {
+      o << " sent no matching header";
+    } else {
+      o << (sending ? " receives into " : " sends ")
+        << dtype_name(static_cast<c10::ScalarType>(b[1])) << " with " << b[2]
+        << " elements";
+    }
+    o << " (the dtype and number of elements of a send and its recv must agree)";
+    TORCH_CHECK(false, o.str());
+  }
+
   c10::intrusive_ptr<c10d::Backend> host_;
   std::chrono::milliseconds timeout_;
   const bool check_;
   int64_t seq_ = 0;
   bool coalescing_ = false;
   Works coalesced_;
+  Works in_flight_sends_;  // checked sends' data, until gloo is done with it
 };
 
 }  // namespace

@@ -60,6 +60,7 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 }  // namespace torchtpu
 
 namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
+namespace torchtpu { void init_coll(py::module_& m); }  // coll_binding.cpp
 namespace torchtpu { void init_graph_replay(py::module_& m); }  // graph_replay.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -199,6 +200,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
 
   init_distributed(m);
+  init_coll(m);
 
   m.def("_current_stream", [](int device) {
     return stream_tuple(current_stream(resolve_device(device)));
