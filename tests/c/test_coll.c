@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pjrt/pjrt_internal.h"
 #include "ttpu_coll.h"
 #include "ttpu_test.h"
 
@@ -493,6 +494,72 @@ static void test_errors(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* What the XLA CPU plugin offers for several processes, pinned: it takes
+ * the multi-process create options and PJRT's key-value callbacks without
+ * complaint, never calls the callbacks, and stays a single-process client
+ * (only its own devices), so a program replicated over devices of another
+ * process cannot compile. Collectives across processes therefore stage
+ * through host memory over gloo (torchtpu.distributed). */
+static int kv_calls;
+static void* count_kv_call(void* args) {
+  (void)args;
+  kv_calls++;
+  return NULL;
+}
+
+static void test_cpu_plugin_is_single_process(ttpu_test_ctx* t) {
+  ttpu_pjrt_plugin* pl = ttpu_test_plugin(t);
+  if (!pl) return;
+  static const char* const names[3] = {"node_id", "num_nodes", "cpu_device_count"};
+  const int64_t values[3] = {1, 2, 2};
+  ttpu_pjrt_abi_named_value opt[3];
+  for (int i = 0; i < 3; ++i) {
+    TTPU_PJRT_INIT_ARGS(opt[i], ttpu_pjrt_abi_named_value, value_size);
+    opt[i].name = names[i];
+    opt[i].name_size = strlen(names[i]);
+    opt[i].type = TTPU_PJRT_NV_INT64;
+    opt[i].value.int64_value = values[i];
+    opt[i].value_size = 1;
+  }
+  ttpu_pjrt_abi_client_create_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_client_create_args, kv_try_get_user_arg);
+  a.create_options = opt;
+  a.num_options = 3;
+  a.kv_get_callback = a.kv_put_callback = a.kv_try_get_callback = (void*)count_kv_call;
+  kv_calls = 0;
+  TTPU_CHECK_OK(t, TTPU_PJRT_CALL(pl->api, client_create, a));
+  ttpu_pjrt_abi_client_devices_args d;
+  TTPU_PJRT_INIT_ARGS(d, ttpu_pjrt_abi_client_devices_args, num_devices);
+  d.client = a.client;
+  ttpu_status* s = TTPU_PJRT_CALL(pl->api, client_addressable_devices, d);
+  ttpu_pjrt_abi_client_args c;
+  TTPU_PJRT_INIT_ARGS(c, ttpu_pjrt_abi_client_args, client);
+  c.client = a.client;
+  ttpu_status_free(TTPU_PJRT_CALL(pl->api, client_destroy, c));
+  TTPU_CHECK_OK(t, s);
+  TTPU_CHECK(t, kv_calls == 0);
+  TTPU_CHECK(t, d.num_devices == 2); /* its own devices only, for "node 1 of 2" too */
+
+  /* A program over 4 replicas on a 2-device client: devices 2 and 3 would
+   * be another process's; the plugin does not know them. */
+  ttpu_pjrt_client* client = NULL;
+  TTPU_CHECK_OK(t, ttpu_pjrt_client_create(pl, 2, &client));
+  static const char prog[] =
+      "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 4 : "
+      "i32} {\n  func.func public @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+      "    \"func.return\"(%a) : (tensor<2xf32>) -> ()\n  }\n}\n";
+  int ids[4] = {0, 1, 2, 3};
+  unsigned char opts[128];
+  size_t n = ttpu_pjrt_replicated_options(ids, 4, opts, sizeof(opts));
+  ttpu_pjrt_exec* e = NULL;
+  s = ttpu_pjrt_compile(client, prog, sizeof(prog) - 1, opts, n, &e);
+  ttpu_pjrt_exec_destroy(client, e);
+  ttpu_pjrt_client_destroy(client);
+  TTPU_CHECK(t, s != NULL);
+  TTPU_CHECK(t, strstr(ttpu_status_message(s), "No matching device found for device_id 2") != NULL);
+  ttpu_status_free(s);
+}
+
 static const ttpu_test kTests[] = {
     {"all_reduce_2", test_all_reduce_2},
     {"all_reduce_4", test_all_reduce_4},
@@ -504,6 +571,7 @@ static const ttpu_test kTests[] = {
     {"ordering", test_ordering},
     {"device_subset", test_device_subset},
     {"errors", test_errors},
+    {"cpu_plugin_is_single_process", test_cpu_plugin_is_single_process},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(coll, kTests)
