@@ -2,13 +2,20 @@
 tensors, and DDP step-time overhead vs one process.
 
     python benchmarks/allreduce.py [--ranks 2] [--min-mb 1] [--max-mb 256]
-                                   [--iters 5] [--ddp-steps 10]
+                                   [--iters 5] [--ddp-steps 10] [--xla-only]
 
 Starts the ranks itself (one process each, 127.0.0.1). Bus bandwidth is
 NCCL's definition: bytes * 2 (n - 1) / n / time, for a float32 SUM all_reduce
 of `bytes`; each size reports the median of --iters timed runs after one
 warm-up. Both backends run in the same processes, one after the other, in
 one process group ("cpu:gloo,tpu:tpu").
+
+Then the in-process path: one process with --ranks devices
+(TORCHTPU_NUM_DEVICES), the same all_reduce as one XLA collective program
+over the devices, called through the list API (torchtpu.distributed.comm)
+and through c10d with the ranks as threads (torchtpu.distributed.threads),
+each timed to the results being on the devices (synchronize). With
+--ddp-steps, DDP on thread ranks trains the same model as below.
 
 The DDP part trains the demo GPT (torchtpu.demo) on tpu: the median step of
 DDP on N ranks (same per-rank batch) against the same model in one process.
@@ -40,13 +47,8 @@ def allreduce_sweep(args, rank, world):
     import torch
     import torch.distributed as dist
 
-    sizes = []
-    mb = args.min_mb
-    while mb <= args.max_mb:
-        sizes.append(mb)
-        mb *= 2
     rows = []
-    for mb in sizes:
+    for mb in sizes_mb(args):
         n = mb * (1 << 20) // 4
         cpu = torch.ones(n)
         tpu = torch.ones(n, device="tpu")
@@ -72,21 +74,25 @@ def allreduce_sweep(args, rank, world):
         sys.stdout.flush()
 
 
-def ddp_step_time(args, rank, world, distributed):
+def ddp_step_time(args, rank, world, distributed, device="tpu", state=None):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from torchtpu.demo import GPT, batches, load_text
 
     _, chars, data = load_text()
-    torch.manual_seed(0)
-    model = GPT(len(chars), d=64, layers=2, heads=4, block=64).to("tpu")
+    if state is None:
+        torch.manual_seed(0)
+    model = GPT(len(chars), d=64, layers=2, heads=4, block=64)
+    if state is not None:
+        model.load_state_dict(state)
+    model = model.to(device)
     if distributed:
         model = DDP(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     times = []
     for step, (x, y) in enumerate(batches(data, args.ddp_steps + 2, 8, 64, seed=rank)):
-        x, y = x.to("tpu"), y.to("tpu")
+        x, y = x.to(device), y.to(device)
         t0 = time.perf_counter()
         loss = model(x, y)
         opt.zero_grad()
@@ -123,6 +129,72 @@ def rank_main(args):
     os._exit(0)
 
 
+def sizes_mb(args):
+    out, mb = [], args.min_mb
+    while mb <= args.max_mb:
+        out.append(mb)
+        mb *= 2
+    return out
+
+
+def xla_main(args):
+    """One process, --ranks devices: the all_reduce as one XLA collective
+    program, through the list API and through c10d thread ranks."""
+    import torch
+    import torch.distributed as dist
+
+    import torchtpu  # noqa: F401
+    from torchtpu.distributed import comm, threads
+
+    n = args.ranks
+    assert torch.tpu.device_count() == n, "run with TORCHTPU_NUM_DEVICES=--ranks"
+    rows = []
+    for mb in sizes_mb(args):
+        count = mb * (1 << 20) // 4
+        ts = [torch.ones(count, device=f"tpu:{i}") for i in range(n)]
+
+        def listed():
+            comm.all_reduce(ts)
+            for i in range(n):
+                torch.tpu.synchronize(i)
+
+        t_list = timed(listed, args.iters)
+        del ts
+
+        def rank_fn(rank):
+            t = torch.ones(count, device=f"tpu:{rank}")
+
+            def step():
+                dist.all_reduce(t)
+                torch.tpu.synchronize(rank)
+
+            return timed(step, args.iters)
+
+        t_threads = max(threads.run(rank_fn, world_size=n, timeout=300))
+        rows.append((mb, t_list, t_threads))
+    print(f"in-process XLA collective program, {n} devices of one client, "
+          f"median of {args.iters} (bus bandwidth GB/s; time ms)")
+    print(f"{'size':>8} {'list API':>10} {'c10d threads':>13} {'list ms':>9} "
+          f"{'threads ms':>11}")
+    for mb, t_list, t_thr in rows:
+        nbytes = mb * (1 << 20)
+        print(f"{mb:>6}MB {bus_bw(nbytes, t_list, n):>10.2f} "
+              f"{bus_bw(nbytes, t_thr, n):>13.2f} {t_list * 1e3:>9.1f} "
+              f"{t_thr * 1e3:>11.1f}", flush=True)
+    if args.ddp_steps:
+        from torchtpu.demo import GPT, load_text
+
+        _, chars, _ = load_text()
+        torch.manual_seed(0)
+        state = GPT(len(chars), d=64, layers=2, heads=4, block=64).state_dict()
+        t_all = threads.run(lambda r: ddp_step_time(args, r, n, True, f"tpu:{r}", state),
+                            world_size=n, timeout=300)
+        print(f"DDP demo GPT (batch 8 x 64 per rank), {n} thread ranks in one "
+              f"process: {max(t_all) * 1e3:.1f} ms/step", flush=True)
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def single_main(args):
     import torchtpu  # noqa: F401
 
@@ -140,12 +212,21 @@ def main():
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--xla-only", action="store_true",
+                   help="only the in-process XLA collective part")
     p.add_argument("--role", default="launcher", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.role == "rank":
         return rank_main(args)
     if args.role == "single":
         return single_main(args)
+    if args.role == "xla":
+        return xla_main(args)
+    xla = [sys.executable, __file__, *sys.argv[1:], "--role", "xla"]
+    xla_env = dict(os.environ, TORCHTPU_NUM_DEVICES=str(args.ranks),
+                   PYTHONWARNINGS="ignore", TORCH_CPP_LOG_LEVEL="ERROR")
+    if args.xla_only:
+        return subprocess.call(xla, env=xla_env)
 
     import socket
 
@@ -165,6 +246,8 @@ def main():
     if rc == 0 and args.ddp_steps:
         rc = subprocess.call([sys.executable, __file__, *argv, "--role", "single"],
                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    if rc == 0:
+        rc = subprocess.call(xla, env=xla_env)
     return rc
 
 
