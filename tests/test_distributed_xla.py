@@ -276,6 +276,41 @@ def scenario_ddp(hook):
           "world": torch.tpu.device_count()})
 
 
+def _fsdp_rank(rank, init_state):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    world = dist.get_world_size()
+    dev = torch.device("tpu", rank)
+    net = _mlp()
+    net.load_state_dict(init_state)
+    net = net.to(dev)
+    mesh = init_device_mesh("tpu", (world,))
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(net, mesh=mesh)
+    per = 8 // world
+    local = [(x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per])
+             for x, y in _batches()]
+    losses = _train(net, local, dev)
+    for loss in losses:
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return {"losses": [float(x.cpu()) for x in losses]}
+
+
+def scenario_fsdp():
+    import torchtpu
+    from torchtpu.distributed import threads
+
+    ref = [float(x.cpu()) for x in _train(_mlp().to("tpu:0"), _batches(), "tpu:0")]
+    init_state = {k: v.clone() for k, v in _mlp().state_dict().items()}
+    res = threads.run(_fsdp_rank, args=(init_state,), timeout=60)
+    emit({"ref": ref, "ranks": res, "counters": torchtpu.distributed.local_counters()})
+
+
 def _fault_rank(rank, timeout_s):
     import torch
     import torch.distributed as dist
@@ -348,6 +383,7 @@ def scenario_gloo_p2p():
 
 
 SCENARIOS = {"comm": scenario_comm, "threads": scenario_threads, "ddp": scenario_ddp,
+             "fsdp": scenario_fsdp,
              "faults": scenario_faults, "gloo_p2p": scenario_gloo_p2p}
 
 
@@ -396,6 +432,15 @@ def test_thread_ranks_ddp(world, hook):
         for got, want in zip(r["params"], res["ref_params"]):
             assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
     assert res["counters"]["xla collective program"]["all_reduce"]["calls"] >= 3 * 2
+
+
+def test_thread_ranks_fsdp2():
+    res = run_scenario("fsdp", 2, timeout=120)
+    for r in res["ranks"]:
+        assert r["losses"] == pytest.approx(res["ref"], rel=1e-5, abs=1e-6)
+    xla = res["counters"]["xla collective program"]
+    assert xla["all_gather_into_tensor"]["calls"] >= 3
+    assert xla["reduce_scatter_tensor"]["calls"] >= 3
 
 
 def test_thread_ranks_faults():
