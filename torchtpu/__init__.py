@@ -71,8 +71,10 @@ def _settle_autograd_threads():
             return
         engine = torch.autograd.Variable._execution_engine
         for i in range(_C._platform()["device_count"]):
-            x = torch.zeros((), device=f"tpu:{i}", requires_grad=True)
-            engine.run_backward((x.view(()),), (torch.zeros((), device=f"tpu:{i}"),),
+            # Empty tensors and a view: the leaf takes the gradient as is,
+            # so nothing is computed or compiled at exit.
+            x = torch.empty((), device=f"tpu:{i}", requires_grad=True)
+            engine.run_backward((x.view(()),), (torch.empty((), device=f"tpu:{i}"),),
                                 False, False, (), True, True)
     except Exception:  # never turn a clean exit into a failing one
         pass
