@@ -32,3 +32,15 @@ def test_margin_losses_reject_bfloat16():
     for dev in ("cpu", DEV):
         with pytest.raises(NotImplementedError):
             F.multi_margin_loss(x.to(dev), torch.tensor([0, 1], device=dev))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multi_margin_loss_of_one_sample_is_0d_like_cpu(reduction):
+    # PyTorch's meta function says (1,) for a 1-D input with reduction='none';
+    # the CPU kernel returns a 0-d tensor, and so do we.
+    x = torch.randn(5)
+    y = torch.tensor(2)
+    got = F.multi_margin_loss(x.to(DEV), y.to(DEV), reduction=reduction)
+    ref = F.multi_margin_loss(x, y, reduction=reduction)
+    assert got.shape == ref.shape
+    check(lambda a: F.multi_margin_loss(a, y.to(a.device), reduction=reduction), x, grad=True)

@@ -861,6 +861,21 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     }
     geometry->returns.push_back(std::move(ret));
   }
+  // Where the CPU kernel's shape differs from the meta function PyTorch
+  // ships, follow the CPU: multi_margin_loss of a 1-D input with
+  // reduction='none' is 0-d on the CPU but (1,) from the decomposition that
+  // serves as its meta function.
+  if (op.schema().name() == "aten::multi_margin_loss" && args.size() > 5 &&
+      args[0].isTensor() && args[0].toTensor().dim() <= 1 && args[5].isInt() &&
+      args[5].toInt() == 0) {
+    auto to_scalar = [](TensorGeometry& g) {
+      g.sizes.clear();
+      g.strides.clear();
+    };
+    for (auto& entry : geometry->restrided) to_scalar(entry.second);
+    if (!geometry->returns.empty() && !geometry->returns[0].tensors.empty())
+      to_scalar(geometry->returns[0].tensors[0]);
+  }
   geometry->common_dtype = common_dtype_of(info, args);
   return geometry;
 }
