@@ -3,6 +3,7 @@ side by side in one run on this machine's CPU:
 
     .venv/bin/pip install -r requirements-bench.txt   # JAX, for the comparison
     .venv/bin/python benchmarks/compile.py [--quick] [--d 64 --layers 2]
+    .venv/bin/python benchmarks/compile.py --graph-times   # each compiled graph, synchronized
 
   tpu strict      eager, one program per op (XLA CPU plugin)
   tpu fused       eager, fused windows
@@ -134,9 +135,52 @@ def make_jax(args, vocab, x, y):
     return run, jax.__version__
 
 
+def graph_times(args, vocab, x, y, steps=20):
+    """Where the compiled step's time goes: each graph's call timed with the
+    device synchronized before and after (medians), and the whole step."""
+    import collections
+    times = collections.defaultdict(list)
+    compiler = torchtpu.dynamo._graph_compiler
+
+    def timed_compiler(kind, why=None):
+        inner = compiler(kind, why)
+
+        def compile_graph(gm, example_inputs):
+            boxed = inner(gm, example_inputs)
+
+            def run(graph_args):
+                torch.tpu.synchronize()
+                t0 = time.perf_counter()
+                out = boxed(graph_args)
+                torch.tpu.synchronize()
+                times[kind].append(time.perf_counter() - t0)
+                return out
+            run._boxed_call = True
+            return run
+        return compile_graph
+
+    torchtpu.dynamo._graph_compiler = timed_compiler
+    try:
+        run = make_torch("tpu", None, "tpu", args, vocab, x, y)
+        for _ in range(3):
+            run()
+        times.clear()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            run()
+        step = (time.perf_counter() - t0) / steps
+    finally:
+        torchtpu.dynamo._graph_compiler = compiler
+    print(f"compiled step {step * 1e3:.2f} ms (unsynchronized loop); per graph, synchronized:")
+    for kind, v in times.items():
+        print(f"  {kind:10s} {statistics.median(v) * 1e3:7.2f} ms  ({len(v)} calls)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--graph-times", action="store_true",
+                    help="only time each compiled graph (forward, backward, optimizer)")
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
@@ -147,6 +191,9 @@ def main():
     torchtpu.dynamo.register()
     _, chars, data = load_text()
     x, y = next(iter(batches(data, 1, args.batch, args.block)))
+    if args.graph_times:
+        graph_times(args, len(chars), x, y)
+        return
     runs = {
         "tpu strict": make_torch("tpu", "strict", None, args, len(chars), x, y),
         "tpu fused": make_torch("tpu", "fused", None, args, len(chars), x, y),
