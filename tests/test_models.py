@@ -159,8 +159,6 @@ def test_tied_weights_stay_tied():
     assert len(list(model.parameters())) == len({id(p) for p in model.parameters()})
 
 
-@pytest.mark.xfail(reason="_transformer_encoder_layer_fwd (PyTorch's fused inference path) is not lowered yet",
-                   raises=NotImplementedError, strict=True)
 def test_vit_inference_fast_path():
     """nn.TransformerEncoderLayer in eval mode without grad takes PyTorch's
     fused inference path on a backend that claims it; the result matches."""
