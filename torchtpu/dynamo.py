@@ -132,10 +132,10 @@ def _graph_compiler(kind, why=None):
             try:
                 out = gm(*args)
             finally:
-                if out is not None and replayable and len(replays) < _MAX_REPLAYS:
-                    listed = out if isinstance(out, (list, tuple)) else [out]
-                    replay = _C._end_graph_capture(args, listed)
-                    if replay is not None and isinstance(out, (list, tuple)):
+                # (out stays None when gm raised: that graph just ends)
+                if replayable and isinstance(out, (list, tuple)) and len(replays) < _MAX_REPLAYS:
+                    replay = _C._end_graph_capture(args, out)
+                    if replay is not None:
                         replays.append(replay)
                 else:
                     _C._end_graph()

@@ -141,6 +141,14 @@ class GraphReplay {
       return -1;
     };
     std::vector<const ttpu_buffer*> new_bufs;
+    auto new_with = [&](const ttpu_buffer* b) {
+      for (size_t m = 0; m < new_bufs.size(); ++m) {
+        if (new_bufs[m] == b) {
+          return static_cast<int>(m);
+        }
+      }
+      return -1;
+    };
     for (size_t k = 0; k < outs.size(); ++k) {
       Output o;
       py::handle x = outs[k];
@@ -170,11 +178,7 @@ class GraphReplay {
           o.index = j;
         } else {
           o.kind = Out::New;
-          for (size_t n = 0; n < new_bufs.size() && o.index < 0; ++n) {
-            if (new_bufs[n] == b) {
-              o.index = static_cast<int>(n);
-            }
-          }
+          o.index = new_with(b);
           if (o.index < 0) {
             o.index = static_cast<int>(new_bufs.size());
             new_bufs.push_back(b);
@@ -192,32 +196,27 @@ class GraphReplay {
       }
       outputs_.push_back(std::move(o));
     }
+    // Every new output storage must be one the program writes: anything
+    // else (a constant the graph returns) would come back as zeros.
+    std::vector<bool> new_written(new_bufs.size(), false);
     const int n = ttpu_graph_replay_store_count(handle_);
     for (int k = 0; k < n; ++k) {
-      const ttpu_buffer* b = ttpu_graph_replay_store(handle_, k, nullptr, nullptr);
+      int written = 0;
+      const ttpu_buffer* b = ttpu_graph_replay_store(handle_, k, &written);
       Source src;
       src.index = input_with(b);
-      for (size_t m = 0; src.index < 0 && m < new_bufs.size(); ++m) {
-        if (new_bufs[m] == b) {
-          src.is_new = true;
-          src.index = static_cast<int>(m);
-        }
-      }
       if (src.index < 0) {
-        return false;  // a storage the graph's caller does not hand in
+        src.is_new = true;
+        src.index = new_with(b);
+        if (src.index < 0) {
+          return false;  // a storage the graph's caller does not hand in
+        }
+        new_written[src.index] = new_written[src.index] || written;
       }
       sources_.push_back(src);
     }
-    // Every new output storage must be one the program writes: anything
-    // else (a constant the graph returns) would come back as zeros.
-    for (size_t m = 0; m < new_bufs.size(); ++m) {
-      bool written_here = false;
-      for (int k = 0; k < n && !written_here; ++k) {
-        int written = 0;
-        written_here = ttpu_graph_replay_store(handle_, k, nullptr, &written) == new_bufs[m] &&
-                       written;
-      }
-      if (!written_here) {
+    for (bool w : new_written) {
+      if (!w) {
         return false;
       }
     }

@@ -5,31 +5,6 @@
 
 #include "ttpu_test.h"
 
-/* out = x + alpha * y with x, y as given views. */
-static ttpu_status* run_add(ttpu_runtime* rt, const ttpu_tensor* x,
-                            const ttpu_tensor* y, const ttpu_tensor* out,
-                            double alpha) {
-  ttpu_tensor ts[2] = {*x, *y};
-  ttpu_arg args[3] = {{0}};
-  args[0].kind = TTPU_ARG_TENSOR;
-  args[0].tensor = 0;
-  args[1].kind = TTPU_ARG_TENSOR;
-  args[1].tensor = 1;
-  args[2].kind = TTPU_ARG_SCALAR;
-  args[2].f = alpha;
-  args[2].scalar_dtype = TTPU_F64;
-  ttpu_op_call c = {0};
-  c.op = ttpu_op_lookup("add.Tensor");
-  c.n_args = 3;
-  c.args = args;
-  c.n_tensors = 2;
-  c.tensors = ts;
-  c.n_outputs = 1;
-  c.outputs = out;
-  c.common_dtype = TTPU_F32;
-  return ttpu_op_run(rt, &c);
-}
-
 static void test_add_and_cache(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
@@ -42,8 +17,8 @@ static void test_add_and_cache(ttpu_test_ctx* t) {
   ttpu_tensor x = {xb, TTPU_F32, 2, sz, st, 0};
   ttpu_tensor y = {yb, TTPU_F32, 2, sz, st, 0};
   ttpu_tensor o = {ob, TTPU_F32, 2, sz, st, 0};
-  TTPU_CHECK_OK(t, run_add(rt, &x, &y, &o, 1.0));
-  TTPU_CHECK_OK(t, run_add(rt, &x, &y, &o, 0.5)); /* new alpha: cache hit */
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &y, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &y, &o, 0.5)); /* new alpha: cache hit */
   float r[6];
   TTPU_CHECK_OK(t, ttpu_buffer_download(ob, r, sizeof(r)));
   for (int i = 0; i < 6; ++i) TTPU_CHECK(t, r[i] == xv[i] + 0.5f * yv[i]);
@@ -54,7 +29,7 @@ static void test_add_and_cache(ttpu_test_ctx* t) {
   /* y transposed: a non-contiguous view gives a new program */
   int64_t tsz[2] = {2, 3}, tst[2] = {1, 2};
   ttpu_tensor yt = {yb, TTPU_F32, 2, tsz, tst, 0};
-  TTPU_CHECK_OK(t, run_add(rt, &x, &yt, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &yt, &o, 1.0));
   TTPU_CHECK_OK(t, ttpu_buffer_download(ob, r, sizeof(r)));
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -78,7 +53,7 @@ static void test_inplace_through_view(ttpu_test_ctx* t) {
   int64_t sz[1] = {2}, st[1] = {3};
   ttpu_tensor xc = {xb, TTPU_F32, 1, sz, st, 1};
   ttpu_tensor yc = {yb, TTPU_F32, 1, sz, st, 1};
-  TTPU_CHECK_OK(t, run_add(rt, &xc, &yc, &xc, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &xc, &yc, &xc, 1.0));
   float r[6];
   TTPU_CHECK_OK(t, ttpu_buffer_download(xb, r, sizeof(r)));
   float want[6] = {1, 22, 3, 4, 55, 6};
@@ -90,7 +65,7 @@ static void test_inplace_through_view(ttpu_test_ctx* t) {
   int64_t osz[2] = {2, 3}, ost[2] = {3, 1};
   ttpu_tensor w = {yb, TTPU_F32, 2, wsz, wst, 0};
   ttpu_tensor o = {ob, TTPU_F32, 2, osz, ost, 0};
-  TTPU_CHECK_OK(t, run_add(rt, &w, &w, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &w, &w, &o, 1.0));
   TTPU_CHECK_OK(t, ttpu_buffer_download(ob, r, sizeof(r)));
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) TTPU_CHECK(t, r[i * 3 + j] == 2 * yv[i + j]);
@@ -109,7 +84,7 @@ static void test_unwritten_reads_zero(ttpu_test_ctx* t) {
   int64_t sz[1] = {4}, st[1] = {1};
   ttpu_tensor x = {a, TTPU_F32, 1, sz, st, 0};
   ttpu_tensor y = {o, TTPU_F32, 1, sz, st, 0};
-  TTPU_CHECK_OK(t, run_add(rt, &x, &x, &y, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &x, &y, 1.0));
   float r[4] = {1, 1, 1, 1};
   TTPU_CHECK_OK(t, ttpu_buffer_download(o, r, sizeof(r)));
   for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == 0);
@@ -126,7 +101,7 @@ static void test_bad_calls(ttpu_test_ctx* t) {
   TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
   int64_t sz[1] = {8}, st[1] = {1};
   ttpu_tensor x = {a, TTPU_F32, 1, sz, st, 0}; /* 32 bytes > 16 */
-  ttpu_status* s = run_add(rt, &x, &x, &x, 1.0);
+  ttpu_status* s = ttpu_test_add(rt, &x, &x, &x, 1.0);
   TTPU_CHECK(t, s != NULL && ttpu_status_code(s) == TTPU_INVALID_ARGUMENT);
   ttpu_status_free(s);
   ttpu_buffer_release(a);

@@ -22,25 +22,9 @@ static ttpu_buffer* make_f32(ttpu_test_ctx* t, ttpu_runtime* rt, float v0,
 static ttpu_status* add(ttpu_runtime* rt, ttpu_buffer* a, ttpu_buffer* b,
                         ttpu_buffer* out, int64_t* n, double alpha) {
   static const int64_t one = 1;
-  ttpu_tensor ts[2] = {{a, TTPU_F32, 1, n, &one, 0}, {b, TTPU_F32, 1, n, &one, 0}};
+  ttpu_tensor x = {a, TTPU_F32, 1, n, &one, 0}, y = {b, TTPU_F32, 1, n, &one, 0};
   ttpu_tensor o = {out, TTPU_F32, 1, n, &one, 0};
-  ttpu_arg args[3] = {{0}};
-  args[0].kind = TTPU_ARG_TENSOR;
-  args[1].kind = TTPU_ARG_TENSOR;
-  args[1].tensor = 1;
-  args[2].kind = TTPU_ARG_SCALAR;
-  args[2].f = alpha;
-  args[2].scalar_dtype = TTPU_F64;
-  ttpu_op_call c = {0};
-  c.op = ttpu_op_lookup("add.Tensor");
-  c.n_args = 3;
-  c.args = args;
-  c.n_tensors = 2;
-  c.tensors = ts;
-  c.n_outputs = 1;
-  c.outputs = &o;
-  c.common_dtype = TTPU_F32;
-  return ttpu_op_run(rt, &c);
+  return ttpu_test_add(rt, &x, &y, &o, alpha);
 }
 
 /* A chain of adds through temporaries in fused mode: one program, the
@@ -121,7 +105,7 @@ static void test_graph_ignores_limit(ttpu_test_ctx* t) {
 static void map_store(const ttpu_graph_replay* g, ttpu_buffer** bufs,
                       const ttpu_buffer* from, ttpu_buffer* to) {
   for (int k = 0; k < ttpu_graph_replay_store_count(g); ++k)
-    if (ttpu_graph_replay_store(g, k, NULL, NULL) == from) bufs[k] = to;
+    if (ttpu_graph_replay_store(g, k, NULL) == from) bufs[k] = to;
 }
 
 /* A graph captured once runs again from other storages; storages that do

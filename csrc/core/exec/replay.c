@@ -20,9 +20,8 @@ int ttpu_graph_replay_store_count(const ttpu_graph_replay* g) {
 }
 
 const ttpu_buffer* ttpu_graph_replay_store(const ttpu_graph_replay* g, int k,
-                                           size_t* nbytes, int* written) {
+                                           int* written) {
   if (!g || k < 0 || k >= g->n_st) return NULL;
-  if (nbytes) *nbytes = g->st[k].nbytes;
   if (written) *written = g->st[k].result;
   return g->st[k].buf0;
 }

@@ -820,27 +820,19 @@ ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
 }
 
 ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
-  pthread_mutex_lock(&rt->mu);
-  ttpu_window* w = rt->window;
-  ttpu_status* s = NULL;
-  if (w && w->graph) {
-    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
-    if (--w->graph == 0) rt->mode = w->mode_before;
-  }
-  pthread_mutex_unlock(&rt->mu);
-  return s;
+  return ttpu_runtime_end_graph_capture(rt, NULL);
 }
 
 ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
                                             ttpu_graph_replay** out) {
-  *out = NULL;
+  if (out) *out = NULL;
   pthread_mutex_lock(&rt->mu);
   ttpu_window* w = rt->window;
   ttpu_status* s = NULL;
   if (w && w->graph) {
     /* Only a whole outermost graph that is about to run as its first and
      * only program can be replayed. */
-    if (w->graph == 1 && w->graph_runs == 0 && w->n_recs) w->capture = out;
+    if (out && w->graph == 1 && w->graph_runs == 0 && w->n_recs) w->capture = out;
     s = ttpu_window_flush(rt, TTPU_END_GRAPH);
     w->capture = NULL;
     if (--w->graph == 0) rt->mode = w->mode_before;

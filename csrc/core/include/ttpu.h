@@ -261,14 +261,14 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
 typedef struct ttpu_graph_replay ttpu_graph_replay;
 /* end_graph, and when the graph ran as one program (not nested, no
  * boundary inside it), *out = its replay (owned by the caller, NULL
- * otherwise). */
+ * otherwise). end_graph is this with out = NULL. */
 ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
                                             ttpu_graph_replay** out);
 int ttpu_graph_replay_store_count(const ttpu_graph_replay* g);
 /* Store k: the storage it was at capture (for identity only: it may be
- * gone later), how many bytes it has, whether the program writes it. */
+ * gone later) and whether the program writes it. */
 const ttpu_buffer* ttpu_graph_replay_store(const ttpu_graph_replay* g, int k,
-                                           size_t* nbytes, int* written);
+                                           int* written);
 int ttpu_graph_replay_op_count(const ttpu_graph_replay* g);
 /* Runs the program with bufs[k] as store k. *ran = 0, running nothing,
  * when a storage's state differs from the capture's (its size, device,
