@@ -298,6 +298,16 @@ class TpuBackend final : public c10d::Backend {
     host_->setTimeout(timeout);
   }
 
+  // A checked send completes before gloo has written its data (see send);
+  // those writes must finish before the connections close, or the peer's
+  // recv reads a reset instead of the bytes it was sent.
+  void shutdown() override {
+    finish_sends();
+    host_->shutdown();
+  }
+
+  ~TpuBackend() override { finish_sends(); }
+
   // Between start and end, every work issued is also collected: the work
   // endCoalescing returns completes them all (torch.distributed's
   // _coalescing_manager and batch_isend_irecv use this).
@@ -970,6 +980,18 @@ class TpuBackend final : public c10d::Backend {
     }
     o << " (the dtype and number of elements of a send and its recv must agree)";
     TORCH_CHECK(false, o.str());
+  }
+
+  // Waits for every checked send's data write; a failed one was already
+  // reported by its recv on the peer, so errors are dropped here.
+  void finish_sends() noexcept {
+    for (auto& w : in_flight_sends_) {
+      try {
+        w->wait(timeout_);
+      } catch (...) {
+      }
+    }
+    in_flight_sends_.clear();
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
