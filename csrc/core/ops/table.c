@@ -36,6 +36,8 @@ extern const ttpu_op_def ttpu_ops_matrix_exp[];
 extern const ttpu_op_def ttpu_ops_unique[];
 extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 extern const ttpu_op_def ttpu_ops_histogram[];
+extern const ttpu_op_def ttpu_ops_intmath[];
+extern const ttpu_op_def ttpu_ops_fractional_pool[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -69,6 +71,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_unique,
     ttpu_ops_upsample_bicubic,
     ttpu_ops_histogram,
+    ttpu_ops_intmath,
+    ttpu_ops_fractional_pool,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
