@@ -38,6 +38,8 @@ extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 extern const ttpu_op_def ttpu_ops_histogram[];
 extern const ttpu_op_def ttpu_ops_intmath[];
 extern const ttpu_op_def ttpu_ops_fractional_pool[];
+extern const ttpu_op_def ttpu_ops_embedding_bag[];
+extern const ttpu_op_def ttpu_ops_segment[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -73,6 +75,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_histogram,
     ttpu_ops_intmath,
     ttpu_ops_fractional_pool,
+    ttpu_ops_embedding_bag,
+    ttpu_ops_segment,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
