@@ -1,8 +1,3 @@
-/* TEMPORARY NOTE FOR EVERY HELPER WORKING TODAY (the lead removes it):
- * before building or committing, read /work/main/.notes/team_preamble.md,
- * /work/main/.notes/ops_preamble.md and /tmp/common_tail.md; they apply to
- * you. Build only under `flock /tmp/ttpu-build.lock`; commit your own files
- * with explicit paths; hard deadline 18:10 UTC to commit and report. */
 /* table.c - the one lowering table: every op family's definitions, looked
  * up by ATen overload name. Adding a family: define its array in its own
  * file and list it in `families` below. */
@@ -43,9 +38,6 @@ extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 extern const ttpu_op_def ttpu_ops_histogram[];
 extern const ttpu_op_def ttpu_ops_intmath[];
 extern const ttpu_op_def ttpu_ops_fractional_pool[];
-extern const ttpu_op_def ttpu_ops_lstsq[];
-extern const ttpu_op_def ttpu_ops_complex[];
-extern const ttpu_op_def ttpu_ops_fft[];
 extern const ttpu_op_def ttpu_ops_embedding_bag[];
 extern const ttpu_op_def ttpu_ops_segment[];
 extern const ttpu_op_def ttpu_ops_grid_sample[];
@@ -85,9 +77,6 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_histogram,
     ttpu_ops_intmath,
     ttpu_ops_fractional_pool,
-    ttpu_ops_lstsq,
-    ttpu_ops_complex,
-    ttpu_ops_fft,
     ttpu_ops_embedding_bag,
     ttpu_ops_segment,
     ttpu_ops_grid_sample,
