@@ -38,6 +38,21 @@ def test_interpolate_antialias(mode, align, kw):
     check(_resize(mode, align, kw), x, grad=True, noncontig=noncontig, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mode", MODES)
+def test_weights_bit_exact(mode, dtype):
+    # resizing the rows of an identity reads the weights out: they are
+    # computed with the CPU kernel's arithmetic (its float/double steps and
+    # the fused multiply-adds its build contracts the cubic filter into),
+    # so they match bit for bit
+    fwd = getattr(torch.ops.aten, f"_upsample_{mode}2d_aa")
+    for n_in, n_out, scale, align in [(20, 7, None, False), (13, 5, 0.37, True), (10, 23, None, False),
+                                      (100, 9, None, True)]:
+        eye = torch.eye(n_in, dtype=dtype).reshape(n_in, 1, 1, n_in)
+        exp = fwd(eye, (1, n_out), align, None, scale)
+        assert_close(fwd(eye.to(DEV), (1, n_out), align, None, scale), exp, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_float64(mode):
     x = _input((1, 2, 12, 7), dtype=torch.float64).requires_grad_()

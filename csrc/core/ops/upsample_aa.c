@@ -27,13 +27,16 @@ static double aa_scale_arg(ttpu_lower* L, int arg) {
 }
 
 /* The filters: the triangle (bilinear) and Keys' cubic with a = -0.5
- * (bicubic, PIL's choice), in float or double like the CPU's weights. */
+ * (bicubic, PIL's choice), in float or double like the CPU's weights. The
+ * CPU kernel is built with FMA contraction, so each polynomial step
+ * `p * x + c` is one fused multiply-add there: fma reproduces its
+ * roundings bit for bit. */
 static float filter_f(float x, int cubic) {
   x = fabsf(x);
   if (!cubic) return x < 1.0f ? 1.0f - x : 0.0f;
   const float a = -0.5f;
-  if (x < 1.0f) return ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
-  if (x < 2.0f) return ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+  if (x < 1.0f) return fmaf(fmaf(a + 2.0f, x, -(a + 3.0f)) * x, x, 1.0f);
+  if (x < 2.0f) return fmaf(fmaf(fmaf(a, x, -5.0f * a), x, 8.0f * a), x, -4.0f * a);
   return 0.0f;
 }
 
@@ -41,8 +44,8 @@ static double filter_d(double x, int cubic) {
   x = fabs(x);
   if (!cubic) return x < 1.0 ? 1.0 - x : 0.0;
   const double a = -0.5;
-  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
-  if (x < 2.0) return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+  if (x < 1.0) return fma(fma(a + 2.0, x, -(a + 3.0)) * x, x, 1.0);
+  if (x < 2.0) return fma(fma(fma(a, x, -5.0 * a), x, 8.0 * a), x, -4.0 * a);
   return 0.0;
 }
 
