@@ -278,6 +278,16 @@ class CallPacker {
   }
 
   void add_tensor(const at::Tensor& tensor) {
+    if (tensor.defined() && !tensor.is_cpu() &&
+        (tensor.is_conj() || tensor.is_neg())) {
+      // A lazy conjugate/negative view reaches ops the dispatcher lets
+      // through (clone): the engine reads storages, so pass the values.
+      at::Tensor values = empty_contiguous_tpu(
+          tensor.sizes(), tensor.scalar_type(), tensor.device().index());
+      copy_tensor(values, tensor);
+      add_tensor(hold(std::move(values)));
+      return;
+    }
     if (!tensor.defined()) {
       add_none();
     } else if (is_cpu_scalar(tensor)) {
@@ -309,9 +319,11 @@ class CallPacker {
 
   void add_scalar(const c10::Scalar& scalar, ttpu_dtype dtype) {
     ttpu_arg arg = make_arg(TTPU_ARG_SCALAR);
-    TORCH_CHECK_NOT_IMPLEMENTED(!scalar.isComplex(),
-                                "complex scalars are not supported on tpu");
-    if (scalar.isFloatingPoint()) {
+    if (scalar.isComplex()) {
+      const c10::complex<double> value = scalar.toComplexDouble();
+      arg.f = value.real();
+      arg.fi = value.imag();
+    } else if (scalar.isFloatingPoint()) {
       arg.f = scalar.toDouble();
       arg.i = 0;
     } else if (scalar.isBoolean()) {
@@ -326,7 +338,8 @@ class CallPacker {
   }
 
   void add_scalar(const c10::Scalar& scalar) {
-    add_scalar(scalar, scalar.isFloatingPoint() ? TTPU_F64
+    add_scalar(scalar, scalar.isComplex()         ? TTPU_C128
+                       : scalar.isFloatingPoint() ? TTPU_F64
                        : scalar.isBoolean()     ? TTPU_BOOL
                                                 : TTPU_I64);
   }

@@ -166,6 +166,8 @@ ttpu_dtype to_ttpu_dtype(c10::ScalarType type) {
     case c10::ScalarType::UInt16: return TTPU_U16;
     case c10::ScalarType::UInt32: return TTPU_U32;
     case c10::ScalarType::UInt64: return TTPU_U64;
+    case c10::ScalarType::ComplexFloat: return TTPU_C64;
+    case c10::ScalarType::ComplexDouble: return TTPU_C128;
     default: return TTPU_DTYPE_NONE;
   }
 }

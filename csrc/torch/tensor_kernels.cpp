@@ -323,7 +323,8 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
                    (!device->has_index() ||
                     device->index() == self.device().index()))) &&
       layout.value_or(c10::kStrided) == c10::kStrided;
-  if (stays_on_device && engine_has_to_copy) {
+  if (stays_on_device && engine_has_to_copy && !self.is_conj() &&
+      !self.is_neg()) {
     static const c10::OperatorHandle op =
         c10::Dispatcher::singleton().findSchemaOrThrow("aten::_to_copy", "");
     torch::jit::Stack stack{self, dtype, layout, device, pin_memory,
@@ -414,6 +415,42 @@ void restride_tpu(const at::Tensor& tensor, c10::IntArrayRef sizes,
 void copy_tensor(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) {
     return;
+  }
+  // Lazy conjugate / negative views (conj(), the imag of a conj) hold
+  // their values only logically: copy the values, as the CPU's copy_ does.
+  if (src.is_conj() || src.is_neg() || dst.is_conj() || dst.is_neg()) {
+    at::Tensor value = src;
+    if (value.device().type() != kTpu && (dst.is_conj() || dst.is_neg())) {
+      value = value.resolve_conj().resolve_neg();
+    } else if (value.is_conj() || value.is_neg()) {
+      const bool conj = value.is_conj(), neg = value.is_neg();
+      at::Tensor physical = value;
+      if (conj) physical = physical.conj();          // drops the bit
+      if (neg) physical = physical._neg_view();      // drops the bit
+      value = physical;
+      if (conj) value = at::conj_physical(value);
+      if (neg) value = at::neg(value);
+    }
+    if (dst.is_conj() || dst.is_neg()) {
+      // dst's storage holds conj/neg of what it shows: store that of value
+      at::Tensor target = dst;
+      if (dst.is_conj()) {
+        target = target.conj();
+        value = at::conj_physical(value.to(target.device()));
+      }
+      if (dst.is_neg()) {
+        target = target._neg_view();
+        value = at::neg(value.to(target.device()));
+      }
+      copy_tensor(target, value);
+      return;
+    }
+    copy_tensor(dst, value);
+    return;
+  }
+  if (src.is_complex() && !dst.is_complex()) {
+    TORCH_WARN_ONCE(
+        "Casting complex values to real discards the imaginary part");
   }
   const bool dst_tpu = dst.device().type() == kTpu;
   const bool src_tpu = src.device().type() == kTpu;

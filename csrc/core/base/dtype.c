@@ -25,6 +25,8 @@ static const dtype_info dtype_table[TTPU_DTYPE_COUNT] = {
     [TTPU_U16] = {2, "ui16", "uint16", "UInt16", 0, 1},
     [TTPU_U32] = {4, "ui32", "uint32", "UInt32", 0, 1},
     [TTPU_U64] = {8, "ui64", "uint64", "UInt64", 0, 1},
+    [TTPU_C64] = {8, "complex<f32>", "complex64", "ComplexFloat", 0, 0},
+    [TTPU_C128] = {16, "complex<f64>", "complex128", "ComplexDouble", 0, 0},
 };
 
 static const dtype_info* info(ttpu_dtype t) {
@@ -57,4 +59,14 @@ int ttpu_dtype_is_float(ttpu_dtype t) {
 int ttpu_dtype_is_int(ttpu_dtype t) {
   const dtype_info* i = info(t);
   return i ? i->is_int : 0;
+}
+
+int ttpu_dtype_is_complex(ttpu_dtype t) {
+  return t == TTPU_C64 || t == TTPU_C128;
+}
+ttpu_dtype ttpu_dtype_real(ttpu_dtype t) {
+  return t == TTPU_C64 ? TTPU_F32 : t == TTPU_C128 ? TTPU_F64 : t;
+}
+ttpu_dtype ttpu_dtype_complex_of(ttpu_dtype t) {
+  return t == TTPU_F32 ? TTPU_C64 : t == TTPU_F64 ? TTPU_C128 : TTPU_DTYPE_NONE;
 }

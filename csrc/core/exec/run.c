@@ -162,7 +162,8 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   p->arg_scalar = calloc((size_t)na + 1, sizeof(int));
   int n_scalars = 0;
   for (int a = 0; a < na; ++a)
-    n_scalars += call->args[a].kind == TTPU_ARG_SCALAR ? 1
+    n_scalars += call->args[a].kind == TTPU_ARG_SCALAR
+                     ? 1 + ttpu_dtype_is_complex(call->args[a].scalar_dtype)
                  : call->args[a].kind == TTPU_ARG_SCALARS ? call->args[a].n : 0;
   p->f = calloc((size_t)n_scalars + 1, sizeof(double));
   p->i = calloc((size_t)n_scalars + 1, sizeof(int64_t));
@@ -206,7 +207,11 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   for (int a = 0; a < na; ++a) {
     const ttpu_arg* g = &call->args[a];
     if (g->kind == TTPU_ARG_SCALAR) {
-      if (ttpu_dtype_is_float(g->scalar_dtype)) {
+      if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) */
+        p->arg_scalar[a] = p->n_f;
+        p->f[p->n_f++] = g->f;
+        p->f[p->n_f++] = g->fi;
+      } else if (ttpu_dtype_is_float(g->scalar_dtype)) {
         p->arg_scalar[a] = p->n_f;
         p->f[p->n_f++] = g->f;
       } else {

@@ -329,6 +329,21 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
                                 int ndim) {
   ttpu_status* s = check_cover(b, dtype, dims, ndim);
   if (s) return s;
+  /* A complex storage is kept as its interleaved real components (see
+   * ops/lower.c): the same bytes, the last dim doubled. */
+  int64_t cdims[TTPU_MAX_DIMS];
+  if (ttpu_dtype_is_complex(dtype)) {
+    int n = 0;
+    if (ndim == 0) {
+      cdims[n++] = 2;
+    } else {
+      for (; n < ndim; ++n) cdims[n] = dims[n];
+      cdims[n - 1] *= 2;
+    }
+    dtype = ttpu_dtype_real(dtype);
+    dims = cdims;
+    ndim = n;
+  }
   ttpu_runtime* rt = b->rt;
   ttpu_pjrt_buffer* pb = NULL;
   s = ttpu_pjrt_buffer_from_host(rt->client, b->device, data, dtype, dims, ndim,

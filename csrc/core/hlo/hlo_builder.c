@@ -106,7 +106,8 @@ int ttpu_hloi_bits(ttpu_dtype t) {
     case TTPU_BOOL: case TTPU_U8: case TTPU_I8: return 8;
     case TTPU_I16: case TTPU_U16: case TTPU_F16: case TTPU_BF16: return 16;
     case TTPU_I32: case TTPU_U32: case TTPU_F32: return 32;
-    case TTPU_I64: case TTPU_U64: case TTPU_F64: return 64;
+    case TTPU_I64: case TTPU_U64: case TTPU_F64: case TTPU_C64: return 64;
+    case TTPU_C128: return 128;
     default: return 0;
   }
 }

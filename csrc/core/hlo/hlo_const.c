@@ -64,10 +64,29 @@ static uint64_t round_to_format(double v, int ebits, int mbits) {
          (N & ((UINT64_C(1) << mbits) - 1));
 }
 
+static void put_scalar(ttpu_hloi_buf* s, ttpu_dtype dt, double vf,
+                       int64_t vi);
+
+/* A complex literal: "(re, im)" of the component type. */
+static void put_complex(ttpu_hloi_buf* s, ttpu_dtype dt, double re,
+                        double im) {
+  ttpu_dtype c = dt == TTPU_C64 ? TTPU_F32 : TTPU_F64;
+  ttpu_hloi_buf_put(s, "(");
+  put_scalar(s, c, re, 0);
+  ttpu_hloi_buf_put(s, ", ");
+  put_scalar(s, c, im, 0);
+  ttpu_hloi_buf_put(s, ")");
+}
+
 /* Writes the literal of one element of dt into s. */
 static void put_scalar(ttpu_hloi_buf* s, ttpu_dtype dt, double vf,
                        int64_t vi) {
   switch (dt) {
+    case TTPU_C64:
+    case TTPU_C128:
+      /* a complex constant from a real value: imaginary part 0 */
+      put_complex(s, dt, vf, 0.0);
+      return;
     case TTPU_BOOL:
       ttpu_hloi_buf_put(s, vi ? "true" : "false");
       return;
@@ -149,9 +168,21 @@ ttpu_val ttpu_hlo_const(ttpu_hlo* b, ttpu_type t, double v_float,
   return v;
 }
 
+ttpu_val ttpu_hlo_const_c(ttpu_hlo* b, ttpu_type t, double re, double im) {
+  if (!ttpu_hloi_type_ok(b, &t, "const")) return TTPU_VAL_ERROR;
+  if (!ttpu_hloi_is_complex(t.dtype))
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "const_c: %s is not complex",
+                         ttpu_dtype_name(t.dtype));
+  ttpu_hloi_buf lit = {0};
+  put_complex(&lit, t.dtype, re, im);
+  ttpu_val v = emit_dense(b, t, &lit);
+  ttpu_hloi_buf_free(&lit);
+  return v;
+}
+
 ttpu_val ttpu_hlo_const_f(ttpu_hlo* b, ttpu_dtype dt, double v) {
   int64_t vi = 0;
-  if (!ttpu_hloi_is_floatlike(dt)) {
+  if (!ttpu_hloi_is_floatlike(dt) && !ttpu_hloi_is_complex(dt)) {
     /* Integral dtype: truncate like a C cast, saturating instead of UB. */
     if (isnan(v)) vi = 0;
     else if (v >= 9223372036854775807.0) vi = INT64_MAX;
@@ -185,8 +216,9 @@ ttpu_val ttpu_hlo_const_i64s(ttpu_hlo* b, const int64_t* v, int n) {
 
 ttpu_val ttpu_hlo_iota(ttpu_hlo* b, ttpu_type t, int dim) {
   if (!ttpu_hloi_type_ok(b, &t, "iota")) return TTPU_VAL_ERROR;
-  if (t.dtype == TTPU_BOOL)
-    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "iota: bool dtype");
+  if (t.dtype == TTPU_BOOL || ttpu_hloi_is_complex(t.dtype))
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "iota: %s dtype",
+                         ttpu_dtype_name(t.dtype));
   if (t.ndim == 0) /* stablehlo.iota needs rank >= 1; index 0 is 0 */
     return ttpu_hlo_const(b, t, 0.0, 0);
   if (dim < 0 || dim >= t.ndim)

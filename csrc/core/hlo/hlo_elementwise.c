@@ -32,11 +32,15 @@ static const char* binop_name(ttpu_binop op) {
  * name instead of deep inside the plugin's verifier. */
 static int binop_accepts(ttpu_binop op, ttpu_dtype dt) {
   int fl = ttpu_hloi_is_floatlike(dt), in = ttpu_hloi_is_intlike(dt);
-  int bo = dt == TTPU_BOOL;
+  int bo = dt == TTPU_BOOL, cx = ttpu_hloi_is_complex(dt);
   switch (op) {
-    case TTPU_ADD: case TTPU_MUL: case TTPU_MAX: case TTPU_MIN:
-      return fl || in || bo; /* on i1: or / and / or / and */
-    case TTPU_SUB: case TTPU_DIV: case TTPU_REM: case TTPU_POW:
+    case TTPU_ADD: case TTPU_MUL:
+      return fl || in || bo || cx; /* on i1: or / and */
+    case TTPU_MAX: case TTPU_MIN:
+      return fl || in || bo;
+    case TTPU_SUB: case TTPU_DIV: case TTPU_POW:
+      return fl || in || cx;
+    case TTPU_REM:
       return fl || in;
     case TTPU_AND: case TTPU_OR: case TTPU_XOR:
       return in || bo;
@@ -117,6 +121,28 @@ ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
   ttpu_dtype dt = t.dtype;
   int fl = ttpu_hloi_is_floatlike(dt);
   int bo = dt == TTPU_BOOL, un = ttpu_hloi_is_unsigned(dt);
+  if (ttpu_hloi_is_complex(dt)) {
+    switch (op) {
+      case TTPU_ABS: { /* |x| is real */
+        ttpu_type r = t;
+        r.dtype = dt == TTPU_C64 ? TTPU_F32 : TTPU_F64;
+        return ttpu_hloi_op(b, name, &x, 1, NULL, r);
+      }
+      case TTPU_IS_FINITE: /* stablehlo.is_finite takes real values only */
+        return ttpu_hlo_binary(
+            b, TTPU_AND, ttpu_hlo_unary(b, op, ttpu_hlo_real(b, x)),
+            ttpu_hlo_unary(b, op, ttpu_hlo_imag(b, x)));
+      case TTPU_NEG: case TTPU_EXP: case TTPU_EXPM1: case TTPU_LOG:
+      case TTPU_LOG1P: case TTPU_SQRT: case TTPU_RSQRT: case TTPU_SIN:
+      case TTPU_COS: case TTPU_TAN: case TTPU_TANH: case TTPU_LOGISTIC:
+      case TTPU_SIGN:
+        return ttpu_hloi_op(b, name, &x, 1, NULL, t);
+      default:
+        return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                             "%s: dtype %s not supported", name,
+                             ttpu_dtype_name(dt));
+    }
+  }
   switch (op) {
     case TTPU_NEG:
       if (bo) break;
@@ -176,7 +202,12 @@ ttpu_val ttpu_hlo_compare(ttpu_hlo* b, ttpu_cmp dir, ttpu_val x, ttpu_val y) {
   if (!tx || !ty) return TTPU_VAL_ERROR;
   if (!ttpu_hloi_same_type(tx, ty))
     return type_mismatch(b, "stablehlo.compare", tx, ty);
-  const char* kind = ttpu_hloi_is_floatlike(tx->dtype) ? "FLOAT"
+  if (ttpu_hloi_is_complex(tx->dtype) && dir != TTPU_EQ && dir != TTPU_NE)
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.compare: complex values are unordered");
+  const char* kind = ttpu_hloi_is_floatlike(tx->dtype) ||
+                             ttpu_hloi_is_complex(tx->dtype)
+                         ? "FLOAT"
                      : ttpu_hloi_is_signed_int(tx->dtype) ? "SIGNED"
                                                           : "UNSIGNED";
   char attrs[200];
@@ -237,6 +268,30 @@ ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
                          (int)to);
   if (tx->dtype == to) return x;
   ttpu_type r = *tx;
+  int cx_in = ttpu_hloi_is_complex(tx->dtype), cx_out = ttpu_hloi_is_complex(to);
+  if (cx_in && to == TTPU_BOOL)
+    return ttpu_hlo_binary(b, TTPU_OR,
+                           ttpu_hlo_convert(b, ttpu_hlo_real(b, x), to),
+                           ttpu_hlo_convert(b, ttpu_hlo_imag(b, x), to));
+  if (cx_in && !cx_out) /* PyTorch keeps the real part */
+    return ttpu_hlo_convert(b, ttpu_hlo_real(b, x), to);
+  if (cx_out) {
+    ttpu_dtype comp = to == TTPU_C64 ? TTPU_F32 : TTPU_F64;
+    ttpu_val re, im;
+    if (cx_in) {
+      re = ttpu_hlo_convert(b, ttpu_hlo_real(b, x), comp);
+      im = ttpu_hlo_convert(b, ttpu_hlo_imag(b, x), comp);
+    } else {
+      /* bool goes through uint8 (a convert from i1 is 0/1 everywhere,
+       * but keep one rule for every source) */
+      ttpu_val v = tx->dtype == TTPU_BOOL ? ttpu_hlo_convert(b, x, TTPU_U8) : x;
+      re = ttpu_hlo_convert(b, v, comp);
+      const ttpu_type* rt = ttpu_hlo_type(b, re);
+      if (!rt) return TTPU_VAL_ERROR;
+      im = ttpu_hlo_const(b, *rt, 0.0, 0);
+    }
+    return ttpu_hlo_complex(b, re, im);
+  }
   if (to == TTPU_BOOL) {
     /* A plain convert to i1 truncates to the low bit on some backends;
      * PyTorch's bool() is x != 0 (NaN is true). */
@@ -254,6 +309,10 @@ ttpu_val ttpu_hlo_bitcast(ttpu_hlo* b, ttpu_val x, ttpu_type to) {
   if (tx->dtype == TTPU_BOOL || to.dtype == TTPU_BOOL)
     return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
                          "stablehlo.bitcast_convert: bool has no bit layout");
+  if (ttpu_hloi_is_complex(tx->dtype) || ttpu_hloi_is_complex(to.dtype))
+    return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                         "stablehlo.bitcast_convert: complex types cannot be "
+                         "reinterpreted (use real/imag/complex)");
   int bi = ttpu_hloi_bits(tx->dtype), bo = ttpu_hloi_bits(to.dtype);
   int ok;
   if (bi == bo) {

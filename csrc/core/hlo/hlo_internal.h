@@ -91,6 +91,9 @@ static inline int ttpu_hloi_is_intlike(ttpu_dtype t) {
 static inline int ttpu_hloi_is_floatlike(ttpu_dtype t) {
   return t == TTPU_F16 || t == TTPU_BF16 || t == TTPU_F32 || t == TTPU_F64;
 }
+static inline int ttpu_hloi_is_complex(ttpu_dtype t) {
+  return t == TTPU_C64 || t == TTPU_C128;
+}
 static inline int ttpu_hloi_dtype_valid(ttpu_dtype t) {
   return (int)t >= 0 && t < TTPU_DTYPE_COUNT;
 }

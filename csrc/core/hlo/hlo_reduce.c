@@ -27,6 +27,11 @@ static int red_valid(ttpu_hlo* b, ttpu_redop op, ttpu_dtype dt,
     ttpu_hlo_fail(b, TTPU_INTERNAL, "%s: unknown reduction %d", what, (int)op);
     return 0;
   }
+  if (ttpu_hloi_is_complex(dt) && op != TTPU_RED_SUM && op != TTPU_RED_PROD) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s: complex values are unordered",
+                  what);
+    return 0;
+  }
   if ((op == TTPU_RED_AND || op == TTPU_RED_OR) &&
       ttpu_hloi_is_floatlike(dt)) {
     ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s: and/or on float %s", what,

@@ -62,6 +62,9 @@ ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len);
 ttpu_val ttpu_hlo_const(ttpu_hlo* b, ttpu_type t, double v_float,
                         int64_t v_int);
 ttpu_val ttpu_hlo_const_f(ttpu_hlo* b, ttpu_dtype dt, double v);  /* 0-d */
+/* A complex constant re + im*i broadcast to type t (C64/C128). A complex
+ * t given to ttpu_hlo_const gets v_float + 0i. */
+ttpu_val ttpu_hlo_const_c(ttpu_hlo* b, ttpu_type t, double re, double im);
 ttpu_val ttpu_hlo_const_i(ttpu_hlo* b, ttpu_dtype dt, int64_t v); /* 0-d */
 /* A 1-d i64 constant tensor from an array. */
 ttpu_val ttpu_hlo_const_i64s(ttpu_hlo* b, const int64_t* v, int n);
@@ -101,7 +104,25 @@ ttpu_val ttpu_hlo_select(ttpu_hlo* b, ttpu_val pred, ttpu_val on_true,
 ttpu_val ttpu_hlo_clamp(ttpu_hlo* b, ttpu_val lo, ttpu_val x, ttpu_val hi);
 /* Element type conversion (bool results compare != 0). No-op if same. */
 ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to);
-/* Reinterprets bits. Same element size: same dims. Different sizes follow
+/* Complex values (C64/C128). Complex operands are accepted by add, sub,
+ * mul, div, pow, negate, exp, log(1p), expm1, sqrt, rsqrt, sin, cos, tan,
+ * tanh, logistic, sign (x/|x|), compare EQ/NE, select, reduce sum/prod and
+ * every shape op; abs gives the real component type. Convert follows
+ * PyTorch: real -> complex has imaginary part 0, complex -> real keeps the
+ * real part, complex -> bool is (re != 0 || im != 0). */
+ttpu_val ttpu_hlo_real(ttpu_hlo* b, ttpu_val x);  /* component dtype */
+ttpu_val ttpu_hlo_imag(ttpu_hlo* b, ttpu_val x);  /* zeros for a real x */
+/* re + im*i from two real values of one type (F32 -> C64, F64 -> C128). */
+ttpu_val ttpu_hlo_complex(ttpu_hlo* b, ttpu_val re, ttpu_val im);
+/* stablehlo.fft over the innermost n (1..3) dims with lengths len[0..n):
+ * FFT/IFFT complex -> complex (IFFT scaled by 1/prod(len)), RFFT real ->
+ * complex (last dim len/2+1), IRFFT complex (last dim len/2+1) -> real of
+ * len (scaled by 1/prod(len)). */
+typedef enum { TTPU_FFT_FFT, TTPU_FFT_IFFT, TTPU_FFT_RFFT, TTPU_FFT_IRFFT }
+    ttpu_fft_type;
+ttpu_val ttpu_hlo_fft(ttpu_hlo* b, ttpu_val x, ttpu_fft_type type,
+                      const int64_t* len, int n);
+/* Reinterprets bits (no complex types). Same element size: same dims. Different sizes follow
  * StableHLO's rule (a trailing dim appears/disappears). */
 ttpu_val ttpu_hlo_bitcast(ttpu_hlo* b, ttpu_val x, ttpu_type to);
 

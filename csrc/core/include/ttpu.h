@@ -69,6 +69,12 @@ typedef enum {
   TTPU_U16,   /* the unsigned wide types exist for the engine's own use */
   TTPU_U32,   /* (random bits, bit casts) */
   TTPU_U64,
+  /* Complex: a storage holds them as PyTorch lays them out, interleaved
+   * (re, im) pairs, and the engine keeps that storage physically as the
+   * real component type with twice the elements; programs see complex
+   * values (ops/lower.c turns pairs into complex values and back). */
+  TTPU_C64,
+  TTPU_C128,
   TTPU_DTYPE_COUNT,
   TTPU_DTYPE_NONE = -1,
 } ttpu_dtype;
@@ -83,6 +89,14 @@ const char* ttpu_dtype_name(ttpu_dtype t);
 const char* ttpu_dtype_torch_title(ttpu_dtype t);
 int ttpu_dtype_is_float(ttpu_dtype t);
 int ttpu_dtype_is_int(ttpu_dtype t);   /* signed or unsigned integer, not bool */
+/* complex64 / complex128 (not counted as float by ttpu_dtype_is_float). */
+int ttpu_dtype_is_complex(ttpu_dtype t);
+/* The component type of a complex dtype (F32 for C64, F64 for C128); any
+ * other dtype is its own. */
+ttpu_dtype ttpu_dtype_real(ttpu_dtype t);
+/* The complex dtype with component t (C64 for F32, C128 for F64), or
+ * TTPU_DTYPE_NONE. */
+ttpu_dtype ttpu_dtype_complex_of(ttpu_dtype t);
 
 /* ------------------------------------------------------------------ runtime */
 
@@ -303,8 +317,10 @@ typedef enum {
                           the program as data, so a new value never
                           recompiles. f holds it, or i when scalar_dtype is
                           integral/bool. scalar_dtype is its PyTorch type
-                          (I64/F64/BOOL for Python numbers, the tensor's
-                          dtype for a 0-d CPU tensor). */
+                          (I64/F64/BOOL for Python numbers, C128 for a
+                          Python complex, the tensor's dtype for a 0-d CPU
+                          tensor). A complex Scalar has f (real part)
+                          and fi (imaginary part). */
   TTPU_ARG_INTS,       /* ints[0..n) */
   TTPU_ARG_FLOATS,     /* floats[0..n) */
   TTPU_ARG_SCALARS,    /* runtime Scalar list: floats[0..n) (exact for
@@ -322,6 +338,7 @@ typedef struct {
   const double* floats;
   int tensor;
   const char* str;
+  double fi;           /* imaginary part of a complex SCALAR */
 } ttpu_arg;
 
 /* One ATen call, packed by the PyTorch glue. `op` is the id of an ATen

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ttpu_lower.h"
+#include "complex.h"
 #include "../exec/plan.h"
 
 struct ttpu_lower {
@@ -110,10 +111,58 @@ static ttpu_val flat_index(ttpu_hlo* b, int ndim, const int64_t* sizes,
 
 /* ------------------------------------------------------------ storages */
 
+/* Complex storages. XLA cannot reinterpret bits as complex, so a storage
+ * is never kept physically complex: it holds the real component type with
+ * twice the elements, (re, im) interleaved as in PyTorch's memory, so host
+ * copies stay byte copies and views that change dtype over one storage
+ * (view_as_real, view_as_complex) read the same bytes. Reading a complex
+ * view pairs the components up; writing one interleaves them again. */
+
+/* A flat real value of 2n elements (re, im, re, im, ...) as n complex. */
+static ttpu_val pairs_to_complex(ttpu_hlo* b, ttpu_val flat, int64_t n) {
+  int64_t d2[2] = {n, 2}, lo[2] = {0, 0}, hi[2] = {n, 1}, one[2] = {1, 1};
+  ttpu_val v = ttpu_hlo_reshape(b, flat, 2, d2);
+  ttpu_val re = ttpu_hlo_reshape(b, ttpu_hlo_slice(b, v, lo, hi, one), 1, &n);
+  lo[1] = 1;
+  hi[1] = 2;
+  ttpu_val im = ttpu_hlo_reshape(b, ttpu_hlo_slice(b, v, lo, hi, one), 1, &n);
+  return ttpu_hlo_complex(b, re, im);
+}
+
+/* A complex value of any shape as its interleaved real components, shaped
+ * like v with the last dim doubled ([2] for a 0-d v). */
+static ttpu_val complex_to_pairs(ttpu_hlo* b, ttpu_val v) {
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp;
+  int64_t n = ttpu_type_numel(&t), d2[2] = {n, 1};
+  ttpu_val parts[2] = {
+      ttpu_hlo_reshape(b, ttpu_hlo_real(b, v), 2, d2),
+      ttpu_hlo_reshape(b, ttpu_hlo_imag(b, v), 2, d2)};
+  ttpu_val pairs = ttpu_hlo_concat(b, parts, 2, 1);
+  if (t.ndim == 0) {
+    t.ndim = 1;
+    t.dims[0] = 1;
+  }
+  t.dims[t.ndim - 1] *= 2;
+  return ttpu_hlo_reshape(b, pairs, t.ndim, t.dims);
+}
+
 /* A storage value v (phys dtype pd, any shape, nbytes in all) as a flat
  * 1-d value of dtype dt. */
 static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
                           size_t nbytes, ttpu_dtype dt) {
+  if (ttpu_dtype_is_complex(pd))
+    return ttpu_hlo_fail(b, TTPU_INTERNAL, "a storage is physically complex");
+  if (ttpu_dtype_is_complex(dt)) {
+    size_t cs = ttpu_dtype_size(dt);
+    if (nbytes % cs)
+      return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                           "a %zu-byte storage cannot be viewed as %s", nbytes,
+                           ttpu_dtype_name(dt));
+    ttpu_val re = flat_from(b, v, pd, nbytes, ttpu_dtype_real(dt));
+    return pairs_to_complex(b, re, (int64_t)(nbytes / cs));
+  }
   size_t es = ttpu_dtype_size(dt), ps = ttpu_dtype_size(pd);
   if (nbytes % es)
     return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
@@ -154,6 +203,10 @@ static ttpu_val flat_of(ttpu_lower* L, int s, ttpu_dtype dt) {
  * shaped as dims. */
 static ttpu_val unflat(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt, ttpu_dtype pd,
                        int ndim, const int64_t* dims, size_t nbytes) {
+  if (ttpu_dtype_is_complex(dt)) {
+    v = complex_to_pairs(b, v);
+    dt = ttpu_dtype_real(dt);
+  }
   size_t es = ttpu_dtype_size(dt), ps = ttpu_dtype_size(pd);
   int64_t pn = (int64_t)(nbytes / ps);
   if (pd != dt) {
@@ -465,6 +518,14 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
                          ttpu_op_name(L->call->op), arg);
   switch (g->kind) {
     case TTPU_ARG_SCALAR:
+      if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) in the pack */
+        int at = L->f_off + L->p->arg_scalar[arg];
+        ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt)
+                                                    : TTPU_F64;
+        ttpu_val c = ttpu_hlo_complex(L->b, pack_element(L, L->fpack, at, comp),
+                                      pack_element(L, L->fpack, at + 1, comp));
+        return ttpu_hlo_convert(L->b, c, dt);
+      }
       if (ttpu_dtype_is_float(g->scalar_dtype))
         return pack_element(L, L->fpack, L->f_off + L->p->arg_scalar[arg], dt);
       return pack_element(L, L->ipack, L->i_off + L->p->arg_scalar[arg], dt);
@@ -478,7 +539,8 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
       if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, (double)g->i);
       return ttpu_hlo_const_i(L->b, dt, g->i);
     case TTPU_ARG_FLOAT:
-      if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, g->f);
+      if (ttpu_dtype_is_float(dt) || ttpu_dtype_is_complex(dt))
+        return ttpu_hlo_const_f(L->b, dt, g->f);
       return ttpu_hlo_const_i(L->b, dt, (int64_t)g->f);
     case TTPU_ARG_INTS:
       if (k >= 0 && k < g->n) {
@@ -614,10 +676,15 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
         memcpy(dims, g.size, sizeof(int64_t) * (size_t)g.m);
       }
       *dt = t->dtype;
+      if (ttpu_dtype_is_complex(*dt)) { /* complex_to_pairs' shape */
+        *dt = ttpu_dtype_real(*dt);
+        if (*nd == 0) dims[(*nd)++] = 1;
+        dims[*nd - 1] *= 2;
+      }
     } else if (!have) {
-      *dt = t->dtype;
+      *dt = ttpu_dtype_real(t->dtype);
       *nd = 1;
-      dims[0] = (int64_t)(x->buf->nbytes / ttpu_dtype_size(t->dtype));
+      dims[0] = (int64_t)(x->buf->nbytes / ttpu_dtype_size(*dt));
     }
     have = 1;
   }
@@ -640,7 +707,18 @@ typedef struct {
 static ttpu_status* lower_op(ttpu_lower* L) {
   const ttpu_plan* p = L->p;
   const ttpu_op_call* call = L->call;
-  ttpu_status* s = p->def->fn(L);
+  ttpu_lower_fn fn = p->def->fn;
+  if (ttpu_complex_call(call)) {
+    /* Complex operands take the complex lowering of the op, or its own
+     * lowering where that is listed as correct for complex values. */
+    fn = ttpu_complex_lowering(p->def);
+    if (!fn)
+      return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                              "The operator 'aten::%s' does not support "
+                              "complex dtypes on device 'tpu'",
+                              ttpu_op_name(call->op));
+  }
+  ttpu_status* s = fn(L);
   if (!s) s = ttpu_hlo_take_status(L->b);
   if (s) return s;
 
@@ -681,6 +759,7 @@ static ttpu_status* lower_op(ttpu_lower* L) {
         int contiguous = 1;
         for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
         cur = contiguous ? v : to_stride_order(L->b, v, t, &g);
+        if (ttpu_dtype_is_complex(t->dtype)) cur = complex_to_pairs(L->b, cur);
       } else {
         size_t es = ttpu_dtype_size(t->dtype);
         int64_t total = (int64_t)(x->buf->nbytes / es);
@@ -694,7 +773,8 @@ static ttpu_status* lower_op(ttpu_lower* L) {
         flat = write_view(L->b, flat, v, t, total);
         cur = have ? unflat(L->b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
                             x->buf->nbytes)
-                   : flat;
+               : ttpu_dtype_is_complex(t->dtype) ? complex_to_pairs(L->b, flat)
+                                                 : flat;
       }
       have = 1;
       /* the shape bookkeeping is ttpu_lower_written_phys's, one output at

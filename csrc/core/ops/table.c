@@ -38,6 +38,8 @@ extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 extern const ttpu_op_def ttpu_ops_histogram[];
 extern const ttpu_op_def ttpu_ops_intmath[];
 extern const ttpu_op_def ttpu_ops_fractional_pool[];
+extern const ttpu_op_def ttpu_ops_complex[];
+extern const ttpu_op_def ttpu_ops_fft[];
 extern const ttpu_op_def ttpu_ops_embedding_bag[];
 extern const ttpu_op_def ttpu_ops_segment[];
 extern const ttpu_op_def ttpu_ops_grid_sample[];
@@ -77,6 +79,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_histogram,
     ttpu_ops_intmath,
     ttpu_ops_fractional_pool,
+    ttpu_ops_complex,
+    ttpu_ops_fft,
     ttpu_ops_embedding_bag,
     ttpu_ops_segment,
     ttpu_ops_grid_sample,

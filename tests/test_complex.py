@@ -1,0 +1,259 @@
+"""complex64/complex128 tensors on tpu against the CPU: round trips,
+view_as_real/view_as_complex (writes through either view reach the
+other), lazy conjugates, arithmetic with real and complex Scalars,
+reductions, complex()/polar(), copies between complex and real dtypes,
+gradients, and ops without a complex lowering failing loudly."""
+import warnings
+
+import pytest
+import torch
+
+from optest import DEV
+
+CTOL = {torch.complex64: dict(atol=1e-5, rtol=1.3e-5), torch.complex128: dict(atol=1e-12, rtol=1e-12),
+        torch.float32: dict(atol=1e-5, rtol=1.3e-5), torch.float64: dict(atol=1e-12, rtol=1e-12)}
+CDTYPES = [torch.complex64, torch.complex128]
+
+
+def crand(*shape, dtype=torch.complex64, seed=0):
+    return torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def close(a, e):
+    assert a.device.type == DEV
+    assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
+    torch.testing.assert_close(a.cpu(), e, equal_nan=True, **CTOL.get(e.dtype, {}))
+
+
+def same(fn, *args):
+    close(fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]), fn(*args))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+def test_round_trip(dtype, shape):
+    x = crand(*shape, dtype=dtype)
+    t = x.to(DEV)
+    assert t.dtype == dtype and torch.equal(t.cpu(), x)
+    assert torch.equal(t.clone().cpu(), x)
+    if x.dim() >= 2:
+        assert torch.equal(t.transpose(0, 1).contiguous().cpu(), x.transpose(0, 1).contiguous())
+        assert torch.equal(t[..., 1:3].cpu(), x[..., 1:3])
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_view_as_real_and_complex(dtype):
+    x = crand(3, 4, dtype=dtype)
+    t = x.to(DEV)
+    assert torch.equal(torch.view_as_real(t).cpu(), torch.view_as_real(x))
+    assert torch.equal(t.real.cpu(), x.real) and torch.equal(t.imag.cpu(), x.imag)
+    # writes through the real view change the complex tensor
+    torch.view_as_real(t)[:, 1:, 1].mul_(3)
+    torch.view_as_real(x)[:, 1:, 1].mul_(3)
+    assert torch.equal(t.cpu(), x)
+    t.imag[0].fill_(7)
+    x.imag[0].fill_(7)
+    t.real[:, 0].add_(1)
+    x.real[:, 0].add_(1)
+    assert torch.equal(t.cpu(), x)
+    # and the reverse: a complex view of a real tensor
+    r = torch.randn(4, 3, 2, dtype=x.real.dtype)
+    rt = r.to(DEV)
+    ct = torch.view_as_complex(rt)
+    assert torch.equal(ct.cpu(), torch.view_as_complex(r))
+    ct[1:3].mul_(1j)
+    torch.view_as_complex(r)[1:3].mul_(1j)
+    assert torch.equal(rt.cpu(), r)
+
+
+def test_view_as_complex_rejects_like_cpu():
+    for bad in (torch.randn(4, 3), torch.randn(3, 2).t()):
+        with pytest.raises(RuntimeError):
+            torch.view_as_complex(bad)
+        with pytest.raises(RuntimeError):
+            torch.view_as_complex(bad.to(DEV))
+
+
+def test_lazy_conjugate_and_negative():
+    x = crand(3, 4)
+    t = x.to(DEV)
+    assert t.conj().is_conj()
+    assert torch.equal(t.conj().cpu(), x.conj())
+    assert torch.equal(t.conj().clone().cpu(), x.conj().clone())
+    assert torch.equal(t.conj().resolve_conj().cpu(), x.conj().resolve_conj())
+    assert torch.equal(t.conj().imag.cpu(), x.conj().imag)  # a negative view
+    assert torch.equal(t.conj().imag.resolve_neg().cpu(), x.conj().imag.resolve_neg())
+    same(torch.conj_physical, x)
+    same(lambda a: (a.conj() * 2).sum(0), x)
+    # writing into a conjugate view
+    d, dc = torch.zeros(3, 4, dtype=torch.complex64, device=DEV), torch.zeros(3, 4, dtype=torch.complex64)
+    d.conj().copy_(t)
+    dc.conj().copy_(x)
+    assert torch.equal(d.cpu(), dc)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_arithmetic(op, dtype):
+    x, y = crand(3, 4, dtype=dtype), crand(4, dtype=dtype, seed=1)
+    f = getattr(torch, op)
+    same(f, x, y)                         # broadcast
+    same(f, x, y.real)                    # complex with real
+    same(f, x.real.contiguous(), y)       # real promoted to complex
+    same(lambda a: f(a, 2.5), x)          # real Scalar
+    same(lambda a: f(a, 1 - 2j), x)       # complex Scalar
+    same(lambda a: f(a, torch.tensor(0.5 + 1j)), x)  # CPU 0-d tensor
+    if op in ("add", "sub"):
+        same(lambda a, b: f(a, b, alpha=2 - 1j), x, y)
+    a, b = x.to(DEV), y.to(DEV)
+    getattr(a[:, 1:], op + "_")(b[1:])     # in place through a view
+    getattr(x[:, 1:], op + "_")(y[1:])
+    close(a, x)
+
+
+def test_real_tensor_times_imaginary_unit():
+    x = torch.randn(5)
+    same(lambda a: a * 1j, x)
+    same(lambda a: 1j * a + 2, x)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_unary(dtype):
+    x = crand(3, 4, dtype=dtype)
+    x[0, 0] = 0
+    for f in (torch.neg, torch.abs, torch.angle, torch.sgn, torch.isnan, torch.isfinite,
+              torch.real, torch.imag, torch.conj_physical):
+        same(f, x)
+    same(lambda a: a == a[0], x)
+    same(lambda a: a != 1j, x)
+    n = x.clone()
+    n[1, 1] = complex(float("nan"), 0)
+    same(torch.isnan, n)
+
+
+def test_angle_of_real_like_cpu():
+    x = torch.tensor([1.0, -2.0, 0.0, -0.0, float("nan"), float("-inf")])
+    same(torch.angle, x)
+    same(torch.angle, torch.tensor([3, -1, 0]))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_reductions(dtype):
+    x = crand(3, 4, 5, dtype=dtype)
+    same(torch.sum, x)
+    same(torch.mean, x)
+    same(lambda a: a.sum((0, 2)), x)
+    same(lambda a: a.mean(-1, keepdim=True), x)
+    same(lambda a: a.sum(1, dtype=torch.complex128), x)
+    same(lambda a: a[:, ::2].sum(0), x)
+
+
+def test_complex_and_polar():
+    re, im = torch.randn(3, 4), torch.randn(4)
+    same(torch.complex, re, im)
+    same(torch.polar, re.abs(), im)
+    same(torch.complex, re.double(), im.double())
+    for f in (torch.complex, torch.polar):
+        with pytest.raises(RuntimeError):
+            f(re, im.double())
+        with pytest.raises(RuntimeError):
+            f(re.to(DEV), im.double().to(DEV))
+
+
+def test_fill_zero_cat_stack():
+    x = crand(2, 3)
+    same(lambda a: torch.cat([a, a * 2], 1), x)
+    same(lambda a: torch.stack([a, a.conj()]), x)
+    same(lambda a: torch.zeros_like(a), x)
+    same(lambda a: torch.full_like(a, 2 - 3j), x)
+    same(lambda a: a.clone().fill_(1.5), x)
+    same(lambda a: a.flip(0), x)
+    same(lambda a: torch.where(a.real > 0, a, 0), x)
+    same(lambda a: torch.nn.functional.pad(a, (1, 2)), x)
+
+
+def test_copies_between_complex_and_real():
+    x = crand(3, 4)
+    same(lambda a: a.to(torch.complex128), x)
+    same(lambda a: a.real.to(torch.complex64), x)  # real -> complex: imag 0
+    same(lambda a, r: r.to(torch.complex64), x, torch.randn(3, 4))
+    same(lambda a: (a.real > 0).to(torch.complex64), x)
+    same(lambda a: torch.arange(6).to(a.device).to(torch.complex64), x)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        same(lambda a: a.to(torch.float32), x)       # keeps the real part
+        same(lambda a: a.to(torch.int64), x * 3)
+        d = torch.zeros(3, 4, device=DEV)
+        d.copy_(x.to(DEV))
+        assert torch.equal(d.cpu(), x.real)
+    same(lambda a: a.to(torch.bool), torch.tensor([0j, 1j, 2, 0]))
+    # host <-> device copies across dtypes
+    assert torch.equal(x.to(DEV, torch.complex128).cpu(), x.to(torch.complex128))
+    h = torch.empty(3, 4, dtype=torch.complex128)
+    h.copy_(x.to(DEV))
+    assert torch.equal(h, x.to(torch.complex128))
+
+
+def test_gradients():
+    re = torch.randn(3, 4, requires_grad=True)
+    im = torch.randn(3, 4, requires_grad=True)
+    rt, it = re.detach().to(DEV).requires_grad_(), im.detach().to(DEV).requires_grad_()
+    w = torch.randn(3, 4, 2)
+
+    def loss(a, b, w):
+        c = torch.complex(a, b)
+        d = torch.polar(a.abs() + 1, b) * (2 - 1j) + c.conj() / (c + 3)
+        return (torch.view_as_real(d) * w).sum() + (c.abs() * w[..., 0]).sum() + c.angle().sum()
+
+    ge = torch.autograd.grad(loss(re, im, w), (re, im))
+    gt = torch.autograd.grad(loss(rt, it, w.to(DEV)), (rt, it))
+    for a, e in zip(gt, ge):
+        torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
+
+
+def test_ops_without_complex_lowering_fail_loudly():
+    x = crand(3, 3).to(DEV)
+    for f in (torch.exp, lambda a: a @ a, lambda a: a.cumsum(0), lambda a: a.prod()):
+        with pytest.raises(NotImplementedError, match="complex"):
+            f(x)
+
+
+def test_bad_input_like_cpu():
+    x = crand(3, 4)
+    # (not listed: complex floor division, which the meta kernel rejects
+    # with RuntimeError where the CPU kernel says NotImplementedError, and
+    # torch.maximum, RuntimeError on the CPU, NotImplementedError here)
+    for bad in (lambda a: a < a, lambda a: a.max(), lambda a: torch.view_as_real(a.conj())):
+        with pytest.raises(Exception) as cpu:
+            bad(x)
+        with pytest.raises(type(cpu.value)):
+            bad(x.to(DEV))
+
+
+@pytest.mark.parametrize("mode", ["fused", "debug"])
+def test_eager_modes(mode):
+    import torchtpu
+    x, y = crand(4, 6), torch.randn(4, 6)
+
+    def f(a, b):
+        c = torch.fft.rfft(b) * a[:, :4] + 1j
+        v = torch.view_as_real(c)
+        v[..., 0].mul_(2)
+        return torch.fft.irfft(c.conj(), n=6) + c.abs().sum()
+
+    with torchtpu.set_eager_mode(mode):
+        a = f(x.to(DEV), y.to(DEV))
+        torch.tpu.synchronize()
+    torch.testing.assert_close(a.cpu(), f(x, y), atol=1e-4, rtol=1e-4)
+
+
+def test_compile():
+    x = torch.randn(4, 8)
+
+    def f(t):
+        s = torch.fft.rfft(t)
+        return torch.fft.irfft(s * s.conj() / 8, n=8), torch.view_as_real(s).sum()
+
+    g = torch.compile(f, backend="tpu")
+    for a, e in zip(g(x.to(DEV)), f(x)):
+        torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
