@@ -23,7 +23,8 @@ using Lstsq = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&>;
 // residuals over the broadcast batch; rank and singular values over
 // input's own batch; an output a driver does not compute is (0,). The
 // residuals of gelsd/gelss with m > n exist only when every matrix has
-// full rank, a shape known after the math: that case is refused.
+// full rank, a shape known after the math: they are sized for full rank
+// here, and the lowering fails the call when a matrix turns out deficient.
 Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
                             std::optional<double> /*rcond*/,
                             std::optional<c10::string_view> driver_opt,
@@ -60,11 +61,6 @@ Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
   std::vector<int64_t> batch = at::infer_size(in_batch, o_batch);
   TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
               "This function doesn't handle types other than float and double");
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !(m > n && (driver == "gelsd" || driver == "gelss")),
-      "torch.linalg.lstsq on tpu: driver='", driver,
-      "' with more rows than columns returns residuals only when every matrix has full rank "
-      "(an output shape that depends on the data); use the default driver 'gelsy' or 'gels'");
 
   std::vector<int64_t> sol = batch;
   sol.push_back(n);
