@@ -39,6 +39,7 @@ extern const ttpu_op_def ttpu_ops_histogram[];
 extern const ttpu_op_def ttpu_ops_intmath[];
 extern const ttpu_op_def ttpu_ops_fractional_pool[];
 extern const ttpu_op_def ttpu_ops_lstsq[];
+extern const ttpu_op_def ttpu_ops_ctc[];
 extern const ttpu_op_def ttpu_ops_complex[];
 extern const ttpu_op_def ttpu_ops_fft[];
 extern const ttpu_op_def ttpu_ops_embedding_bag[];
@@ -81,6 +82,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_intmath,
     ttpu_ops_fractional_pool,
     ttpu_ops_lstsq,
+    ttpu_ops_ctc,
     ttpu_ops_complex,
     ttpu_ops_fft,
     ttpu_ops_embedding_bag,
