@@ -74,6 +74,45 @@ def test_view_as_complex_rejects_like_cpu():
             torch.view_as_complex(bad.to(DEV))
 
 
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_functions(dtype):
+    x = crand(3, 4, dtype=dtype)
+    for f in (torch.exp, torch.log, torch.sqrt, torch.sin, torch.cos, torch.tanh, torch.reciprocal):
+        same(f, x)
+    same(torch.sqrt, torch.tensor([-4 + 0j, -4 - 0j, 0j, -1j], dtype=dtype))  # branch cut
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_matmul(dtype):
+    a, b = crand(3, 4, dtype=dtype), crand(4, 5, dtype=dtype, seed=1)
+    same(torch.matmul, a, b)
+    same(lambda p, q: p @ q.conj().t().contiguous().t(), a, b)
+    same(lambda p, q: p.conj() @ q, a, b)
+    same(torch.matmul, crand(2, 3, 4, dtype=dtype), crand(2, 4, 2, dtype=dtype, seed=1))
+    same(torch.mv, a, b[:, 0])
+    same(torch.dot, a[0], b[:, 1])
+    with pytest.raises(RuntimeError):
+        torch.mm(a.to(DEV), torch.randn(4, 5, device=DEV))
+
+
+def test_rotary_embedding_pattern():
+    # the complex rotary position embedding of LLaMA-style models
+    def rope(x, theta):
+        freqs = torch.polar(torch.ones_like(theta), theta)
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs).flatten(-2)
+
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    theta = torch.outer(torch.arange(5.0), 1 / 10000 ** (torch.arange(0, 8, 2) / 8))
+    xt = x.detach().to(DEV).requires_grad_()
+    e, a = rope(x, theta), rope(xt, theta.to(DEV))
+    close(a, e.detach())
+    w = torch.randn(2, 5, 8)
+    ge, = torch.autograd.grad((e * w).sum(), x)
+    gt, = torch.autograd.grad((a * w.to(DEV)).sum(), xt)
+    torch.testing.assert_close(gt.cpu(), ge, atol=1e-5, rtol=1e-5)
+
+
 def test_lazy_conjugate_and_negative():
     x = crand(3, 4)
     t = x.to(DEV)
@@ -213,7 +252,7 @@ def test_gradients():
 
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.exp, lambda a: a @ a, lambda a: a.cumsum(0), lambda a: a.prod()):
+    for f in (torch.log1p, lambda a: a.cumsum(0), lambda a: a.prod()):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
 
@@ -221,9 +260,10 @@ def test_ops_without_complex_lowering_fail_loudly():
 def test_bad_input_like_cpu():
     x = crand(3, 4)
     # (not listed: complex floor division, which the meta kernel rejects
-    # with RuntimeError where the CPU kernel says NotImplementedError, and
-    # torch.maximum, RuntimeError on the CPU, NotImplementedError here)
-    for bad in (lambda a: a < a, lambda a: a.max(), lambda a: torch.view_as_real(a.conj())):
+    # with RuntimeError where the CPU kernel says NotImplementedError)
+    for bad in (lambda a: a < a, lambda a: a.max(), lambda a: torch.view_as_real(a.conj()),
+                lambda a: torch.maximum(a, a), lambda a: torch.fmin(a, a), lambda a: a.clamp(0),
+                lambda a: torch.remainder(a, a)):
         with pytest.raises(Exception) as cpu:
             bad(x)
         with pytest.raises(type(cpu.value)):

@@ -165,6 +165,63 @@ static ttpu_status* lower_isnan(ttpu_lower* L) {
   return NULL;
 }
 
+/* exp, log, sqrt, ... of complex values: StableHLO's complex functions */
+#define COMPLEX_UNARY(name, op)                                \
+  static ttpu_status* lower_##name(ttpu_lower* L) { return unary(L, op); }
+COMPLEX_UNARY(exp, TTPU_EXP)
+COMPLEX_UNARY(log, TTPU_LOG)
+COMPLEX_UNARY(sqrt, TTPU_SQRT)
+COMPLEX_UNARY(sin, TTPU_SIN)
+COMPLEX_UNARY(cos, TTPU_COS)
+COMPLEX_UNARY(tanh, TTPU_TANH)
+#undef COMPLEX_UNARY
+
+static ttpu_status* lower_reciprocal(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_ew_in(L, 0, out_dtype(L));
+  ttpu_l_set_out(L, 0, ttpu_ew_div(b, ttpu_ew_k(b, x, 1), x));
+  return NULL;
+}
+
+/* Comparisons PyTorch refuses for complex values with a RuntimeError (the
+ * gate's NotImplementedError would be another exception type). */
+static ttpu_status* unordered(ttpu_lower* L) {
+  const char* name = ttpu_op_name(ttpu_l_call(L)->op);
+  size_t n = strcspn(name, ".");
+  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT,
+                "%.*s not implemented for complex tensors.", (int)n, name);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ products */
+
+/* mm / bmm / mv / dot: one dot_general contracting self's last dim with
+ * the other's first non-batch dim (lazy conjugates arrive resolved: the
+ * glue passes values). float32's precision setting covers complex64. */
+static ttpu_status* product(ttpu_lower* L, int batch) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  const ttpu_tensor* ta = ttpu_l_tensor_desc(L, 0, -1);
+  const ttpu_tensor* tb = ttpu_l_tensor_desc(L, 1, -1);
+  if (ta && tb && ta->dtype != tb->dtype) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                  "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                  ttpu_dtype_name(ta->dtype), ttpu_dtype_name(tb->dtype));
+    return NULL;
+  }
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
+  ttpu_val y = ttpu_hlo_convert(b, ttpu_l_tensor(L, 1), ot.dtype);
+  int nx = ttpu_l_type(L, x).ndim;
+  int64_t zero = 0, cx = nx - 1, cy = batch;
+  ttpu_l_set_out(L, 0, ttpu_hlo_dot_general(
+                           b, x, y, &zero, &zero, batch, &cx, &cy, 1, ot.dtype,
+                           ttpu_l_precision(L, ttpu_dtype_real(ot.dtype))));
+  return NULL;
+}
+
+static ttpu_status* lower_mm(ttpu_lower* L) { return product(L, 0); }
+static ttpu_status* lower_bmm(ttpu_lower* L) { return product(L, 1); }
+
 /* ------------------------------------------------------------ reductions */
 
 /* sum / mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype) and
@@ -236,6 +293,25 @@ static const ttpu_op_def overrides[] = {
     {"isnan", lower_isnan, 0},         {"sum.dim_IntList", lower_sum, 0},
     {"sum.IntList_out", lower_sum, 0}, {"mean.dim", lower_mean, 0},
     {"mean.out", lower_mean, 0},       {"sum", lower_sum_all, 0},
+    {"exp", lower_exp, 0},             {"exp_", lower_exp, 0},
+    {"exp.out", lower_exp, 0},         {"log", lower_log, 0},
+    {"log_", lower_log, 0},            {"log.out", lower_log, 0},
+    {"sqrt", lower_sqrt, 0},           {"sqrt_", lower_sqrt, 0},
+    {"sqrt.out", lower_sqrt, 0},       {"sin", lower_sin, 0},
+    {"sin_", lower_sin, 0},            {"sin.out", lower_sin, 0},
+    {"cos", lower_cos, 0},             {"cos_", lower_cos, 0},
+    {"cos.out", lower_cos, 0},         {"tanh", lower_tanh, 0},
+    {"tanh_", lower_tanh, 0},          {"tanh.out", lower_tanh, 0},
+    {"reciprocal", lower_reciprocal, 0}, {"reciprocal_", lower_reciprocal, 0},
+    {"reciprocal.out", lower_reciprocal, 0},
+    {"maximum", unordered, 0},         {"maximum.out", unordered, 0},
+    {"minimum", unordered, 0},         {"minimum.out", unordered, 0},
+    {"fmax", unordered, 0},            {"fmax.out", unordered, 0},
+    {"fmin", unordered, 0},            {"fmin.out", unordered, 0},
+    {"mm", lower_mm, 0},               {"mm.out", lower_mm, 0},
+    {"bmm", lower_bmm, 0},             {"bmm.out", lower_bmm, 0},
+    {"mv", lower_mm, 0},               {"mv.out", lower_mm, 0},
+    {"dot", lower_mm, 0},              {"dot.out", lower_mm, 0},
     {"mean", lower_mean_all, 0},       {NULL, NULL, 0},
 };
 
