@@ -297,3 +297,23 @@ def test_compile():
     g = torch.compile(f, backend="tpu")
     for a, e in zip(g(x.to(DEV)), f(x)):
         torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_random(dtype):
+    torch.tpu.manual_seed(0)
+    z = torch.randn(200, 100, dtype=dtype, device=DEV)
+    assert z.dtype == dtype
+    h = z.cpu()
+    # each part N(0, 1/2), so E|z|^2 = 1, as on the CPU
+    assert abs(h.real.mean()) < 0.02 and abs(h.imag.mean()) < 0.02
+    assert abs(h.abs().square().mean() - 1) < 0.03
+    assert abs(h.real.var() - 0.5) < 0.02 and abs(h.imag.var() - 0.5) < 0.02
+    assert abs((h.real * h.imag).mean()) < 0.02
+    u = torch.empty(200, 100, dtype=dtype, device=DEV).uniform_(-1, 3).cpu()
+    assert u.real.min() >= -1 and u.real.max() < 3 and u.imag.min() >= -1 and u.imag.max() < 3
+    assert abs(u.real.mean() - 1) < 0.05 and abs(u.imag.mean() - 1) < 0.05
+    n = torch.empty(2000, dtype=dtype, device=DEV).normal_(2, 3).cpu()
+    assert abs(n.real.mean() - 2) < 0.15 and abs(n.imag.mean() - 2) < 0.15
+    with pytest.raises(RuntimeError):
+        torch.empty(3, dtype=dtype, device=DEV).normal_(0, -1)

@@ -222,6 +222,51 @@ static ttpu_status* product(ttpu_lower* L, int batch) {
 static ttpu_status* lower_mm(ttpu_lower* L) { return product(L, 0); }
 static ttpu_status* lower_bmm(ttpu_lower* L) { return product(L, 1); }
 
+/* ------------------------------------------------------------ random */
+
+/* uniform_(self, from, to) and normal_(self, mean, std) of a complex
+ * tensor: as the CPU, each of the real and imaginary parts is drawn like
+ * a real tensor's elements (normal_ with std/sqrt(2), so E|z - mean|^2 is
+ * std^2); the normals come from Box-Muller on the device's random bits. */
+static ttpu_status* random_parts(ttpu_lower* L, int normal) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type t = ttpu_l_out_type(L, 0);
+  t.dtype = ttpu_dtype_real(t.dtype);
+  double p = ttpu_l_float(L, 1, 0.0), q = ttpu_l_float(L, 2, 1.0);
+  if (normal && !(q >= 0.0))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "normal expects std >= 0.0, but found std %g", q);
+  if (!normal && !(p <= q))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "uniform_ expects to return a [from, to) range, "
+                            "but found from=%g > to=%g", p, q);
+  ttpu_val u1 = ttpu_l_random_uniform(L, t), u2 = ttpu_l_random_uniform(L, t);
+  ttpu_val re, im;
+  if (normal) {
+    ttpu_val r = ttpu_hlo_unary(
+        b, TTPU_SQRT,
+        ttpu_ew_mulk(b, ttpu_hlo_unary(b, TTPU_LOG, ttpu_ew_ksub(b, 1, u1)), -2));
+    r = ttpu_ew_mulk(b, r, q / sqrt(2.0));
+    ttpu_val a = ttpu_ew_mulk(b, u2, 2 * M_PI);
+    re = ttpu_ew_addk(b, ttpu_ew_mul(b, r, ttpu_hlo_unary(b, TTPU_COS, a)), p);
+    im = ttpu_ew_addk(b, ttpu_ew_mul(b, r, ttpu_hlo_unary(b, TTPU_SIN, a)), p);
+  } else {
+    re = ttpu_ew_addk(b, ttpu_ew_mulk(b, u1, q - p), p);
+    im = ttpu_ew_addk(b, ttpu_ew_mulk(b, u2, q - p), p);
+    if (p < q) { /* rounding must not reach `to` */
+      ttpu_val below = ttpu_hlo_binary(b, TTPU_NEXT_AFTER, ttpu_ew_k(b, re, q),
+                                       ttpu_ew_k(b, re, p));
+      re = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GE, re, q), below, re);
+      im = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GE, im, q), below, im);
+    }
+  }
+  ttpu_l_set_out(L, 0, ttpu_hlo_complex(b, re, im));
+  return NULL;
+}
+
+static ttpu_status* lower_uniform(ttpu_lower* L) { return random_parts(L, 0); }
+static ttpu_status* lower_normal(ttpu_lower* L) { return random_parts(L, 1); }
+
 /* ------------------------------------------------------------ reductions */
 
 /* sum / mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype) and
@@ -308,6 +353,7 @@ static const ttpu_op_def overrides[] = {
     {"minimum", unordered, 0},         {"minimum.out", unordered, 0},
     {"fmax", unordered, 0},            {"fmax.out", unordered, 0},
     {"fmin", unordered, 0},            {"fmin.out", unordered, 0},
+    {"uniform_", lower_uniform, 0},    {"normal_", lower_normal, 0},
     {"mm", lower_mm, 0},               {"mm.out", lower_mm, 0},
     {"bmm", lower_bmm, 0},             {"bmm.out", lower_bmm, 0},
     {"mv", lower_mm, 0},               {"mv.out", lower_mm, 0},
