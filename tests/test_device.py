@@ -532,3 +532,21 @@ def test_clean_exit_after_backward():
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-2000:]
         assert float(out.strip().splitlines()[-1]) == 2 * 64 * 64
+
+
+def test_efficient_zero_tensor():
+    # Autograd's "known zero" gradients (sgn's backward makes one) have no
+    # storage on tpu as on CPU; PyTorch's ZeroTensor kernels materialize them.
+    for dev in ("cpu", DEV):
+        z = torch._efficientzerotensor((2, 3), device=dev)
+        assert z._is_zerotensor() and z.device.type == torch.device(dev).type
+        a = torch.arange(6.0).view(2, 3).to(dev)
+        assert torch.equal((a + z).cpu(), torch.arange(6.0).view(2, 3))
+        assert torch.equal((a * z).cpu(), torch.zeros(2, 3))
+        assert torch.equal(z.cpu(), torch.zeros(2, 3))
+        with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
+            z.add_(1)
+    x = torch.tensor([-2.0, 0.0, 3.0], requires_grad=True)
+    xt = x.detach().to(DEV).requires_grad_()
+    (torch.sgn(xt) * 2).sum().backward()
+    assert xt.grad is not None and torch.equal(xt.grad.cpu(), torch.zeros(3))

@@ -7,6 +7,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -185,6 +186,20 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   return at::detail::empty_strided_generic(size, stride, tpu_allocator(),
                                            tpu_keys(),
                                            c10::dtype_or_default(dtype));
+}
+
+// Autograd's "known zero" (e.g. the gradient of sgn): a tensor with no
+// storage, as on CPU. PyTorch's ZeroTensor kernels, which run before ours,
+// handle it and materialize it with at::zeros where an op needs its value.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size,
+                                 std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> /*layout*/,
+                                 std::optional<c10::Device> device,
+                                 std::optional<bool> /*pin_memory*/) {
+  at::native::ZeroTensorAllocator allocator(c10::Device(kTpu, index_of(device)));
+  return at::detail::empty_generic(
+      size, &allocator, tpu_keys() | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+      c10::dtype_or_default(dtype), std::nullopt);
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -473,6 +488,7 @@ void copy_tensor(const at::Tensor& dst, const at::Tensor& src) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
