@@ -179,6 +179,30 @@ static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* nex
   next[2] = bmm(b, st[2], jm, 0, 0);
 }
 
+/* Fails the call after the run with `code` and msg when any element of
+ * the bool value `bad` is set. */
+static void check_any(ttpu_lower* L, ttpu_val bad, ttpu_code code, const char* msg) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type tk = ttpu_l_type(L, bad);
+  int64_t all[TTPU_MAX_DIMS], one = 1;
+  for (int d = 0; d < tk.ndim; ++d) all[d] = d;
+  ttpu_val any = ttpu_hlo_reduce(b, bad, TTPU_RED_OR, all, tk.ndim);
+  ttpu_val zero = ttpu_hlo_const_i(b, TTPU_I64, 0);
+  ttpu_val parts[4] = {ttpu_hlo_convert(b, any, TTPU_I64), zero, zero, zero};
+  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
+  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), code, msg);
+}
+
+/* gelsd/gelss give residuals (m > n) only when every matrix has full
+ * rank, else an empty tensor: the output was sized for full rank, so a
+ * deficient matrix fails the call (NotImplementedError) after the run. */
+static void full_rank_guard(ttpu_lower* L, ttpu_val keep) {
+  check_any(L, ttpu_hlo_unary(ttpu_l_hlo(L), TTPU_NOT, keep), TTPU_UNIMPLEMENTED,
+            "torch.linalg.lstsq on tpu: with driver='gelsd'/'gelss' and more rows than columns "
+            "the CPU returns empty residuals for a rank-deficient matrix, an output shape tpu "
+            "fixes before the run (for full rank); use driver='gelsy' for rank-deficient input");
+}
+
 /* gelsy truncates through a pivoted QR, not the SVD: the two minimum-norm
  * solutions agree when what is cut is rounding noise (an exactly
  * rank-deficient matrix, the default rcond), not when an rcond the caller
@@ -187,42 +211,18 @@ static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* nex
 static void gelsy_guard(ttpu_lower* L, ttpu_val sv, ttpu_val keep, double noise) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ts = ttpu_l_type(L, sv);
-  /* sv > 10 * noise * s_max, with s_max recovered as the largest sv */
-  int64_t lastd = ts.ndim - 1, one = 1;
+  /* sv > 10 * noise * s_max */
+  int64_t lastd = ts.ndim - 1;
   ttpu_val smax = ttpu_hlo_reduce(b, sv, TTPU_RED_MAX, &lastd, 1);
   int64_t map[TTPU_MAX_DIMS];
   for (int d = 0; d < ts.ndim - 1; ++d) map[d] = d;
   ttpu_val floor_ = ttpu_hlo_broadcast_in_dim(b, bin(b, TTPU_MUL, smax, ttpu_hlo_const(b, ttpu_l_type(L, smax), 10 * noise, 0)),
                                               ts, map);
   ttpu_val bad = bin(b, TTPU_AND, ttpu_hlo_unary(b, TTPU_NOT, keep), ttpu_hlo_compare(b, TTPU_GT, sv, floor_));
-  int64_t all[TTPU_MAX_DIMS];
-  for (int d = 0; d < ts.ndim; ++d) all[d] = d;
-  ttpu_val any = ttpu_hlo_convert(b, ttpu_hlo_reduce(b, bad, TTPU_RED_OR, all, ts.ndim), TTPU_I64);
-  ttpu_val zero = ttpu_hlo_const_i(b, TTPU_I64, 0);
-  ttpu_val parts[4] = {any, zero, zero, zero};
-  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_UNIMPLEMENTED,
-               "torch.linalg.lstsq on tpu: driver='gelsy' with an rcond that cuts a singular value "
-               "well above rounding noise truncates through a pivoted QR, which tpu does not "
-               "reproduce; use driver='gelsd' (SVD truncation) for that");
-}
-
-/* gelsd/gelss give residuals (m > n) only when every matrix has full
- * rank, else an empty tensor: the output was sized for full rank, so a
- * deficient matrix fails the call (NotImplementedError) after the run. */
-static void full_rank_guard(ttpu_lower* L, ttpu_val keep) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_type tk = ttpu_l_type(L, keep);
-  int64_t all[TTPU_MAX_DIMS], one = 1;
-  for (int d = 0; d < tk.ndim; ++d) all[d] = d;
-  ttpu_val any = ttpu_hlo_reduce(b, ttpu_hlo_unary(b, TTPU_NOT, keep), TTPU_RED_OR, all, tk.ndim);
-  ttpu_val zero = ttpu_hlo_const_i(b, TTPU_I64, 0);
-  ttpu_val parts[4] = {ttpu_hlo_convert(b, any, TTPU_I64), zero, zero, zero};
-  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_UNIMPLEMENTED,
-               "torch.linalg.lstsq on tpu: with driver='gelsd'/'gelss' and more rows than columns "
-               "the CPU returns empty residuals for a rank-deficient matrix, an output shape tpu "
-               "fixes before the run (for full rank); use driver='gelsy' for rank-deficient input");
+  check_any(L, bad, TTPU_UNIMPLEMENTED,
+            "torch.linalg.lstsq on tpu: driver='gelsy' with an rcond that cuts a singular value "
+            "well above rounding noise truncates through a pivoted QR, which tpu does not "
+            "reproduce; use driver='gelsd' (SVD truncation) for that");
 }
 
 /* x broadcast to batch dims `batch` (nb of them) keeping its last two. */
@@ -314,6 +314,11 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   ttpu_val keep = gels ? ttpu_hlo_compare(b, TTPU_EQ, sv, sv) : ttpu_hlo_compare(b, TTPU_GT, sv, cut);
   ttpu_val dinv = ttpu_hlo_select(b, keep, bin(b, TTPU_DIV, kc(b, ts, 1), s2), kc(b, ts, 0));
   if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, eps * (double)(m > n ? m : n));
+  /* gels is LAPACK's QR solve, which fails on an exactly singular R */
+  if (gels)
+    check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_INVALID_ARGUMENT,
+              "torch.linalg.lstsq: The least squares solution could not be computed because the "
+              "input matrix does not have full rank");
 
   /* X = V D W_f^T B (tall) or W_f D V^T B (wide), over the solution batch */
   ttpu_val left = to_batch(b, tall ? v : wf, xdims, nb);
