@@ -144,3 +144,14 @@ def test_hash_tensor_unsupported_dtype():
         torch.hash_tensor(x)
     with pytest.raises(NotImplementedError):
         torch.hash_tensor(x.to(DEV))
+
+
+def test_cpu_scalar_operand():
+    # a 0-d CPU tensor next to a tpu tensor, as the CPU kernels accept it
+    x = torch.tensor([12, -18, 0, 7])
+    s8 = torch.tensor(8, dtype=torch.int8)
+    assert torch.equal(torch.gcd(x.to(DEV), torch.tensor(8)).cpu(), torch.gcd(x, torch.tensor(8)))
+    assert torch.equal(torch.lcm(x.to(DEV), s8).cpu(), torch.lcm(x, s8))
+    y = x.to(DEV)
+    y.gcd_(torch.tensor(6))
+    assert torch.equal(y.cpu(), x.clone().gcd_(torch.tensor(6)))
