@@ -155,22 +155,11 @@ static void loop_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next
   ttpu_val alone = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_compare(b, TTPU_EQ, k, partner), tvb, &vmap);
 
   /* The rotation zeroing a_pq for p < q (both columns of the pair compute
-   * it alike): theta = (a_qq - a_pp) / (2 a_pq), t = tan of the angle,
-   * the smaller root, computed without cancellation. */
+   * it alike). */
   ttpu_val app = ttpu_hlo_select(b, lo, d, dp), aqq = ttpu_hlo_select(b, lo, dp, d);
   ttpu_val skip = bin(b, TTPU_OR, alone, ttpu_hlo_compare(b, TTPU_EQ, akp, kc(b, tv, 0)));
-  ttpu_val safe = ttpu_hlo_select(b, skip, kc(b, tv, 1), akp);
-  ttpu_val theta = bin(b, TTPU_DIV, bin(b, TTPU_SUB, aqq, app), bin(b, TTPU_MUL, safe, kc(b, tv, 2)));
-  ttpu_val root = ttpu_hlo_unary(b, TTPU_SQRT, bin(b, TTPU_ADD, kc(b, tv, 1), bin(b, TTPU_MUL, theta, theta)));
-  ttpu_val sg = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, theta, kc(b, tv, 0)), kc(b, tv, -1), kc(b, tv, 1));
-  ttpu_val t = bin(b, TTPU_DIV, sg, bin(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, theta), root));
-  /* theta^2 overflows for a tiny a_pq: t -> 1 / (2 theta) */
-  t = ttpu_hlo_select(b, ttpu_hlo_unary(b, TTPU_IS_FINITE, root), t, bin(b, TTPU_DIV, kc(b, tv, 0.5), theta));
-  t = ttpu_hlo_select(b, skip, kc(b, tv, 0), t);
-  ttpu_val c = ttpu_hlo_unary(b, TTPU_RSQRT, bin(b, TTPU_ADD, kc(b, tv, 1), bin(b, TTPU_MUL, t, t)));
-  ttpu_val s = bin(b, TTPU_MUL, c, t);
-  /* J[p,p] = J[q,q] = c, J[q,p] = -s, J[p,q] = s */
-  ttpu_val sj = ttpu_hlo_select(b, lo, ttpu_hlo_unary(b, TTPU_NEG, s), s);
+  ttpu_val t, c, sj;
+  ttpu_mx_jacobi_rotation(b, tv, app, aqq, akp, skip, lo, &t, &c, &sj);
   ttpu_val jm = bin(b, TTPU_ADD, bin(b, TTPU_MUL, identity(b, j), spread(b, j, c, 1)),
                     bin(b, TTPU_MUL, p, spread(b, j, sj, 1)));
 

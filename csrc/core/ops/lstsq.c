@@ -160,18 +160,8 @@ static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* nex
                                     bin(b, TTPU_MUL, kc(b, tv, h->eps),
                                         ttpu_hlo_unary(b, TTPU_SQRT, bin(b, TTPU_MUL, aa, cc))));
   ttpu_val skip = bin(b, TTPU_OR, alone, small);
-  ttpu_val safe = ttpu_hlo_select(b, skip, kc(b, tv, 1), gk);
-  ttpu_val zeta = bin(b, TTPU_DIV, bin(b, TTPU_SUB, cc, aa), bin(b, TTPU_MUL, safe, kc(b, tv, 2)));
-  ttpu_val root = ttpu_hlo_unary(b, TTPU_SQRT, bin(b, TTPU_ADD, kc(b, tv, 1), bin(b, TTPU_MUL, zeta, zeta)));
-  ttpu_val sg = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, zeta, kc(b, tv, 0)), kc(b, tv, -1), kc(b, tv, 1));
-  ttpu_val t = bin(b, TTPU_DIV, sg, bin(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, zeta), root));
-  /* zeta^2 overflows when a.c is tiny against the norms: t -> 1 / (2 zeta) */
-  t = ttpu_hlo_select(b, ttpu_hlo_unary(b, TTPU_IS_FINITE, root), t, bin(b, TTPU_DIV, kc(b, tv, 0.5), zeta));
-  t = ttpu_hlo_select(b, skip, kc(b, tv, 0), t);
-  ttpu_val c = ttpu_hlo_unary(b, TTPU_RSQRT, bin(b, TTPU_ADD, kc(b, tv, 1), bin(b, TTPU_MUL, t, t)));
-  ttpu_val s = bin(b, TTPU_MUL, c, t);
-  /* J[a,a] = J[c,c] = cos, J[c,a] = -sin, J[a,c] = sin */
-  ttpu_val sj = ttpu_hlo_select(b, lo, ttpu_hlo_unary(b, TTPU_NEG, s), s);
+  ttpu_val t, c, sj;
+  ttpu_mx_jacobi_rotation(b, tv, aa, cc, gk, skip, lo, &t, &c, &sj);
   ttpu_val jm = bin(b, TTPU_ADD, bin(b, TTPU_MUL, eye(b, h), along_rows(b, h, c)),
                     bin(b, TTPU_MUL, p, along_rows(b, h, sj)));
   next[0] = bin(b, TTPU_ADD, it, ttpu_hlo_const_i(b, TTPU_I64, 1));

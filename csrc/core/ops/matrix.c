@@ -334,6 +334,28 @@ ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t) {
   return ttpu_hlo_convert(b, eq, t.dtype);
 }
 
+static ttpu_val rot_k(ttpu_hlo* b, ttpu_type tv, double v) {
+  return ttpu_hlo_const(b, tv, v, (int64_t)v);
+}
+
+void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val aqq,
+                             ttpu_val apq, ttpu_val skip, ttpu_val lo, ttpu_val* t,
+                             ttpu_val* c, ttpu_val* sj) {
+  ttpu_val safe = ttpu_hlo_select(b, skip, rot_k(b, tv, 1), apq);
+  ttpu_val theta = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, aqq, app), ttpu_hlo_binary(b, TTPU_MUL, safe, rot_k(b, tv, 2)));
+  ttpu_val root = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, rot_k(b, tv, 1), ttpu_hlo_binary(b, TTPU_MUL, theta, theta)));
+  ttpu_val sg = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, theta, rot_k(b, tv, 0)), rot_k(b, tv, -1), rot_k(b, tv, 1));
+  ttpu_val tn = ttpu_hlo_binary(b, TTPU_DIV, sg, ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, theta), root));
+  /* theta^2 overflows when apq is tiny against the diagonal: t -> 1 / (2 theta) */
+  tn = ttpu_hlo_select(b, ttpu_hlo_unary(b, TTPU_IS_FINITE, root), tn, ttpu_hlo_binary(b, TTPU_DIV, rot_k(b, tv, 0.5), theta));
+  tn = ttpu_hlo_select(b, skip, rot_k(b, tv, 0), tn);
+  ttpu_val cs = ttpu_hlo_unary(b, TTPU_RSQRT, ttpu_hlo_binary(b, TTPU_ADD, rot_k(b, tv, 1), ttpu_hlo_binary(b, TTPU_MUL, tn, tn)));
+  ttpu_val sn = ttpu_hlo_binary(b, TTPU_MUL, cs, tn);
+  *t = tn;
+  *c = cs;
+  *sj = ttpu_hlo_select(b, lo, ttpu_hlo_unary(b, TTPU_NEG, sn), sn);
+}
+
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   const ttpu_type* tp = ttpu_hlo_type(b, info);

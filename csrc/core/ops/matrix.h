@@ -1,5 +1,5 @@
-/* matrix.h - helpers shared by the matrix families (ops/matrix.c,
- * ops/lu.c); internal to ops/. Matrices are the last two dims of a value,
+/* matrix.h - helpers shared by the matrix families (ops/matrix.c, lu.c,
+ * eigh.c, lstsq.c); internal to ops/. Matrices are the last two dims of a value,
  * the dims before them a batch. */
 #ifndef TTPU_OPS_MATRIX_H_
 #define TTPU_OPS_MATRIX_H_
@@ -16,5 +16,17 @@ ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
 /* A data-dependent error: fails the call with fmt (one %lld: the largest
  * value) when any element of the integer tensor `info` is non-zero. */
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt);
+
+/* The Jacobi rotation zeroing apq in [[app, apq], [apq, aqq]], elementwise
+ * over vectors of type tv (one entry per column of a pairing; lo marks the
+ * lower column p of its pair p < q): *t = tan of the angle, the smaller root
+ * of t^2 + 2 theta t - 1 = 0 with theta = (aqq - app) / (2 apq), computed
+ * without cancellation and 0 where skip; *c = cos; *sj = -sin on the lower
+ * column and sin on the upper, as the rotation matrix holds them
+ * (J[q,p] = -s, J[p,q] = s). Used by eigh (two-sided) and lstsq's SVD
+ * (one-sided, on the Gram entries). */
+void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val aqq,
+                             ttpu_val apq, ttpu_val skip, ttpu_val lo, ttpu_val* t,
+                             ttpu_val* c, ttpu_val* sj);
 
 #endif /* TTPU_OPS_MATRIX_H_ */
