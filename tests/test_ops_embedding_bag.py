@@ -124,7 +124,7 @@ def test_aux_outputs(fn, mode):
 
 def test_dense_backward_ops_direct():
     w = _weight(torch.float32)
-    g = torch.randn(4, 4, generator=torch.Generator().manual_seed(4))
+    g = torch.randn(5, 4, generator=torch.Generator().manual_seed(4))
     r = torch.ops.aten._embedding_bag(w, IDX, OFF, False, 1, False, None, False, -1)
     t = torch.ops.aten._embedding_bag(w.to(DEV), IDX.to(DEV), OFF.to(DEV), False, 1, False, None, False, -1)
     e = torch.ops.aten._embedding_bag_dense_backward(g, IDX, r[1], r[2], r[3], 10, False, 1, None, -1)
