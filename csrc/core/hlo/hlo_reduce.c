@@ -47,9 +47,11 @@ ttpu_val ttpu_hloi_identity(ttpu_hlo* b, ttpu_redop op, ttpu_dtype dt) {
   int fl = ttpu_hloi_is_floatlike(dt);
   int un = ttpu_hloi_is_unsigned(dt);
   /* lowest/highest of the integer dtype; for unsigned 64 the all-ones
-   * pattern is -1 wrapped by the printer. */
-  int64_t hi = un ? (bits == 64 ? -1 : (int64_t)((UINT64_C(1) << bits) - 1))
-                  : (int64_t)((UINT64_C(1) << (bits - 1)) - 1);
+   * pattern is -1 wrapped by the printer (unused for float and complex
+   * types, whose bit widths reach 128) */
+  int64_t hi = fl || bits > 64 ? 0
+               : un ? (bits == 64 ? -1 : (int64_t)((UINT64_C(1) << bits) - 1))
+                    : (int64_t)((UINT64_C(1) << (bits - 1)) - 1);
   int64_t lo = un ? 0 : -hi - 1;
   if (dt == TTPU_BOOL) {
     hi = 1;
