@@ -5,6 +5,9 @@
 #include "ops.h"
 #include "runtime.h"
 
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/core/List.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/TensorImpl.h>
@@ -481,6 +484,151 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
   return tensors;
 }
 
+// ------------------------------------------------------- overlapping writes
+// A write through memory that overlaps itself (a broadcast view) or another
+// argument (a shifted view of the same storage) is refused by most CPU
+// kernels ("unsupported operation: more than one element of the written-to
+// tensor refers to a single memory location"), and meta kernels never check
+// it. Which ops refuse is each CPU kernel's choice (fill_, index_put_ and
+// the reductions accept), so such a call is asked of the CPU itself, on
+// zero-filled storages with the same geometry and aliasing, and only its
+// overlap error is raised; anything else is left to the meta kernel. The
+// check is on every call, outside the meta cache, whose key does not see
+// aliasing.
+
+// The byte range [lo, hi) a tensor reaches in its storage (false if none).
+bool byte_span(const at::Tensor& t, int64_t* lo, int64_t* hi) {
+  if (!t.defined() || t.is_cpu() || t.numel() == 0) {
+    return false;
+  }
+  int64_t first = t.storage_offset();
+  int64_t last = first;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t step = (t.size(d) - 1) * t.stride(d);
+    (step < 0 ? first : last) += step;
+  }
+  *lo = first * static_cast<int64_t>(t.element_size());
+  *hi = (last + 1) * static_cast<int64_t>(t.element_size());
+  return true;
+}
+
+bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.storage_offset() == b.storage_offset() && a.dtype() == b.dtype();
+}
+
+bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  std::vector<at::Tensor> all;
+  std::vector<at::Tensor> written;
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (const at::Tensor& t : tensors_of(args[i])) {
+      if (!t.defined() || t.is_cpu()) {
+        continue;
+      }
+      all.push_back(t);
+      if (info.is_mutable[i]) {
+        written.push_back(t);
+      }
+    }
+  }
+  for (const at::Tensor& w : written) {
+    int64_t wlo = 0, whi = 0;
+    if (!byte_span(w, &wlo, &whi)) {
+      continue;
+    }
+    if (at::has_internal_overlap(w) == at::MemOverlap::Yes) {
+      return true;
+    }
+    for (const at::Tensor& t : all) {
+      int64_t lo = 0, hi = 0;
+      if (t.is_same(w) || !t.storage().is_alias_of(w.storage()) ||
+          same_view(t, w) || !byte_span(t, &lo, &hi)) {
+        continue;
+      }
+      if (lo < whi && wlo < hi) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Where the CPU kernel accepts a write into a broadcast view, each memory
+// location keeps the last of the results written to it. The engine writes a
+// view back with one scatter, which keeps an unspecified one of them, so
+// only writes of one value everywhere (fill_, zero_) are exact; any other
+// such write refuses rather than give another answer.
+bool writes_one_value(const OpInfo& info) {
+  return info.name.rfind("fill_.", 0) == 0 || info.name == "zero_";
+}
+
+void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
+                             c10::ArrayRef<c10::IValue> args) {
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;
+  auto on_cpu = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.is_cpu()) {
+      return t;
+    }
+    const c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+    auto found = storages.find(impl);
+    if (found == storages.end()) {
+      at::Tensor bytes = at::zeros(
+          {static_cast<int64_t>(t.storage().nbytes())}, at::kByte);
+      found = storages.emplace(impl, bytes.storage()).first;
+    }
+    const int64_t n = static_cast<int64_t>(found->second.nbytes()) /
+                      static_cast<int64_t>(t.element_size());
+    return at::empty({0}, t.options().device(at::kCPU))
+        .set_(found->second, 0, {n}, {1})
+        .as_strided(t.sizes(), t.strides(), t.storage_offset());
+  };
+  torch::jit::Stack stack;
+  for (const c10::IValue& value : args) {
+    if (value.isTensor()) {
+      stack.emplace_back(on_cpu(value.toTensor()));
+    } else if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) list.push_back(on_cpu(t));
+      stack.emplace_back(std::move(list));
+    } else if (is_optional_tensor_list(value)) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& e : value.toListRef()) {
+        list.push_back(e.isTensor() ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
+                                    : std::nullopt);
+      }
+      stack.emplace_back(std::move(list));
+    } else if (value.isDevice() &&
+               value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      stack.emplace_back(c10::Device(c10::DeviceType::CPU));
+    } else if (value.isGenerator()) {
+      stack.emplace_back();  // the CPU's default generator
+    } else {
+      stack.push_back(value);
+    }
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  } catch (const c10::Error& e) {
+    if (std::string(e.what_without_backtrace()).find("unsupported operation:") !=
+        std::string::npos) {
+      throw;
+    }
+  }
+  if (writes_one_value(info)) {
+    return;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (const at::Tensor& t : tensors_of(args[i])) {
+      TORCH_CHECK_NOT_IMPLEMENTED(
+          !info.is_mutable[i] || !t.defined() || t.is_cpu() ||
+              at::has_internal_overlap(t) != at::MemOverlap::Yes,
+          "aten::", info.name, " on tpu cannot write into a tensor whose "
+          "elements share memory (a broadcast view): which of the results "
+          "lands there is not defined on the device; clone() it first");
+    }
+  }
+}
+
 void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value,
                    c10::DeviceIndex device) {
   if (value.isNone()) {
@@ -826,6 +974,23 @@ ttpu_dtype common_dtype_of(const OpInfo& info,
   return to_ttpu_dtype(at::native::result_type(promotion));
 }
 
+// True when meta's sizes are real's with size-1 dims grown: the broadcast
+// an in-place op's self cannot take, invisible to the numel comparison when
+// another dim is 0. In-place view ops (transpose_, squeeze_) permute or
+// drop sizes instead.
+bool broadcast_grown(const at::Tensor& real, const at::Tensor& meta) {
+  if (real.dim() != meta.dim() || real.sizes() == meta.sizes()) {
+    return false;
+  }
+  for (int64_t d = 0; d < real.dim(); ++d) {
+    if (real.size(d) != meta.size(d) &&
+        !(real.size(d) == 1 && meta.size(d) > 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
                                              const OpInfo& info,
                                              c10::ArrayRef<c10::IValue> args) {
@@ -853,7 +1018,8 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
       // Only out= tensors may grow: Python meta functions resize an
       // in-place op's self to the broadcast shape where the CPU fails.
       TORCH_CHECK(op.schema().arguments()[i].kwarg_only() ||
-                      real.numel() == meta.numel(),
+                      (real.numel() == meta.numel() &&
+                       !broadcast_grown(real, meta)),
                   "output with shape ", real.sizes(),
                   " doesn't match the broadcast shape ", meta.sizes());
       geometry->restrided.emplace_back(i, geometry_of(meta));
@@ -1013,6 +1179,10 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     }
   }
 
+  if (writes_overlap(info, args)) {
+    raise_cpu_overlap_error(info, op, args);
+  }
+
   // Output geometry and CPU-identical errors from the meta kernel (or from
   // the cache of its earlier answers for the same call signature).
   const std::shared_ptr<const MetaGeometry> geometry =
@@ -1076,7 +1246,7 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       }
       throw_status(status, ("aten::" + info.name).c_str());
     }
-    char warning[512];
+    char warning[1024];
     if (ttpu_runtime_take_warning(runtime(), warning, sizeof(warning))) {
       TORCH_WARN(warning);
     }
