@@ -23,7 +23,12 @@ def metrics():
     fused_windows / fused_ops / fused_max_ops / fused_window_ends: fused mode
     windows, the ops they held, and why each ended; graph_replays:
     torch.compile graphs run again from their captured program without
-    recording their ops; cpu_fallbacks per op.
+    recording their ops; programs_loaded / program_cache_size: compiled
+    programs loaded now and the most kept (0: no bound; see
+    set_program_cache_size); programs_evicted / programs_reloaded: unloaded
+    as least recently used, and needed again afterwards; programs_retired:
+    evicted ones still waiting for their last execution; cpu_fallbacks per
+    op.
     """
     m = dict(_C._compile_stats())
     m["cpu_fallbacks"] = dict(_C._fallback_counts())
@@ -31,6 +36,24 @@ def metrics():
     m["eager_mode"] = _C._eager_mode()
     m["cache_dir"] = _C._cache_dir()
     return m
+
+
+def set_program_cache_size(n):
+    """Keep at most ``n`` compiled programs loaded (0: no bound).
+
+    Every loaded program holds host memory and, on the CPU plugin, a few
+    memory mappings of the process (which the kernel caps, at 65530 by
+    default). Past ``n``, the least recently used programs are unloaded and
+    come back from the disk cache, or are compiled again, when next needed;
+    a program a compiled graph holds, or one still running, is never
+    dropped under its user. The default is ``TORCHTPU_PROGRAM_CACHE_SIZE``,
+    else 1024. Takes effect at once (evicting down to ``n``)."""
+    _C._set_program_cache_size(int(n))
+
+
+def program_cache_size():
+    """The most compiled programs kept loaded (0: no bound)."""
+    return _C._program_cache_size()
 
 
 def compiles(clear=False):
@@ -63,6 +86,9 @@ def report(file=None):
         f"  disk cache          {m['disk_hits']} loaded ({m['disk_load_seconds']:.2f} s), "
         f"{m['disk_writes']} written, {m['cache_dir'] or 'off'}",
         f"  executions          {m['executions']}",
+        f"  programs loaded     {m['programs_loaded']} (at most "
+        f"{m['program_cache_size'] or 'unbounded'}), {m['programs_evicted']} evicted, "
+        f"{m['programs_reloaded']} reloaded",
         f"  fused windows       {windows}"
         + (f", {m['fused_ops'] / windows:.1f} ops each (max {m['fused_max_ops']}); ended by {ends}" if windows else ""),
         f"  graph replays       {m['graph_replays']}",
@@ -84,4 +110,5 @@ def report(file=None):
     return text
 
 
-__all__ = ["metrics", "compiles", "report"]
+__all__ = ["metrics", "compiles", "report", "set_program_cache_size",
+           "program_cache_size"]

@@ -34,6 +34,11 @@ def is_initialized():
 
 def _lazy_init():
     """Starts the runtime (loads the plugin); raises a clear RuntimeError."""
+    if _in_bad_fork:
+        raise RuntimeError(
+            "Cannot use the tpu runtime in a forked subprocess: it was started "
+            "in the parent before fork(). To use tpu with multiprocessing, use "
+            "the 'spawn' start method")
     _C._init()
 
 
@@ -41,7 +46,8 @@ init = _lazy_init
 
 
 # A PJRT client does not survive fork(); a child of an initialized parent
-# must not use the parent's runtime.
+# must not use the parent's runtime (the engine refuses every call there;
+# this flag lets torch.tpu.init() say so up front, as torch.cuda does).
 _in_bad_fork = False
 
 

@@ -47,6 +47,11 @@ py::dict stats_dict(int device) {
     ends[kEnds[k]] = stats.window_ends[k];
   }
   out["fused_window_ends"] = ends;
+  out["programs_loaded"] = stats.programs_loaded;
+  out["programs_evicted"] = stats.programs_evicted;
+  out["programs_reloaded"] = stats.programs_reloaded;
+  out["programs_retired"] = stats.programs_retired;
+  out["program_cache_size"] = ttpu_runtime_program_cache_size(runtime());
   return out;
 }
 
@@ -184,6 +189,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           "set_cache_dir");
   }, py::arg("dir"), py::arg("max_bytes") = 0);
   m.def("_cache_dir", [] { return std::string(ttpu_runtime_cache_dir(runtime())); });
+  m.def("_set_program_cache_size", [](int64_t n) {
+    TORCH_CHECK_VALUE(n >= 0, "program cache size must be >= 0 (0: no bound), got ", n);
+    ttpu_runtime_set_program_cache_size(runtime(), n);
+  });
+  m.def("_program_cache_size", [] {
+    return ttpu_runtime_program_cache_size(runtime());
+  });
+  m.def("_inject_plugin_fault", [](const std::string& slot, int skip, int count) {
+    ttpu_debug_inject_plugin_fault(slot.c_str(), skip, count);
+  }, py::arg("slot"), py::arg("skip") = 0, py::arg("count") = 1,
+     "Testing aid: the next `count` calls of PJRT function `slot` (after "
+     "`skip`) fail as a failing plugin would.");
   m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
   m.def("_set_cpu_fallback", &set_cpu_fallback_enabled);
 

@@ -41,6 +41,7 @@ struct ttpu_disk {
   int64_t max_bytes;
   int64_t approx_bytes; /* -1 until the root was scanned */
   unsigned counter;
+  char error[512];      /* why the last store failed for good */
 };
 
 /* ------------------------------------------------------------ hashing */
@@ -322,10 +323,10 @@ ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt) {
 
 ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
                                         int64_t max_bytes) {
-  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
   ttpu_disk_close(rt->disk);
   rt->disk = NULL;
-  ttpu_status* s = NULL;
   if (dir && *dir) s = disk_open(rt, dir, max_bytes, &rt->disk);
   pthread_mutex_unlock(&rt->mu);
   return s;
@@ -445,7 +446,7 @@ int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
   free(exe);
   uint64_t sum = rc ? 0 : fnv(FNV0, b.p, b.n);
   rc |= put(&b, &sum, 8);
-  int written = 0;
+  int written = 0, err = 0;
   if (!rc) {
     char path[4200], tmp[4300];
     entry_path(d, key, n, path, sizeof(path));
@@ -456,15 +457,22 @@ int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
       size_t off = 0;
       while (off < b.n) {
         ssize_t w = write(fd, b.p + off, b.n - off);
-        if (w <= 0) break;
+        if (w <= 0) {
+          err = w < 0 ? errno : ENOSPC;
+          break;
+        }
         off += (size_t)w;
       }
       int closed = close(fd);
+      if (closed && !err) err = errno;
       /* rename is atomic: readers see the old file, the new one, or none */
       if (off == b.n && !closed && !rename(tmp, path)) written = 1;
-      else unlink(tmp);
+      else if (!err) err = errno;
+      if (!written) unlink(tmp);
     } else if (errno == ENOENT) {
       mkdirs(d->dir); /* removed under us: next store recreates it */
+    } else {
+      err = errno;
     }
   }
   if (written) {
@@ -473,5 +481,15 @@ int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
     if (d->approx_bytes > d->max_bytes) evict(d);
   }
   free(b.p);
-  return written;
+  if (written) return 1;
+  /* A full or read-only file system fails every later store the same way:
+   * the caller turns the cache off rather than pay for it each compile. */
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG || err == EROFS ||
+      err == EACCES || err == EPERM) {
+    snprintf(d->error, sizeof(d->error), "%s: %s", d->dir, strerror(err));
+    return -1;
+  }
+  return 0;
 }
+
+const char* ttpu_disk_error(const ttpu_disk* d) { return d->error; }

@@ -563,7 +563,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   s = ttpu_pjrt_execute(rt->client, e->exec, dev, &b->pb, 1, &outv, 1, &done);
   if (s) return s;
   rt->dev[dev].stats.executions++;
-  if (done) ttpu_rt_add_pending(rt, dev, done);
+  ttpu_rt_add_pending(rt, dev, e, done);
   ttpu_rt_set_version(b, outv, dt, 1, &n);
   return NULL;
 }
@@ -675,7 +675,8 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
   ttpu_pjrt_buffer* args[TTPU_MAX_DEVICES];
   ttpu_pjrt_buffer* outs[TTPU_MAX_DEVICES];
   ttpu_pjrt_event* done[TTPU_MAX_DEVICES];
-  pthread_mutex_lock(&rt->mu);
+  s = ttpu_rt_enter(rt);
+  if (s) return s;
   coll_sig g;
   ttpu_cache_entry* e = NULL;
   s = prepare(rt, c, &g, &e);
@@ -690,7 +691,7 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
     for (int i = 0; i < n; ++i) {
       int dev = c->members[i].input->device;
       rt->dev[dev].stats.executions++;
-      if (done[i]) ttpu_rt_add_pending(rt, dev, done[i]);
+      ttpu_rt_add_pending(rt, dev, e, done[i]);
       if (g.in_place)
         ttpu_rt_set_version(c->members[i].output, outs[i], g.pd, g.pnd, g.pdims);
       else

@@ -48,7 +48,15 @@ struct ttpu_runtime {
   /* Completion events of enqueued executions, awaited by synchronize. */
   ttpu_pjrt_event** pending;
   int* pending_device;
+  int64_t* pending_ticket; /* the execution each event completes */
   int n_pending, cap_pending;
+  int64_t exec_ticket;   /* executions enqueued so far (their tickets) */
+  /* Executables evicted from the cache while an execution of theirs may
+   * still run: destroyed once every ticket up to theirs has completed. */
+  struct ttpu_retired* retired;
+  int n_retired, cap_retired;
+  int64_t programs_reloaded; /* evicted programs needed again */
+  int fork_generation;   /* the process's fork generation at creation */
   ttpu_status* async_error; /* first asynchronous failure not yet reported */
   char last_reason[512];
   struct ttpu_last_sig* last_sigs; /* per op id: see exec/run.c */
@@ -59,7 +67,7 @@ struct ttpu_runtime {
   ttpu_disk* disk;       /* persistent cache, NULL when off (cache/disk.c) */
   ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
   int64_t n_log;
-  char warning[512];     /* pending recompile warning, "" when none */
+  char warning[1024];    /* pending warnings, "" when none */
 };
 
 #define TTPU_LOG_CAP 4096
@@ -88,13 +96,22 @@ void ttpu_window_destroy(ttpu_runtime* rt);
 /* Persistent compile cache (cache/disk.c). open_default reads the
  * environment (TORCHTPU_DISK_CACHE, TORCHTPU_CACHE_DIR, ..._MAX_MB). load
  * returns 1 and fills *out (exec, results) on a valid entry; store returns
- * 1 when the entry was written. */
+ * 1 when the entry was written, 0 when not (this time), -1 when the
+ * directory cannot take entries at all. */
 ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt);
 void ttpu_disk_close(ttpu_disk* d);
 int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
                    size_t n, ttpu_cache_entry* out);
 int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
                     size_t n, const ttpu_cache_entry* e);
+/* After store returned -1 (the directory cannot take files: full,
+ * read-only, no permission): what failed, borrowed. */
+const char* ttpu_disk_error(const ttpu_disk* d);
+
+/* Queues a warning for the glue to raise (ttpu_runtime_take_warning),
+ * after any already pending (under rt->mu). */
+void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Drops a reference with rt->mu held. */
 void ttpu_rt_release_locked(ttpu_buffer* b);
@@ -108,8 +125,21 @@ void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
 /* Replaces a storage's version (under rt->mu). Takes ownership of pb. */
 void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
                          ttpu_dtype dtype, int ndim, const int64_t* dims);
-/* Records an execution's completion event (under rt->mu). */
-void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e);
+/* Records that program e was enqueued on device (under rt->mu): its
+ * completion event (NULL when the plugin gave none) is awaited by
+ * synchronize, and e's executable outlives the execution even when the
+ * cache evicts it meanwhile. Call once per event of one launch. */
+void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
+                         ttpu_pjrt_event* ev);
+
+/* Takes rt->mu, or returns the error of a forked child without touching
+ * the lock: a thread of the parent may have held it at fork(), and the
+ * plugin's threads do not exist in the child. */
+ttpu_status* ttpu_rt_enter(ttpu_runtime* rt);
+/* The same check without the lock: NULL, or the forked-child error. */
+ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt);
+/* Whether rt was created in this process's parent, before a fork(). */
+int ttpu_rt_forked(const ttpu_runtime* rt);
 
 /* Compile cache front door (exec/run.c, under rt->mu): the entry for
  * `key`, from memory, else from the disk cache, else lowered with
@@ -122,6 +152,11 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
                                  const char* what, int n_ops,
                                  const char* reason, ttpu_lower_cb lower,
                                  void* ctx, ttpu_cache_entry** entry);
+/* On a memory cache miss (under rt->mu): when key is a program the cache
+ * evicted, counts the reload, sets rt->last_reason to say so and returns
+ * 1 (it is no recompile: nothing about the op changed); else 0. */
+int ttpu_rt_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
+                        const char* what);
 /* Reads a data-dependent check result; NULL when it passed. */
 ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
                                 const ttpu_result_plan* rp,

@@ -32,6 +32,10 @@ int ttpu_graph_replay_op_count(const ttpu_graph_replay* g) {
 
 void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g) {
   if (!g) return;
+  if (ttpu_rt_forked(rt)) return; /* the parent's: left alone in a child */
+  pthread_mutex_lock(&rt->mu);
+  g->e->pins--;
+  pthread_mutex_unlock(&rt->mu);
   if (g->fbuf) ttpu_pjrt_buffer_destroy(rt->client, g->fbuf);
   if (g->ibuf) ttpu_pjrt_buffer_destroy(rt->client, g->ibuf);
   free(g->st);
@@ -73,6 +77,8 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   *ran = 0;
   if (!g || (g->n_st && !bufs))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "graph replay: no storages");
+  ttpu_status* s = ttpu_rt_check_fork(rt);
+  if (s) return s;
   ttpu_pjrt_buffer** args = calloc((size_t)g->n_params + 1, sizeof(*args));
   ttpu_pjrt_buffer** outs = calloc((size_t)g->e->n_results + 1, sizeof(*outs));
   int* kept = malloc(((size_t)g->n_window_stores + 1) * sizeof(*kept));
@@ -84,7 +90,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   pthread_mutex_lock(&rt->mu);
   /* Ops recorded before (fused mode) run first, as at a graph's start. */
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  s = ttpu_window_flush(rt, TTPU_END_SYNC);
   if (s || !matches(g, bufs)) goto done;
   for (int k = 0; k < g->n_st; ++k) {
     kept[g->st[k].store] = k;
@@ -106,7 +112,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   stats->cache_hits++;
   stats->executions++;
   stats->graph_replays++;
-  if (done_event) ttpu_rt_add_pending(rt, g->device, done_event);
+  ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
   s = ttpu_rt_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
 done:

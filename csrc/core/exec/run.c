@@ -1,5 +1,6 @@
 /* run.c - one op call: plan, find or compile the program, enqueue it. */
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -460,7 +461,7 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     int limit = env && *env ? atoi(env) : 8;
     if (limit > 0 && prev->same_change >= limit && !prev->warned) {
       prev->warned = 1;
-      snprintf(rt->warning, sizeof(rt->warning),
+      ttpu_rt_warn(rt,
                "torchtpu: %s has been recompiled %d times in a row because "
                "the same thing changed; last: %s. Each new shape compiles a "
                "new program: keep this "
@@ -496,8 +497,21 @@ static void describe_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
   prev->n_parts = p->n_parts;
 }
 
+void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...) {
+  size_t used = strlen(rt->warning);
+  if (used && used + 2 < sizeof(rt->warning)) {
+    rt->warning[used++] = '\n';
+    rt->warning[used] = 0;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->warning + used, sizeof(rt->warning) - used, fmt, ap);
+  va_end(ap);
+}
+
 int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n) {
-  if (!rt->warning[0]) return 0; /* racy peek; the copy below is locked */
+  /* racy peek; the copy below is locked */
+  if (!rt->warning[0] || ttpu_rt_forked(rt)) return 0;
   pthread_mutex_lock(&rt->mu);
   int have = rt->warning[0] != 0;
   if (have && buf && n) snprintf(buf, n, "%s", rt->warning);
@@ -524,6 +538,7 @@ void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
 }
 
 int ttpu_runtime_compile_log_count(ttpu_runtime* rt) {
+  if (ttpu_rt_forked(rt)) return 0;
   pthread_mutex_lock(&rt->mu);
   int n = (int)(rt->n_log < TTPU_LOG_CAP ? rt->n_log : TTPU_LOG_CAP);
   pthread_mutex_unlock(&rt->mu);
@@ -532,6 +547,7 @@ int ttpu_runtime_compile_log_count(ttpu_runtime* rt) {
 
 int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
                                  ttpu_compile_record* out) {
+  if (ttpu_rt_forked(rt)) return 0;
   pthread_mutex_lock(&rt->mu);
   int64_t n = rt->n_log < TTPU_LOG_CAP ? rt->n_log : TTPU_LOG_CAP;
   int ok = index >= 0 && index < n && rt->log;
@@ -541,6 +557,7 @@ int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
 }
 
 void ttpu_runtime_compile_log_clear(ttpu_runtime* rt) {
+  if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
   rt->n_log = 0;
   pthread_mutex_unlock(&rt->mu);
@@ -580,6 +597,18 @@ static void dump_program(const char* what, const int64_t* key, size_t n_key,
   fclose(f);
 }
 
+int ttpu_rt_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
+                        const char* what) {
+  if (!ttpu_cache_was_evicted(rt->cache, key, n_key)) return 0;
+  rt->programs_reloaded++;
+  snprintf(rt->last_reason, sizeof(rt->last_reason),
+           "%s: reloaded: unloaded earlier as one of the least recently used "
+           "programs (the program cache keeps %lld; "
+           "TORCHTPU_PROGRAM_CACHE_SIZE)",
+           what, (long long)ttpu_cache_capacity(rt->cache));
+  return 1;
+}
+
 ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
                                  const int64_t* key, size_t n_key,
                                  const char* what, int n_ops,
@@ -613,9 +642,18 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
     st->compiles++;
     st->compile_seconds += dt;
     ttpu_rt_log_compile(rt, what, reason, dt, 0, n_ops);
-    if (rt->disk &&
-        ttpu_disk_store(rt->disk, rt->client, key, n_key, &e))
-      st->disk_writes++;
+    int stored = rt->disk ? ttpu_disk_store(rt->disk, rt->client, key, n_key, &e)
+                          : 0;
+    if (stored > 0) st->disk_writes++;
+    if (stored < 0) {
+      ttpu_rt_warn(rt,
+                   "torchtpu: cannot write the persistent compile cache (%s); "
+                   "continuing without it for this process "
+                   "(TORCHTPU_CACHE_DIR chooses another directory)",
+                   ttpu_disk_error(rt->disk));
+      ttpu_disk_close(rt->disk);
+      rt->disk = NULL;
+    }
   }
   ttpu_status* s = ttpu_cache_insert(rt->cache, key, n_key, &e, out);
   if (s) {
@@ -697,7 +735,7 @@ static ttpu_buffer* slot_buffer(void* plan, int slot) {
 }
 
 static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
-                            const ttpu_cache_entry* e) {
+                            ttpu_cache_entry* e) {
   const ttpu_op_call* call = p->call;
   int dev = call->device;
   ttpu_pjrt_buffer* stack_args[16];
@@ -735,7 +773,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
     goto done;
   }
   rt->dev[dev].stats.executions++;
-  if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
+  ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_rt_take_results(rt, dev, e, outs, slot_buffer, (void*)p);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
@@ -755,7 +793,8 @@ static ttpu_status* run_strict(ttpu_runtime* rt, const ttpu_op_call* call,
       e->hits++;
       rt->dev[call->device].stats.cache_hits++;
     } else {
-      describe_recompile(rt, &p);
+      if (!ttpu_rt_note_reload(rt, p.key, p.n_key, ttpu_op_name(call->op)))
+        describe_recompile(rt, &p);
       lower_one_ctx ctx = {rt, &p};
       s = ttpu_rt_get_program(rt, call->device, p.key, p.n_key,
                               ttpu_op_name(call->op), 1, rt->last_reason,
@@ -771,8 +810,8 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
   const ttpu_op_def* def = ttpu_op_def_get(call->op);
   if (!def)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown op id %d", call->op);
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s;
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
   if (rt->mode == TTPU_MODE_FUSED) {
     s = ttpu_window_record(rt, call, def);
     pthread_mutex_unlock(&rt->mu);

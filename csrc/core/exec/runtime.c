@@ -1,10 +1,124 @@
 /* runtime.c - the registry object: plugin, client, per-device state, and
  * the storage objects (ttpu_buffer) that PyTorch's storages point at. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "../cache/cache.h"
+
+/* ------------------------------------------------------------ fork */
+
+/* The one process-wide state of the engine: how many fork()s separate this
+ * process from the one that started. A runtime records it at creation; a
+ * forked child sees a newer generation and refuses to touch the runtime
+ * (its plugin's threads were not copied, and a lock held by another thread
+ * at fork() stays held forever), as CUDA does. */
+static atomic_int fork_generation;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void) { atomic_fetch_add(&fork_generation, 1); }
+static void install_fork_handler(void) {
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+int ttpu_rt_forked(const ttpu_runtime* rt) {
+  return atomic_load_explicit(&fork_generation, memory_order_relaxed) !=
+         rt->fork_generation;
+}
+
+ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt) {
+  if (!ttpu_rt_forked(rt)) return NULL;
+  return ttpu_status_make(
+        TTPU_FAILED_PRECONDITION,
+        "the tpu runtime cannot be used in a forked child process: it was "
+        "started in the parent before fork(). To use tpu in subprocesses, "
+        "use the 'spawn' start method (multiprocessing.set_start_method("
+        "'spawn') or torch.multiprocessing.spawn); CPU-only work in forked "
+        "workers (DataLoader) is unaffected");
+}
+
+ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
+  ttpu_status* s = ttpu_rt_check_fork(rt);
+  if (!s) pthread_mutex_lock(&rt->mu);
+  return s;
+}
+
+/* ------------------------------------------------------------ programs */
+
+#define TTPU_DEFAULT_PROGRAM_CACHE 1024
+
+struct ttpu_retired {
+  ttpu_pjrt_exec* exec;
+  int64_t last_run;
+};
+
+/* Every execution with a ticket below this has completed: the pending
+ * list holds the unfinished ones in ticket order. */
+static int64_t completed_below(const ttpu_runtime* rt) {
+  return rt->n_pending ? rt->pending_ticket[0] : rt->exec_ticket + 1;
+}
+
+static void reap_retired(ttpu_runtime* rt) {
+  if (!rt->n_retired) return;
+  int64_t done = completed_below(rt);
+  int keep = 0;
+  for (int i = 0; i < rt->n_retired; ++i) {
+    if (rt->retired[i].last_run < done)
+      ttpu_pjrt_exec_destroy(rt->client, rt->retired[i].exec);
+    else
+      rt->retired[keep++] = rt->retired[i];
+  }
+  rt->n_retired = keep;
+}
+
+static void await_all_locked(ttpu_runtime* rt);
+
+/* The cache evicted e (under rt->mu): its executable goes now, or once
+ * the executions that may still use it have finished. */
+static void retire_program(void* ctx, ttpu_cache_entry* e) {
+  ttpu_runtime* rt = ctx;
+  free(e->results);
+  if (!e->exec) return;
+  if (e->last_run < completed_below(rt)) {
+    ttpu_pjrt_exec_destroy(rt->client, e->exec);
+    return;
+  }
+  if (rt->n_retired == rt->cap_retired) {
+    int cap = rt->cap_retired ? rt->cap_retired * 2 : 16;
+    struct ttpu_retired* r = realloc(rt->retired, (size_t)cap * sizeof(*r));
+    if (!r) {
+      /* Out of host memory: wait for the device rather than leak. */
+      await_all_locked(rt);
+      ttpu_pjrt_exec_destroy(rt->client, e->exec);
+      return;
+    }
+    rt->retired = r;
+    rt->cap_retired = cap;
+  }
+  rt->retired[rt->n_retired].exec = e->exec;
+  rt->retired[rt->n_retired].last_run = e->last_run;
+  rt->n_retired++;
+}
+
+static int64_t program_cache_size_from_env(void) {
+  const char* env = getenv("TORCHTPU_PROGRAM_CACHE_SIZE");
+  if (!env || !*env) return TTPU_DEFAULT_PROGRAM_CACHE;
+  char* end = NULL;
+  long long n = strtoll(env, &end, 10);
+  return end != env && *end == 0 && n >= 0 ? n : -1;
+}
+
+void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n) {
+  if (ttpu_rt_forked(rt)) return;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_cache_set_capacity(rt->cache, n > 0 ? (size_t)n : 0);
+  pthread_mutex_unlock(&rt->mu);
+}
+
+int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt) {
+  return (int64_t)ttpu_cache_capacity(rt->cache);
+}
 
 ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
                                  ttpu_runtime** out) {
@@ -17,11 +131,23 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     if (s) return s;
     path = found;
   }
+  int64_t programs = options && options->program_cache_size
+                         ? options->program_cache_size
+                         : program_cache_size_from_env();
+  if (programs < 0) {
+    free(found);
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "TORCHTPU_PROGRAM_CACHE_SIZE=%s: expected the "
+                            "number of programs to keep loaded (0: no bound)",
+                            getenv("TORCHTPU_PROGRAM_CACHE_SIZE"));
+  }
   ttpu_runtime* rt = calloc(1, sizeof(*rt));
   if (!rt) {
     free(found);
     return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
   }
+  pthread_once(&fork_handler_once, install_fork_handler);
+  rt->fork_generation = atomic_load(&fork_generation);
   pthread_mutex_init(&rt->mu, NULL);
   s = ttpu_pjrt_plugin_load(path, &rt->plugin);
   free(found);
@@ -32,7 +158,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   if (s) goto fail;
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
-  s = ttpu_cache_create(&rt->cache);
+  s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->cache);
   if (s) goto fail;
   const char* mode = getenv("TORCHTPU_EAGER_MODE");
   if (mode && !strcmp(mode, "debug")) rt->mode = TTPU_MODE_DEBUG;
@@ -44,8 +170,15 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     goto fail;
   }
   /* The persistent cache is an optimization: a directory we cannot use
-   * leaves it off rather than failing the runtime. */
-  ttpu_status_free(ttpu_disk_open_default(rt));
+   * leaves it off rather than failing the runtime, with a warning. */
+  ttpu_status* disk = ttpu_disk_open_default(rt);
+  if (disk)
+    ttpu_rt_warn(rt,
+                 "torchtpu: the persistent compile cache is off: %s; "
+                 "programs compile as usual (TORCHTPU_CACHE_DIR chooses "
+                 "another directory, TORCHTPU_DISK_CACHE=0 silences this)",
+                 ttpu_status_message(disk));
+  ttpu_status_free(disk);
   for (int d = 0; d < rt->device_count; ++d) {
     s = ttpu_runtime_manual_seed(rt, d, 67280421310721ull);
     if (s) goto fail;
@@ -59,12 +192,16 @@ fail:
 
 void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (!rt) return;
+  /* A forked child must not call into the plugin: the runtime is the
+   * parent's, and the child leaves it be. */
+  if (ttpu_rt_forked(rt)) return;
   if (rt->client) {
     ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
     ttpu_window_destroy(rt);
     for (int d = 0; d < rt->device_count; ++d)
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
     if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
+    reap_retired(rt); /* everything ran: synchronize awaited it */
     ttpu_pjrt_client_destroy(rt->client);
   }
   /* Frees our plugin object; the library itself stays mapped (the loader
@@ -75,6 +212,8 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   free(rt->log);
   free(rt->pending);
   free(rt->pending_device);
+  free(rt->pending_ticket);
+  free(rt->retired);
   ttpu_status_free(rt->async_error);
   pthread_mutex_destroy(&rt->mu);
   free(rt);
@@ -97,7 +236,10 @@ void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
   ttpu_pjrt_plugin_version(rt->plugin, major, minor);
 }
 
-void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e) {
+void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
+                         ttpu_pjrt_event* ev) {
+  int64_t ticket = ++rt->exec_ticket;
+  if (e) e->last_run = ticket;
   /* Drop finished events from the front so the list stays short. */
   int keep = 0;
   for (int i = 0; i < rt->n_pending; ++i) {
@@ -111,39 +253,48 @@ void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_pjrt_event* e) {
     }
     rt->pending[keep] = p;
     rt->pending_device[keep] = rt->pending_device[i];
+    rt->pending_ticket[keep] = rt->pending_ticket[i];
     ++keep;
   }
   rt->n_pending = keep;
-  if (rt->n_pending == rt->cap_pending) {
+  if (ev && rt->n_pending == rt->cap_pending) {
     int cap = rt->cap_pending ? rt->cap_pending * 2 : 64;
     ttpu_pjrt_event** p = realloc(rt->pending, cap * sizeof(*p));
-    int* d = realloc(rt->pending_device, cap * sizeof(*d));
     if (p) rt->pending = p;
+    int* d = p ? realloc(rt->pending_device, cap * sizeof(*d)) : NULL;
     if (d) rt->pending_device = d;
-    if (!p || !d) {
+    int64_t* t = d ? realloc(rt->pending_ticket, cap * sizeof(*t)) : NULL;
+    if (t) rt->pending_ticket = t;
+    if (!t) {
       /* Out of host memory: wait for this one now rather than lose it. */
-      ttpu_status_free(ttpu_pjrt_event_await(rt->client, e));
-      ttpu_pjrt_event_destroy(rt->client, e);
-      return;
+      ttpu_status* s = ttpu_pjrt_event_await(rt->client, ev);
+      if (s && !rt->async_error) rt->async_error = s;
+      else ttpu_status_free(s);
+      ttpu_pjrt_event_destroy(rt->client, ev);
+      ev = NULL;
+    } else {
+      rt->cap_pending = cap;
     }
-    rt->cap_pending = cap;
   }
-  rt->pending[rt->n_pending] = e;
-  rt->pending_device[rt->n_pending] = device;
-  rt->n_pending++;
+  if (ev) {
+    rt->pending[rt->n_pending] = ev;
+    rt->pending_device[rt->n_pending] = device;
+    rt->pending_ticket[rt->n_pending] = ticket;
+    rt->n_pending++;
+  }
+  reap_retired(rt);
 }
 
-ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
-  pthread_mutex_lock(&rt->mu);
+/* Awaits the pending events of device (-1: all), keeping the others in
+ * order; returns the first error (under rt->mu). */
+static ttpu_status* await_pending_locked(ttpu_runtime* rt, int device) {
+  ttpu_status* err = NULL;
   int keep = 0;
-  ttpu_status* err = ttpu_window_flush(rt, TTPU_END_SYNC);
-  if (!err) err = rt->async_error;
-  else ttpu_status_free(rt->async_error);
-  rt->async_error = NULL;
   for (int i = 0; i < rt->n_pending; ++i) {
     if (device >= 0 && rt->pending_device[i] != device) {
       rt->pending[keep] = rt->pending[i];
-      rt->pending_device[keep++] = rt->pending_device[i];
+      rt->pending_device[keep] = rt->pending_device[i];
+      rt->pending_ticket[keep++] = rt->pending_ticket[i];
       continue;
     }
     ttpu_status* s = ttpu_pjrt_event_await(rt->client, rt->pending[i]);
@@ -152,6 +303,30 @@ ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
     ttpu_pjrt_event_destroy(rt->client, rt->pending[i]);
   }
   rt->n_pending = keep;
+  reap_retired(rt);
+  return err;
+}
+
+static void await_all_locked(ttpu_runtime* rt) {
+  ttpu_status* s = await_pending_locked(rt, -1);
+  if (s && !rt->async_error) rt->async_error = s;
+  else ttpu_status_free(s);
+}
+
+ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
+  ttpu_status* err = ttpu_rt_enter(rt);
+  if (err) return err;
+  err = ttpu_window_flush(rt, TTPU_END_SYNC);
+  /* An earlier asynchronous failure is reported once, here, before (and
+   * instead of) anything newer. */
+  if (rt->async_error) {
+    ttpu_status_free(err);
+    err = rt->async_error;
+    rt->async_error = NULL;
+  }
+  ttpu_status* s = await_pending_locked(rt, device);
+  if (s && !err) err = s;
+  else ttpu_status_free(s);
   pthread_mutex_unlock(&rt->mu);
   return err;
 }
@@ -167,13 +342,14 @@ void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
 }
 
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
+  memset(out, 0, sizeof(*out));
+  if (ttpu_rt_forked(rt)) return; /* nothing of the parent's to count */
   pthread_mutex_lock(&rt->mu);
   /* Memory figures count what is alive: temporaries a fused window still
    * holds die when it runs. Its error waits for the next synchronize. */
   ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
   if (s && !rt->async_error) rt->async_error = s;
   else ttpu_status_free(s);
-  memset(out, 0, sizeof(*out));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_stats* s = &rt->dev[d].stats;
@@ -198,10 +374,16 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
     out->recompiles += s->recompiles;
     out->graph_replays += s->graph_replays;
   }
+  /* The program cache is the runtime's, shared by its devices. */
+  out->programs_loaded = (int64_t)ttpu_cache_size(rt->cache);
+  out->programs_evicted = ttpu_cache_evictions(rt->cache);
+  out->programs_reloaded = rt->programs_reloaded;
+  out->programs_retired = rt->n_retired;
   pthread_mutex_unlock(&rt->mu);
 }
 
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device) {
+  if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
   for (int d = 0; d < rt->device_count; ++d)
     if (device < 0 || d == device)
@@ -267,7 +449,11 @@ ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
   b->phys_dtype = TTPU_U8;
   b->phys_ndim = 1;
   b->phys_dims[0] = (int64_t)nbytes;
-  pthread_mutex_lock(&rt->mu);
+  s = ttpu_rt_enter(rt);
+  if (s) {
+    free(b);
+    return s;
+  }
   ttpu_rt_account(rt, device, (int64_t)nbytes, 1);
   pthread_mutex_unlock(&rt->mu);
   *out = b;
@@ -288,6 +474,9 @@ static void buffer_free_locked(ttpu_buffer* b) {
 void ttpu_buffer_release(ttpu_buffer* b) {
   if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
   ttpu_runtime* rt = b->rt;
+  /* In a forked child the parent's buffers are left alone (the child's
+   * copy of them dies with it). */
+  if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
   buffer_free_locked(b);
   pthread_mutex_unlock(&rt->mu);
@@ -346,8 +535,10 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   }
   ttpu_runtime* rt = b->rt;
   ttpu_pjrt_buffer* pb = NULL;
-  s = ttpu_pjrt_buffer_from_host(rt->client, b->device, data, dtype, dims, ndim,
-                                 &pb);
+  s = ttpu_rt_check_fork(rt);
+  if (!s)
+    s = ttpu_pjrt_buffer_from_host(rt->client, b->device, data, dtype, dims,
+                                   ndim, &pb);
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
   /* Recorded ops that touch b come before this upload. */
@@ -366,8 +557,9 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
                             nbytes, b->nbytes);
   ttpu_runtime* rt = b->rt;
   if (nbytes == 0) return NULL;
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush_for(rt, b, 0);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush_for(rt, b, 0);
   ttpu_window_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   if (s) {
@@ -390,8 +582,9 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
                             src->nbytes, dst->nbytes);
   if (dst == src) return NULL;
   ttpu_runtime* rt = dst->rt;
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush_for(rt, src, 0);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush_for(rt, src, 0);
   if (!s) s = ttpu_window_flush_for(rt, dst, 1);
   ttpu_window_note_host_work(rt);
   ttpu_pjrt_buffer* pb = NULL;
@@ -411,8 +604,9 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
 
 ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush_for(rt, b, 0);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush_for(rt, b, 0);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;

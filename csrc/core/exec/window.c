@@ -271,6 +271,7 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
 }
 
 void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
+  if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
   ttpu_window* w = window_of(rt);
   if (w) w->limit = max_ops > 0 ? max_ops : DEFAULT_LIMIT;
@@ -341,11 +342,16 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
  * and the CPU fallback when enabled) fails at its op, as in strict mode,
  * not later inside a window. Signatures strict mode compiled are known
  * good. */
+/* Signatures remembered as lowered (keys only: forgetting one costs one
+ * more lowering, no compile). */
+#define VALIDATED_CAP 8192
+
 static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
                              const ttpu_plan* p) {
   if (ttpu_cache_find(rt->cache, p->key, p->n_key)) return NULL;
   if (!w->validated) {
-    ttpu_status* s = ttpu_cache_create(&w->validated);
+    ttpu_status* s = ttpu_cache_create(VALIDATED_CAP, NULL, NULL,
+                                       &w->validated);
     if (s) return s;
   }
   if (ttpu_cache_find(w->validated, p->key, p->n_key)) return NULL;
@@ -516,6 +522,7 @@ static ttpu_graph_replay* capture(ttpu_runtime* rt, const ttpu_window* w,
   }
   r->device = w->device;
   r->e = e;
+  e->pins++; /* the cache keeps the program while the replay lives */
   r->n_params = g->n_params;
   r->f_param = g->f_param;
   r->i_param = g->i_param;
@@ -620,7 +627,10 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
       snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
       window_reason(w, n_recs, reason, sizeof(reason));
     }
-    snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
+    if (ttpu_rt_note_reload(rt, w->key, w->n_key, what))
+      snprintf(reason, sizeof(reason), "%.415s", rt->last_reason);
+    else
+      snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
     s = ttpu_rt_get_program(rt, dev, w->key, w->n_key, what, n_recs, reason,
                             lower_window, &c, &e);
     if (s) {
@@ -662,7 +672,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   stats->window_ops += n_recs;
   if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
   stats->window_ends[why]++;
-  if (done_event) ttpu_rt_add_pending(rt, dev, done_event);
+  ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
   if (w->graph) w->graph_runs++;
   if (!s && w->capture) {
@@ -785,8 +795,9 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
 /* ------------------------------------------------------------ modes */
 
 ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush(rt, TTPU_END_SYNC);
   if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
       mode == TTPU_MODE_FUSED)
     rt->mode = mode;
@@ -800,8 +811,9 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) { return rt->mode; }
 
 ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush(rt, TTPU_END_SYNC);
   ttpu_window* w = window_of(rt);
   if (!w) {
     pthread_mutex_unlock(&rt->mu);
@@ -826,9 +838,9 @@ ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
 ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
                                             ttpu_graph_replay** out) {
   if (out) *out = NULL;
-  pthread_mutex_lock(&rt->mu);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
   ttpu_window* w = rt->window;
-  ttpu_status* s = NULL;
   if (w && w->graph) {
     /* Only a whole outermost graph that is about to run as its first and
      * only program can be replayed. */
@@ -842,8 +854,9 @@ ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
 }
 
 ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt) {
-  pthread_mutex_lock(&rt->mu);
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush(rt, TTPU_END_SYNC);
   pthread_mutex_unlock(&rt->mu);
   return s;
 }

@@ -13,6 +13,25 @@
  *  - Ownership is stated per function: "borrowed" (caller keeps it),
  *    "caller frees", "ref-counted" (retain/release).
  *  - All exported symbols start with ttpu_ / TTPU_.
+ *
+ * Threads. A runtime and everything made from it (buffers, graph replays)
+ * may be used from any number of threads at once: every call that touches
+ * engine state takes the runtime's one lock, so calls on one runtime run
+ * one at a time, in the order they take it (the plugin's work itself runs
+ * asynchronously, off that lock). A host read (ttpu_buffer_download)
+ * holds the lock while it waits for its data, so other threads' calls
+ * wait behind it. The eager mode, the window limit, the program cache
+ * size and the disk cache directory are per runtime, not per thread. What
+ * is not thread-safe is said at the type: a ttpu_status belongs to the
+ * thread that got it; ttpu_op_call and ttpu_tensor are borrowed for the
+ * duration of one call.
+ *
+ * Fork. A runtime belongs to the process that created it. In a child made
+ * by fork() after that, every call returns TTPU_FAILED_PRECONDITION (or,
+ * for calls without a status, does nothing): the plugin's threads were not
+ * copied into the child and a lock held at fork() would never be released.
+ * A child creates no runtime of its own from the parent's; it uses the
+ * 'spawn' start method (a fresh process) to reach the device.
  */
 #ifndef TTPU_H_
 #define TTPU_H_
@@ -111,6 +130,10 @@ typedef struct {
   /* NULL-terminated directories (site-packages) to discover the plugin in
    * when plugin_path is NULL; may be NULL. */
   const char* const* search_dirs;
+  /* Most compiled programs kept loaded at once (0: the default, from
+   * TORCHTPU_PROGRAM_CACHE_SIZE, else 1024; see
+   * ttpu_runtime_set_program_cache_size). */
+  int64_t program_cache_size;
 } ttpu_runtime_options;
 
 /* Loads the plugin, checks its ABI version, creates a client.
@@ -128,7 +151,9 @@ void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
                                      int* minor);
 
 /* Waits until all work queued on `device` (-1: all devices) has finished.
- * Returns the first asynchronous error seen since the last synchronize. */
+ * Returns the first asynchronous error seen since the last synchronize
+ * (each such error is returned once), else the first error of the work it
+ * waited for. Safe from any thread. */
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device);
 
 /* Why a fused window ended (ttpu_stats.window_ends). */
@@ -163,6 +188,14 @@ typedef struct {
                                  another signature */
   int64_t graph_replays;      /* compiled graphs run again without
                                  recording their ops */
+  /* The program cache, shared by the runtime's devices (the same figures
+   * whatever device is asked for): */
+  int64_t programs_loaded;    /* executables loaded now */
+  int64_t programs_evicted;   /* unloaded as least recently used */
+  int64_t programs_reloaded;  /* evicted ones needed again (from the disk
+                                 cache or compiled again) */
+  int64_t programs_retired;   /* evicted ones waiting for their last
+                                 execution to finish before unloading */
 } ttpu_stats;
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
@@ -178,6 +211,24 @@ ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
 
 /* Why the last compile happened (a new op signature), borrowed, may be "". */
 const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
+
+/* The in-memory program cache. Every loaded executable costs host memory
+ * and, on the CPU plugin, a few memory mappings (the kernel caps a process
+ * at vm.max_map_count, 65530 by default): past `n` programs the least
+ * recently used are unloaded, and come back from the disk cache (or are
+ * compiled again) when needed. Programs a graph replay holds are never
+ * unloaded, nor one whose execution may still be running (it goes when
+ * that execution is over). n = 0 removes the bound. Takes effect at once. */
+void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n);
+int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt);
+
+/* Testing aid: the next `count` calls of PJRT function `slot` (our ABI
+ * header's name, e.g. "loaded_executable_execute", "client_compile",
+ * "buffer_to_host_buffer", "event_await"), after `skip` that succeed, fail
+ * with a plugin error naming the call, as a failing plugin would; the
+ * call is not made (an await is made, then reported failed). slot NULL or
+ * count 0 disarms. Process-wide, thread-safe. */
+void ttpu_debug_inject_plugin_fault(const char* slot, int skip, int count);
 
 /* ------------------------------------------------------------ modes */
 

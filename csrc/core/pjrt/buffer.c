@@ -35,7 +35,11 @@ static ttpu_status* event_await_raw(const ttpu_pjrt_abi_api* api,
   ttpu_pjrt_abi_event_args a;
   TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_event_args, event);
   a.event = e;
-  ttpu_status* s = TTPU_PJRT_CALL(api, event_await, a);
+  ttpu_status* s = TTPU_PJRT_CALL_RAW(api, event_await, a);
+  /* An injected failure of a wait still waits: what the event stands for
+   * must finish before anything it uses is freed. */
+  if (!s && ttpu_pjrt_fault_due("event_await"))
+    s = ttpu_pjrt_fault_status("event_await");
   return s ? ttpu_status_annotate(s, "%s", what) : NULL;
 }
 

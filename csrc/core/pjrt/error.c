@@ -1,7 +1,47 @@
 /* error.c - plugin errors become ttpu statuses that keep the plugin's text. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pjrt_internal.h"
+
+/* ------------------------------------------------------------ faults */
+
+/* A test facility, process-wide like the plugin it stands in for: the
+ * calls of one slot, after `skip` good ones, fail `count` times. */
+atomic_int ttpu_pjrt_faults_armed;
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fault_slot[64];
+static int fault_skip, fault_count;
+
+void ttpu_debug_inject_plugin_fault(const char* slot, int skip, int count) {
+  pthread_mutex_lock(&fault_mu);
+  snprintf(fault_slot, sizeof(fault_slot), "%s", slot ? slot : "");
+  fault_skip = skip > 0 ? skip : 0;
+  fault_count = slot && *slot && count > 0 ? count : 0;
+  atomic_store(&ttpu_pjrt_faults_armed, fault_count > 0);
+  pthread_mutex_unlock(&fault_mu);
+}
+
+int ttpu_pjrt_fault_take(const char* slot) {
+  pthread_mutex_lock(&fault_mu);
+  int due = 0;
+  if (fault_count > 0 && !strcmp(slot, fault_slot)) {
+    if (fault_skip > 0) {
+      fault_skip--;
+    } else {
+      due = 1;
+      if (--fault_count == 0) atomic_store(&ttpu_pjrt_faults_armed, 0);
+    }
+  }
+  pthread_mutex_unlock(&fault_mu);
+  return due;
+}
+
+ttpu_status* ttpu_pjrt_fault_status(const char* slot) {
+  return ttpu_status_make(TTPU_PLUGIN_ERROR,
+                          "%s: the plugin call failed (injected fault)", slot);
+}
 
 ttpu_status* ttpu_pjrt_status_from_error(const ttpu_pjrt_abi_api* api,
                                          ttpu_pjrt_abi_error* err,

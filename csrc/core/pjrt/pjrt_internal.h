@@ -8,6 +8,8 @@
 #ifndef TTPU_PJRT_INTERNAL_H_
 #define TTPU_PJRT_INTERNAL_H_
 
+#include <stdatomic.h>
+
 #include "pjrt_abi.h"
 #include "ttpu_pjrt.h"
 
@@ -55,9 +57,25 @@ ttpu_status* ttpu_pjrt_missing_slot(const ttpu_pjrt_abi_api* api,
 /* Calls slot `slot` of api with &args, yielding a ttpu_status* (NULL on
  * success). A slot beyond the plugin's table becomes UNIMPLEMENTED. */
 #define TTPU_PJRT_CALL(api, slot, args)                          \
+  (ttpu_pjrt_fault_due(#slot) ? ttpu_pjrt_fault_status(#slot)    \
+                              : TTPU_PJRT_CALL_RAW(api, slot, args))
+/* The same, never failed by fault injection. */
+#define TTPU_PJRT_CALL_RAW(api, slot, args)                      \
   (TTPU_PJRT_HAS(api, slot)                                      \
        ? ttpu_pjrt_status_from_error((api), (api)->slot(&(args)), #slot) \
        : ttpu_pjrt_missing_slot((api), #slot))
+
+/* Fault injection (ttpu_debug_inject_plugin_fault): whether this call of
+ * `slot` is to fail instead of reaching the plugin. One relaxed atomic
+ * load when nothing is armed. */
+extern atomic_int ttpu_pjrt_faults_armed;
+int ttpu_pjrt_fault_take(const char* slot);
+static inline int ttpu_pjrt_fault_due(const char* slot) {
+  return atomic_load_explicit(&ttpu_pjrt_faults_armed, memory_order_relaxed) &&
+         ttpu_pjrt_fault_take(slot);
+}
+/* The injected error: a plugin error naming the call. */
+ttpu_status* ttpu_pjrt_fault_status(const char* slot);
 
 /* Device lookup with a bounds check; NULL status on success. */
 ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,
