@@ -297,7 +297,7 @@ class Tally:
     FAIL = ("mismatch", "error", "crash", "hang", "runner_error")
 
     def __init__(self):
-        self.status, self.ops, self.gaps, self.failures = {}, set(), {}, []
+        self.status, self.ops, self.gaps, self.failures, self.known = {}, set(), {}, [], {}
 
     def add(self, case, result):
         st_ = result["status"]
@@ -307,6 +307,8 @@ class Tally:
             self.ops.add(op)
         if st_ == "unsupported":
             self.gaps[op] = self.gaps.get(op, 0) + 1
+        if st_ == "known":
+            self.known[result["known"]] = self.known.get(result["known"], 0) + 1
         if st_ in self.FAIL:
             self.failures.append((case, result))
 
@@ -314,7 +316,45 @@ class Tally:
         lines = [f"cases: {sum(self.status.values())} " + json.dumps(dict(sorted(self.status.items()))),
                  f"ops covered: {len(self.ops)}; coverage gaps (NotImplementedError): {sum(self.gaps.values())} "
                  f"cases in {len(self.gaps)} ops"]
+        if self.known:
+            lines.append("known bugs hit: " + json.dumps(self.known))
         return "\n".join(lines)
+
+
+# Failures the fuzzer has found and that are not fixed yet, by the shape of
+# their report ("status: detail"). The seeded CI subset counts them as
+# known instead of failing; the long run lists them. Each is a bug to fix
+# (tests/test_fuzz.py pins one case of most of them as a strict xfail).
+KNOWN_BUGS = [
+    # Both raise, but another exception type: PyTorch's meta functions
+    # check arguments in another order than the CPU kernels (dim before
+    # dtype, shape before index dtype) or raise RuntimeError for the CPU's
+    # IndexError/TypeError.
+    (r"^error: tpu raises \w+: .*; CPU raises ", "another exception type (check order)"),
+    # Dtype checks that live in the lowerings, skipped when nothing is
+    # lowered (0 elements), or missing from the meta functions.
+    (r"CPU raises NotImplementedError: .*tpu does not", "a dtype the CPU has no kernel for"),
+    (r"CPU raises RuntimeError: (std and var only support|result type \w+ can't be cast|Boolean alpha|"
+     r"masked_scatter_ only supports boolean|Expected object of scalar type|Subtraction, the `-` operator|"
+     r"value cannot be converted to type)", "a dtype check the meta function lacks"),
+    # Index and shape checks the engine's path lacks.
+    (r"CPU raises (IndexError|RuntimeError): (index_select\(\)|index_fill_\(\)|index_copy_\(\)|put_\(\)|"
+     r"INDICES element is out of DATA bounds|index -?\d+ is out of bounds for dimension \d+ with size 0|"
+     r"Dimension out of range)", "an index check the engine's path lacks"),
+    (r"CPU raises RuntimeError: output with shape \[\] doesn't match", "a 0-d out= of a reduction"),
+    (r"CPU raises RuntimeError: Expected X.is_contiguous", "the CPU kernel refuses non-contiguous input"),
+    (r"negative dimension -\d+: \[.*0.*\]; CPU does not raise", "expand to 0 elements with -1 sizes"),
+    (r"output 0\[.*\]: inf vs CPU", "float32 overflow where the CPU's kernel stays finite (polygamma)"),
+]
+
+
+def known_bug(result):
+    import re
+    text = f"{result['status']}: {result.get('detail')}"
+    for pattern, what in KNOWN_BUGS:
+        if re.search(pattern, text):
+            return what
+    return None
 
 
 def describe(case, result):
@@ -326,6 +366,8 @@ def check(worker, case, tally=None):
     """Runs case; returns the result, or raises AssertionError describing a
     failure when no tally collects it."""
     result = worker.run(case)
+    if result["status"] in Tally.FAIL and known_bug(result):
+        result = dict(result, status="known", known=known_bug(result))
     if tally is not None:
         tally.add(case, result)
         return result

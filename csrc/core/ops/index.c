@@ -598,7 +598,8 @@ static int adv_index_build(ttpu_lower* L, ttpu_type tx, int arg, adv_index* a) {
   int nb = 0;
   for (int k = 0; k < nl; ++k) {
     const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, k);
-    if (!d || !d->buffer) continue;
+    /* None; an empty index tensor has no buffer but still indexes */
+    if (!d || d->dtype == TTPU_DTYPE_NONE) continue;
     if (is_mask_dtype(d->dtype)) {
       ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
                     "boolean mask indices must be turned into integer indices "
@@ -842,7 +843,8 @@ static ttpu_status* lower_index_put(ttpu_lower* L) {
   int nl = ttpu_l_count(L, 1), n_def = 0, mask_at = -1;
   for (int k = 0; k < nl; ++k) {
     const ttpu_tensor* d = ttpu_l_tensor_desc(L, 1, k);
-    if (!d || !d->buffer) continue;
+    /* None; an empty index tensor has no buffer but still indexes */
+    if (!d || d->dtype == TTPU_DTYPE_NONE) continue;
     n_def++;
     if (is_mask_dtype(d->dtype)) mask_at = k;
   }
