@@ -518,14 +518,15 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 }
 
 bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
-  std::vector<at::Tensor> all;
+  // Tensors by storage, so a long list (a _foreach_ op's) costs O(n).
+  std::unordered_map<const c10::StorageImpl*, std::vector<at::Tensor>> by_storage;
   std::vector<at::Tensor> written;
   for (size_t i = 0; i < args.size(); ++i) {
     for (const at::Tensor& t : tensors_of(args[i])) {
       if (!t.defined() || t.is_cpu()) {
         continue;
       }
-      all.push_back(t);
+      by_storage[t.storage().unsafeGetStorageImpl()].push_back(t);
       if (info.is_mutable[i]) {
         written.push_back(t);
       }
@@ -539,10 +540,9 @@ bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
     if (at::has_internal_overlap(w) == at::MemOverlap::Yes) {
       return true;
     }
-    for (const at::Tensor& t : all) {
+    for (const at::Tensor& t : by_storage[w.storage().unsafeGetStorageImpl()]) {
       int64_t lo = 0, hi = 0;
-      if (t.is_same(w) || !t.storage().is_alias_of(w.storage()) ||
-          same_view(t, w) || !byte_span(t, &lo, &hi)) {
+      if (t.is_same(w) || same_view(t, w) || !byte_span(t, &lo, &hi)) {
         continue;
       }
       if (lo < whi && wlo < hi) {
