@@ -13,9 +13,9 @@ without limit. Exits 1 on a wrong result, or when the mapping count or
 RSS grows past what the bound allows in the second half of the run.
 """
 import argparse
-import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -48,6 +48,9 @@ def main(argv=None):
     p.add_argument("--cache-size", type=int, default=None,
                    help="programs kept loaded (default: the engine's)")
     a = p.parse_args(argv)
+    # Every step is a new shape on purpose: the recompile warning is right
+    # and beside the point here.
+    warnings.filterwarnings("ignore", message=".*has been recompiled")
     if a.cache_size is not None:
         torchtpu.debug.set_program_cache_size(a.cache_size)
     torch.manual_seed(0)
