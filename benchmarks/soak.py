@@ -10,7 +10,11 @@ Each step draws its sequence length from --lengths with a seeded RNG, and
 both models train on the same batch (AdamW, the demo's settings). Every
 --checkpoint-every steps each side saves its model and optimizer state
 with torch.save and training continues from fresh objects loaded back with
-torch.load(map_location="tpu") (map_location="cpu" for the CPU side).
+torch.load(map_location="tpu"); the CPU side loads the same checkpoint
+with map_location="cpu" (--free-running: its own), so both continue from
+one state and a loss difference is the drift of one checkpoint interval.
+Free-running, float rounding differences between XLA's and ATen's CPU
+kernels compound over the run as training amplifies them.
 
 Every --every steps it samples torch.tpu.memory_allocated(), the host RSS
 (VmRSS), the number of memory mappings (lines of /proc/self/maps) and the
@@ -20,10 +24,13 @@ loads), and prints them as a table, then the largest loss difference.
 Exit status 1 when
   * a step's tpu loss differs from the CPU's by more than --tolerance
     (relative, default 1e-4), or
-  * anything keeps growing after warm-up. Warm-up ends at the first sample
-    at or after step max(--warmup, the step by which every length has been
-    drawn). From there on, with `base` the first sample after warm-up and
-    `peak` the largest value in the second half of the remaining samples:
+  * anything keeps growing after warm-up. Warm-up is every step up to
+    max(--warmup, the step by which every length has been drawn), which by
+    default takes in the first checkpoint round trip (the optimizer's step
+    counters come back on tpu, a few new programs). With `base` the first
+    sample after warm-up and `peak` the largest value in the second half of
+    the samples after warm-up (a sample is taken before its step's
+    checkpoint):
       device memory: peak - base > 1 MiB
       host RSS:      peak - base > 32 MiB + 5% of base
       mappings:      peak - base > 50 + 2% of base
@@ -81,23 +88,28 @@ class Side:
         self.opt.step()
         return loss.item()
 
-    def reload(self):
-        """Saves model and optimizer, then continues from what loads back."""
+    def save(self):
+        """The model and optimizer state, as torch.save writes them."""
         buffer = io.BytesIO()
         torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict()}, buffer)
+        return buffer.getvalue()
+
+    def load(self, checkpoint):
+        """Continues from fresh objects loaded from a save() result."""
         del self.model, self.opt
-        buffer.seek(0)
-        state = torch.load(buffer, map_location=self.device)
+        state = torch.load(io.BytesIO(checkpoint), map_location=self.device)
         self.model = GPT(self.vocab, block=self.block).to(self.device)
         self.model.load_state_dict(state["model"])
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=0.01)
         self.opt.load_state_dict(state["opt"])
-        return buffer.getbuffer().nbytes
 
 
 def run(steps=2000, every=100, checkpoint_every=200, lengths=(8, 16, 24, 32, 40, 48, 56, 64),
-        batch=16, seed=0, log=None):
-    """Trains both sides; returns a dict: samples (list of sample() dicts),
+        batch=16, seed=0, anchor=True, log=None):
+    """Trains both sides; at each checkpoint the CPU side continues from the
+    tpu side's checkpoint when `anchor` (so loss differences measure the
+    drift over one checkpoint interval), else from its own. Returns a dict:
+    samples (list of sample() dicts),
     losses (tpu, cpu) per step, max_rel (largest relative loss difference)
     and its step, all_lengths_at (the step by which every length was drawn),
     checkpoints (count), seconds."""
@@ -132,8 +144,9 @@ def run(steps=2000, every=100, checkpoint_every=200, lengths=(8, 16, 24, 32, 40,
             if log:
                 log(row(samples[-1], losses[-1]))
         if checkpoint_every and step % checkpoint_every == 0:
-            tpu.reload()
-            cpu.reload()
+            saved = tpu.save()
+            tpu.load(saved)
+            cpu.load(saved if anchor else cpu.save())
             checkpoints += 1
     return {"samples": samples, "losses": losses, "max_rel": max_rel, "max_rel_step": max_rel_step,
             "all_lengths_at": all_seen_at or steps, "checkpoints": checkpoints,
@@ -193,6 +206,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mode", default=None, choices=["strict", "fused", "debug"])
     p.add_argument("--tolerance", type=float, default=1e-4, help="relative loss difference")
+    p.add_argument("--free-running", action="store_true",
+                   help="the CPU side resumes from its own checkpoints, not the tpu side's "
+                        "(differences then compound over the whole run)")
     p.add_argument("--warmup", type=int, default=200, help="steps before growth is judged")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore", message=".*recompiled")  # new lengths on purpose
@@ -200,10 +216,10 @@ def main(argv=None):
         torchtpu.set_eager_mode(args.mode)
     lengths = tuple(int(v) for v in args.lengths.split(","))
     print(f"soak: demo GPT, {args.steps} steps, batch {args.batch}, lengths {lengths}, checkpoint "
-          f"every {args.checkpoint_every}, eager mode {torchtpu.get_eager_mode()}, {torchtpu.platform()}")
+          f"every {args.checkpoint_every}{' (free-running)' if args.free_running else ''}, eager mode {torchtpu.get_eager_mode()}, {torchtpu.platform()}")
     print(HEADER)
     result = run(args.steps, args.every, args.checkpoint_every, lengths, args.batch, args.seed,
-                 log=lambda line: print(line, flush=True))
+                 anchor=not args.free_running, log=lambda line: print(line, flush=True))
     failures, growth = judge(result, args.tolerance, args.warmup)
     print(f"{result['checkpoints']} checkpoints, every length drawn by step {result['all_lengths_at']}, "
           f"{result['seconds']:.1f} s")

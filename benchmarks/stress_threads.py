@@ -181,6 +181,15 @@ class Stress:
         self.last_progress = time.monotonic()
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        self.report_every = 0
+
+    def progress(self, elapsed):
+        import torchtpu
+        with open("/proc/self/maps") as f:
+            maps = sum(1 for _ in f)
+        m = torchtpu._C._compile_stats()
+        print(f"  {elapsed / 60:5.1f} min: {self.ops} ops in {self.tasks} tasks, "
+              f"{m['compiles']} compiles, {maps} memory mappings", flush=True)
 
     def _worker(self, index):
         rng = random.Random(self.seed * 1000 + index)
@@ -221,10 +230,14 @@ class Stress:
         for t in workers:
             t.start()
         status = 0
+        next_report = start + self.report_every
         while not self.stop.wait(0.5):
             now = time.monotonic()
             if now - start >= self.seconds:
                 break
+            if self.report_every and now >= next_report:
+                next_report += self.report_every
+                self.progress(now - start)
             if now - self.last_progress > self.stall:
                 print(f"stress: no task finished for {self.stall:.0f} s; stacks:", file=sys.stderr)
                 faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
@@ -262,6 +275,8 @@ def main(argv=None):
                    help="distinct sizes the compile task draws before they repeat")
     p.add_argument("--stall", type=float, default=120.0,
                    help="seconds without a finished task that count as a deadlock")
+    p.add_argument("--report-every", type=float, default=60.0,
+                   help="seconds between progress lines (0: none)")
     args = p.parse_args(argv)
     if args.devices > 1:
         os.environ["TORCHTPU_NUM_DEVICES"] = str(args.devices)
@@ -273,6 +288,7 @@ def main(argv=None):
                  "(the runtime had started before TORCHTPU_NUM_DEVICES was set)")
     before = torchtpu.debug.metrics()
     stress = Stress(args.minutes * 60, args.threads, args.devices, args.modes, args.seed, args.stall)
+    stress.report_every = args.report_every
     status = stress.run()
     if status == 3:
         print(f"stress: DEADLOCK after {stress.ops} ops in {stress.tasks} tasks", flush=True)
