@@ -22,6 +22,14 @@ def _watchdog():
         yield
 
 
+@pytest.fixture
+def start_mode():
+    """The process's eager mode before the test, put back after it."""
+    mode = torchtpu.get_eager_mode()
+    yield mode
+    torchtpu.set_eager_mode(mode)
+
+
 def _checked_ops(index, rounds):
     rng = random.Random(index)
     return sum(st.task_ops(rng, DEV) for _ in range(rounds))
@@ -114,7 +122,7 @@ def test_synchronize_from_another_thread():
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused", "debug"])
-def test_two_threads_train_adamw(mode):
+def test_two_threads_train_adamw(mode, start_mode):
     # The eager mode is process-wide: both threads run in `mode`. In fused
     # mode their ops are recorded into one shared window.
     with torchtpu.set_eager_mode(mode):
@@ -122,10 +130,10 @@ def test_two_threads_train_adamw(mode):
         for got, expected in results:
             for g, e in zip(got, expected):
                 torch.testing.assert_close(g.detach().cpu(), e.detach(), **st.TRAIN_TOL)
-    assert torchtpu.get_eager_mode() == "strict"
+    assert torchtpu.get_eager_mode() == start_mode
 
 
-def test_mode_is_process_wide():
+def test_mode_is_process_wide(start_mode):
     entered, release = threading.Event(), threading.Event()
     seen = []
 
@@ -141,13 +149,13 @@ def test_mode_is_process_wide():
     release.set()
     t.join(60)
     seen.append(torchtpu.get_eager_mode())
-    assert seen == ["debug", "strict"]
+    assert seen == ["debug", start_mode]
 
 
 @pytest.mark.xfail(strict=True, reason="set_eager_mode scopes are process-wide and restore the "
                    "mode they saw on entry: scopes that overlap in two threads and close out of "
                    "order leave the process in the wrong mode")
-def test_overlapping_mode_scopes_in_two_threads_restore_the_mode():
+def test_overlapping_mode_scopes_in_two_threads_restore_the_mode(start_mode):
     a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
 
     def a():
@@ -162,11 +170,8 @@ def test_overlapping_mode_scopes_in_two_threads_restore_the_mode():
             b_in.set()
             a_out.wait(60)
 
-    try:
-        st.run_threads([a, b], 120)
-        assert torchtpu.get_eager_mode() == "strict"
-    finally:
-        torchtpu.set_eager_mode("strict")
+    st.run_threads([a, b], 120)
+    assert torchtpu.get_eager_mode() == start_mode
 
 
 @pytest.mark.xfail(strict=True, reason="fused mode records every thread's ops into one window: a "
@@ -207,7 +212,7 @@ def test_fused_mode_error_goes_to_the_thread_that_caused_it():
     assert isinstance(out["faulting"], IndexError), out
 
 
-def test_mode_switched_while_another_thread_trains():
+def test_mode_switched_while_another_thread_trains(start_mode):
     stop = threading.Event()
     switches = [0]
 
@@ -229,7 +234,6 @@ def test_mode_switched_while_another_thread_trains():
     finally:
         stop.set()
         t.join(60)
-        torchtpu.set_eager_mode("strict")
     assert switches[0] >= 10
 
 
