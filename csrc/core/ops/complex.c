@@ -24,6 +24,34 @@ int ttpu_complex_call(const ttpu_op_call* call) {
   return 0;
 }
 
+/* 1 when tensor i of the call is one of its outputs (an out= tensor, or an
+ * in-place self, whose dtype is then in the result type). */
+static int is_output(const ttpu_op_call* call, int i) {
+  for (int k = 0; k < call->n_outputs; ++k)
+    if (call->outputs[k].buffer == call->tensors[i].buffer) return 1;
+  return 0;
+}
+
+/* 1 when only an out= tensor of the call is complex: its operands, read
+ * tensors and Scalars, are real and so is their result type. */
+static int only_out_complex(const ttpu_op_call* call) {
+  if (call->common_dtype == TTPU_DTYPE_NONE ||
+      ttpu_dtype_is_complex(call->common_dtype))
+    return 0;
+  int operands = 0;
+  for (int i = 0; i < call->n_tensors; ++i) {
+    if (!call->tensors[i].buffer || is_output(call, i)) continue;
+    if (ttpu_dtype_is_complex(call->tensors[i].dtype)) return 0;
+    ++operands;
+  }
+  for (int i = 0; i < call->n_args; ++i)
+    if ((call->args[i].kind == TTPU_ARG_SCALAR ||
+         call->args[i].kind == TTPU_ARG_SCALARS) &&
+        ttpu_dtype_is_complex(call->args[i].scalar_dtype))
+      return 0;
+  return operands > 0;
+}
+
 /* ------------------------------------------------------------ arithmetic */
 
 /* The dtype the op computes in: output 0's (PyTorch's result type, which
@@ -372,7 +400,9 @@ static const char* const as_is[] = {
 
 extern const ttpu_op_def ttpu_ops_fft[];
 
-ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def) {
+/* The complex lowering of def's op, before a complex out= of real
+ * operands is considered. */
+static ttpu_lower_fn complex_lowering_of(const ttpu_op_def* def) {
   /* the families written for complex values (this file's, ops/fft.c) */
   for (const ttpu_op_def* d = ttpu_ops_complex; d->name; ++d)
     if (d == def) return def->fn;
@@ -383,4 +413,17 @@ ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def) {
   for (int i = 0; as_is[i]; ++i)
     if (!strcmp(as_is[i], def->name)) return def->fn;
   return NULL;
+}
+
+ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def,
+                                    const ttpu_op_call* call) {
+  ttpu_lower_fn fn = complex_lowering_of(def);
+  /* A complex out= of real operands only receives the result: PyTorch
+   * computes in the operands' result type and casts (uint8 3 - 9 into a
+   * complex64 out= is 250, not -6), which is the real lowering followed
+   * by the framework's conversion. Ops without a complex lowering keep
+   * refusing: many CPU kernels reject an out= of another dtype, which
+   * their meta kernels do not check. */
+  if (fn && only_out_complex(call)) return def->fn;
+  return fn;
 }

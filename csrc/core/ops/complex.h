@@ -12,6 +12,7 @@
 /* 1 when the call has a complex tensor, result type or Scalar. */
 int ttpu_complex_call(const ttpu_op_call* call);
 /* The lowering for a complex call of def's op, or NULL when none. */
-ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def);
+ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def,
+                                    const ttpu_op_call* call);
 
 #endif /* TTPU_OPS_COMPLEX_H_ */

@@ -711,7 +711,7 @@ static ttpu_status* lower_op(ttpu_lower* L) {
   if (ttpu_complex_call(call)) {
     /* Complex operands take the complex lowering of the op, or its own
      * lowering where that is listed as correct for complex values. */
-    fn = ttpu_complex_lowering(p->def);
+    fn = ttpu_complex_lowering(p->def, call);
     if (!fn)
       return ttpu_status_make(TTPU_UNIMPLEMENTED,
                               "The operator 'aten::%s' does not support "
