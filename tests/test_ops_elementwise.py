@@ -303,6 +303,20 @@ def test_bitwise(dtype):
     same(lambda x: torch.bitwise_xor(3, x), a)
 
 
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_float_to_int_cast_truncates_and_wraps_like_cpu(src, dtype):
+    # CPU casts truncate through int32 and keep the low bits: -1.3 -> uint8
+    # 255, 300.0 -> int8 44 (XLA's convert saturates to 0 and 127). Values
+    # beyond int32 are undefined in C++ and left out.
+    x = torch.tensor([-1.3, 2.7, -100.0, 300.0, -0.5, 0.0, -0.0, 255.9, -129.0, 40000.0, -40000.0])
+    x = x.to(src)
+    same(lambda t: t.to(dtype), x)
+    same(lambda t: t[::2].to(dtype), x)
+    same(lambda t: torch.zeros(11, dtype=dtype, device=t.device).copy_(t), x)
+    same(lambda t: torch.tensor([float("nan")], dtype=src, device=t.device).to(dtype) * 0, x)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
 def test_shifts_match_cpu_out_of_range(dtype):
     a = torch.tensor([1, 2, -8, 100, -1, 7, 0, 5], dtype=torch.int64).to(dtype)

@@ -295,6 +295,21 @@ def test_searchsorted(right):
     check(lambda b: torch.bucketize(3, b, right=right), seq.long(), noncontig=False)
 
 
+def test_searchsorted_zero_dim_value_promotes_like_result_type():
+    # A 0-d value tensor only decides the comparison dtype beyond the
+    # sequence's category: int8 -5 against a uint8 sequence is uint8 251
+    # (past the end), a 1-d int8 value compares as int16 -5.
+    seq = torch.tensor([0, 10, 200], dtype=torch.uint8)
+    for v in (torch.tensor(-5, dtype=torch.int8), torch.tensor(-5), torch.tensor([-5, 5, 100], dtype=torch.int8),
+              torch.tensor(-5.5), torch.tensor(True), torch.tensor([], dtype=torch.int8)):
+        for right in (False, True):
+            check(lambda s, v: torch.searchsorted(s, v, right=right), seq, v, noncontig=False)
+            check(lambda s, v: torch.bucketize(v, s, right=right), seq, v, noncontig=False)
+    check(lambda s, v: torch.searchsorted(s, v), seq.bool(), torch.tensor(-5), noncontig=False)
+    with pytest.raises(NotImplementedError):
+        torch.searchsorted(seq.bool().to(DEV), torch.tensor(True, device=DEV))
+
+
 def test_searchsorted_sorter_int_and_nan_sequence():
     seq = torch.tensor([3.0, -1.0, 5.0, 0.0])
     check(lambda s, v, o: torch.searchsorted(s, v, sorter=o), seq, torch.tensor([0.5, 4.0]),

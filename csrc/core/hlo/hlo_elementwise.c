@@ -298,6 +298,16 @@ ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
     ttpu_val z = ttpu_hlo_const(b, r, 0.0, 0);
     return ttpu_hlo_compare(b, TTPU_NE, x, z);
   }
+  if (ttpu_hloi_is_floatlike(tx->dtype) &&
+      (to == TTPU_U8 || to == TTPU_I8 || to == TTPU_I16)) {
+    /* XLA saturates a float converted to a narrow integer (-1.0 -> uint8
+     * 0); PyTorch's CPU casts truncate through int32 and keep the low bits
+     * (-1.0 -> 255, 300.0 -> int8 44), the behaviour users see. */
+    x = ttpu_hlo_convert(b, x, TTPU_I32);
+    tx = ttpu_hlo_type(b, x);
+    if (!tx) return TTPU_VAL_ERROR;
+    r = *tx;
+  }
   r.dtype = to;
   return ttpu_hloi_op(b, "stablehlo.convert", &x, 1, NULL, r);
 }

@@ -277,7 +277,17 @@ static ttpu_status* search_common(ttpu_lower* L, int seq_arg, int val_arg,
     ttpu_dtype sd = ttpu_l_scalar_dtype(L, val_arg);
     v = ttpu_l_scalar(L, val_arg, sd == TTPU_F64 ? (ttpu_dtype_is_float(tq.dtype) ? tq.dtype : TTPU_F32) : tq.dtype);
   }
-  ttpu_dtype ct = promote2(tq.dtype, ttpu_l_type(L, v).dtype);
+  ttpu_type tv0 = ttpu_l_type(L, v);
+  ttpu_dtype ct = promote2(tq.dtype, tv0.dtype);
+  /* CPU promotes with result_type, where a 0-d value tensor only decides
+   * beyond the sequence's category: int8 -5 against a uint8 sequence is
+   * compared as uint8 251 (a 1-d int8 value as int16 -5). */
+  if (tv0.ndim == 0 && tq.ndim > 0 && !ttpu_dtype_is_float(tq.dtype) &&
+      tq.dtype != TTPU_BOOL && !ttpu_dtype_is_float(tv0.dtype))
+    ct = tq.dtype;
+  if (ct == TTPU_BOOL)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "\"searchsorted_out_cpu\" not implemented for 'Bool'");
   seq = ttpu_hlo_convert(b, seq, ct);
   v = ttpu_hlo_convert(b, v, ct);
   if (sorter_arg >= 0 && !ttpu_l_is_none(L, sorter_arg)) {
