@@ -234,6 +234,52 @@ def test_sort_nan_stable_bool_and_out():
     check(out, x, noncontig=False)
 
 
+@pytest.mark.parametrize("op", ["msort", "sort", "sort_stable_desc", "argsort", "topk", "add", "cat"])
+@pytest.mark.parametrize("layout", ["transposed", "step", "empty_rows"])
+def test_noncontiguous_out_keeps_its_strides(op, layout):
+    # An out= of the right sizes keeps its strides (the CPU writes through
+    # them); the meta functions of sort/msort restrided it contiguous, so
+    # the values landed at the wrong storage positions.
+    x = torch.tensor([[3, 1, 2, 5], [0, 255, 7, 7], [4, 2, 2, 1]], dtype=torch.uint8)
+    if op == "topk":   # no ties: their order is unspecified
+        x = torch.tensor([[3, 1, 2, 5], [0, 255, 7, 6], [4, 8, 2, 1]], dtype=torch.uint8)
+    if layout == "empty_rows":
+        x = x[:0]
+    n, m = x.shape
+    if op == "topk":
+        m = 2
+    elif op == "cat":
+        m *= 2
+
+    def out(dtype, dev):
+        # the storage is returned whole, so stray writes show
+        if layout == "transposed":
+            base = torch.full((m, n), 9, dtype=dtype, device=dev)
+            return base, base.t()
+        base = torch.full((n, 2 * m + 1), 9, dtype=dtype, device=dev)
+        return base, base[:, 1::2]
+
+    def run(t):
+        (vb, v), (ib, i) = out(t.dtype, t.device), out(torch.long, t.device)
+        if op == "msort":
+            torch.msort(t, out=v)
+        elif op == "sort":
+            torch.sort(t, 1, out=(v, i))
+        elif op == "sort_stable_desc":
+            torch.sort(t, dim=0, descending=True, stable=True, out=(v, i))
+        elif op == "argsort":
+            torch.argsort(t, dim=1, stable=True, out=i)
+        elif op == "topk":
+            torch.topk(t, 2, 1, out=(v, i))
+        elif op == "add":
+            torch.add(t, 1, out=v)
+        else:
+            torch.cat([t, t], 1, out=v)
+        return vb, ib
+    check(run, x, noncontig=False)
+    check(run, x.float().t().contiguous().t(), noncontig=False)
+
+
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
 def test_topk(dtype):
     x = torch.randperm(60, generator=torch.Generator().manual_seed(1)).reshape(3, 20).to(dtype)
