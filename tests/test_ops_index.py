@@ -318,6 +318,33 @@ def test_mask_setitem(dtype):
     check(accumulate, x, m, rand(n, dtype=dtype, seed=1), noncontig=f32(dtype))
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 3), (3, 0, 3), (2, 3, 0)])
+def test_index_into_a_size_0_dim_raises(shape):
+    # An integer index into a dim of size 0 is out of bounds whatever its
+    # values (IndexError on the CPU), also where the call has no element to
+    # write; a mask of the wrong shape too.
+    x = torch.zeros(*shape, dtype=torch.uint8)
+    zero = [d for d, n in enumerate(shape) if n == 0][0]
+    at = lambda i: (slice(None),) * zero + (i,)
+
+    def put(t, idx, v=5):
+        t[idx] = v
+        return t
+    same_error(lambda t: put(t, at(torch.tensor([0, -1], device=t.device))), x)
+    same_error(lambda t: put(t, at(torch.tensor([0], device=t.device)), torch.ones(2, dtype=t.dtype, device=t.device)), x)
+    same_error(lambda t: t.index_put_(at(torch.tensor([1], device=t.device)),
+                                      torch.tensor(1, dtype=t.dtype, device=t.device), accumulate=True), x)
+    same_error(lambda t: t[at(torch.tensor([0], device=t.device))], x)
+    if zero > 0:
+        same_error(lambda t: put(t, torch.zeros(0, dtype=torch.bool, device=t.device)), x)
+    # an empty index, or one into a dim that is not empty, is fine
+    check(lambda t: put(t.clone(), at(torch.tensor([], dtype=torch.long, device=t.device))), x, noncontig=False)
+    other = 1 if zero != 1 else 2
+    idx = (slice(None),) * other + (torch.tensor([1, -1]),)
+    check(lambda t: put(t.clone(), tuple(i.to(t.device) if isinstance(i, torch.Tensor) else i for i in idx)),
+          x, noncontig=False)
+
+
 def test_mask_setitem_grad_and_mixed():
     x = rand(4, 5, requires_grad=True)
     m = rand(4, 5, seed=3) > 0

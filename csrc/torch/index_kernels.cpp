@@ -49,14 +49,18 @@ c10::List<std::optional<at::Tensor>> expand_masks(
 }
 
 // Index tensors must be integers or masks and broadcast together:
-// IndexError with CPU's message (meta kernels raise RuntimeError).
-void check_indices(const c10::IValue& list) {
+// IndexError with CPU's message (meta kernels raise RuntimeError). An
+// integer index into a dim of size 0 is out of bounds whatever its values;
+// the call may have no elements to compute, so no program would see them.
+void check_indices(const at::Tensor& self, const c10::IValue& list) {
   std::vector<int64_t> shape;
   bool first = true;
   std::string shapes;
   bool ok = true;
+  int64_t dim = 0;  // the first dim of self the entry indexes
   for (const c10::IValue& e : list.toListRef()) {
     if (!is_index(e)) {
+      dim++;
       continue;
     }
     const at::Tensor& t = e.toTensor();
@@ -64,6 +68,14 @@ void check_indices(const c10::IValue& list) {
                           t.scalar_type() == at::kInt || is_mask(t),
                       "tensors used as indices must be long, int, byte or "
                       "bool tensors");
+    if (is_mask(t)) {
+      dim += t.dim();
+    } else {
+      TORCH_CHECK_INDEX(dim >= self.dim() || self.size(dim) != 0 ||
+                            t.numel() == 0,
+                        "index is out of bounds for dimension with size 0");
+      dim++;
+    }
     shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
     if (first) {
       shape = t.sizes().vec();
@@ -91,7 +103,7 @@ void index_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (any_mask) {
     (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
   }
-  check_indices((*stack)[base + 1]);
+  check_indices((*stack)[base].toTensor(), (*stack)[base + 1]);
   run_engine_op(op, stack);
 }
 
@@ -109,10 +121,13 @@ void index_put_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       masks += is_mask(e.toTensor()) ? 1 : 0;
     }
   }
-  if (masks > 0 && !(defined == 1 && masks == 1)) {
+  // With no elements to write no program checks a lone mask's shape, so
+  // it is expanded too (IndexError on a mismatch, as on the CPU).
+  const bool empty = (*stack)[base].toTensor().numel() == 0;
+  if (masks > 0 && (empty || !(defined == 1 && masks == 1))) {
     (*stack)[base + 1] = expand_masks((*stack)[base].toTensor(), list);
   }
-  check_indices((*stack)[base + 1]);
+  check_indices((*stack)[base].toTensor(), (*stack)[base + 1]);
   run_engine_op(op, stack);
 }
 
