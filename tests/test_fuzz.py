@@ -125,6 +125,25 @@ REGRESSIONS = {
     # (an empty index once the bool is unsqueezed) wrote every element.
     "setitem with a False 0-d mask": {"kind": "call", "fn": "operator.setitem", "writes": True,
                                       "args": [_t([], "float16"), {"M": [], "seed": 3}, 0.70]},
+    # max()/min() over no elements returned a value (CPU: RuntimeError).
+    "max of no elements": {"kind": "call", "fn": "torch.max", "args": [_t([0, 3, 4, 2], "float64", "T")]},
+    # An integer index into a size-0 dim wrote nothing and raised nothing.
+    "setitem into a size-0 dim": {"kind": "call", "fn": "operator.setitem", "writes": True,
+                                  "args": [_t([0, 3, 3], "uint8", "step"), [0, -1], _t([2, 2], "uint8")]},
+    # uint8 operands computed in the complex out= dtype (-6 for CPU's 250).
+    "sub of uint8 into a complex out=": {"kind": "call", "fn": "torch.sub", "writes": True,
+                                         "args": [_t([5, 3, 2, 1], "uint8", "offset", seed=12236), _t([5, 3, 1, 1], "uint8", seed=252)],
+                                         "kwargs": {"out": _t([0], "complex64", "step")}},
+    # A float cast to uint8 saturated (-1.3 -> 0; CPU wraps to 255).
+    "sum of floats with dtype=uint8": {"kind": "call", "fn": "torch.sum", "args": [_t([3, 2], "float32", "step", seed=0)],
+                                       "kwargs": {"dtype": {"D": "uint8"}}},
+    # A 0-d value compared in the promoted type, not result_type's.
+    "searchsorted of a 0-d int8 value": {"kind": "call", "fn": "torch.searchsorted",
+                                         "args": [_t([3], "uint8", "T", seed=57068), _t([], "int8", seed=1638)]},
+    # A non-contiguous out= was restrided contiguous by the meta function.
+    "msort into a non-contiguous out=": {"kind": "opinfo", "op": "msort", "dtype": "uint8", "source": "sample",
+                                         "sample": 18, "layout": "offset", "variant": "out", "seed": 17,
+                                         "out": "noncontig"},
     "index with an empty index": {"kind": "call", "fn": "operator.getitem",
                                   "args": [_t([3, 2]), {"L": [{"S": [None, None, None]},
                                                               {"I": [0], "lo": 0, "hi": 1}]}]},
@@ -160,6 +179,12 @@ KNOWN = {
         "a 0-element call skips the lowering and its dtype check"),
     "relu of an empty complex tensor": (
         {"kind": "call", "fn": "torch.relu", "args": [_t([0, 2], "complex64")]},
+        "a 0-element call skips the lowering and its dtype check"),
+    "fmin of empty complex tensors": (
+        {"kind": "call", "fn": "torch.fmin", "args": [_t([2, 0], "complex64"), _t([1, 0], "complex64")]},
+        "a 0-element call skips the lowering and its dtype check"),
+    "bitwise_not of an empty float tensor": (
+        {"kind": "call", "fn": "torch.bitwise_not", "args": [_t([0, 3], "float32")]},
         "a 0-element call skips the lowering and its dtype check"),
 }
 

@@ -144,6 +144,14 @@ def test_max_errors_like_cpu():
             torch.ones(3, dtype=torch.bool, device=dev).argmax()
         with pytest.raises(RuntimeError):
             x.to(dev).sum((0, 0))
+        # max()/min() of no elements have nothing to return
+        for shape in ((0,), (0, 3, 4, 2), (2, 0)):
+            for fn in (torch.max, torch.min, torch.Tensor.max):
+                with pytest.raises(RuntimeError, match="Expected reduction dim to be specified"):
+                    fn(torch.zeros(shape, dtype=torch.float64, device=dev).t() if len(shape) == 2
+                       else torch.zeros(shape, device=dev)).cpu()
+    check(lambda t: (t.max(), t.min()), torch.tensor([float("nan"), 1.0]), noncontig=False)
+    check(lambda t: (t.max(), t.min()), torch.tensor(2.5), noncontig=False)
 
 
 # ------------------------------------------------------------------ var/std

@@ -142,8 +142,20 @@ static ttpu_status* lower_extreme(ttpu_lower* L, int is_max, int has_dim) {
 
 static ttpu_status* lower_amax(ttpu_lower* L) { return lower_extreme(L, 1, 1); }
 static ttpu_status* lower_amin(ttpu_lower* L) { return lower_extreme(L, 0, 1); }
-static ttpu_status* lower_max(ttpu_lower* L) { return lower_extreme(L, 1, 0); }
-static ttpu_status* lower_min(ttpu_lower* L) { return lower_extreme(L, 0, 0); }
+/* max()/min() of every element have no identity to return for none (the
+ * meta kernel gives them a 0-d result all the same). */
+static ttpu_status* extreme_all(ttpu_lower* L, int is_max) {
+  ttpu_type tx = ttpu_l_type(L, ttpu_l_tensor(L, 0));
+  if (ttpu_type_numel(&tx) == 0)
+    return ttpu_status_make(
+        TTPU_INVALID_ARGUMENT,
+        "%s(): Expected reduction dim to be specified for input.numel() == "
+        "0. Specify the reduction dim with the 'dim' argument.",
+        is_max ? "max" : "min");
+  return lower_extreme(L, is_max, 0);
+}
+static ttpu_status* lower_max(ttpu_lower* L) { return extreme_all(L, 1); }
+static ttpu_status* lower_min(ttpu_lower* L) { return extreme_all(L, 0); }
 
 /* Value and first index of the extreme along dim (NaN wins). A 0-d input
  * is its own extreme at index 0. */
