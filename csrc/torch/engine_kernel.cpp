@@ -18,6 +18,7 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <list>
 #include <memory>
@@ -518,6 +519,12 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 }
 
 bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  // A functional op writes only the fresh outputs the glue allocates: no
+  // work (and no allocation) on the common path.
+  if (std::find(info.is_mutable.begin(), info.is_mutable.end(), true) ==
+      info.is_mutable.end()) {
+    return false;
+  }
   // Tensors by storage, so a long list (a _foreach_ op's) costs O(n).
   std::unordered_map<const c10::StorageImpl*, std::vector<at::Tensor>> by_storage;
   std::vector<at::Tensor> written;
