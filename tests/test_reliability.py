@@ -336,3 +336,48 @@ def test_read_only_cache_directory_warns_once(tmp_path):
         check(DISK_WARNS_ONCE.replace("{expect}", "compile cache"), TORCHTPU_CACHE_DIR=root)
     finally:
         os.chmod(root, 0o755)
+
+
+# ------------------------------------------------------------------ threads
+
+def test_host_read_waits_without_blocking_other_threads():
+    """A thread reading a result that takes seconds to compute does not hold
+    the engine: another thread's ops (an in-place write of the very tensor
+    being read, which donates its storage, included) are enqueued
+    meanwhile, and the read still returns the value it asked for. (Few,
+    large programs: the CPU plugin blocks an enqueue once ~32 executions
+    are in flight, which would order the threads by itself.)"""
+    check("""
+        import threading, time, torch, torchtpu
+        torch.manual_seed(0)
+        n, steps = 4096, 6
+        at = (torch.randn(n, n) / (4 * n ** 0.5)).to("tpu")   # a contraction
+        y = torch.ones(4, device="tpu")
+        (y + 1).cpu(); y.add_(1).cpu()
+        torch.tanh(at @ at).add_(1).cpu()                     # all compiled before
+        z = at
+        for _ in range(steps):
+            z = torch.tanh(z @ at)                            # queued: seconds of work
+        got, read_done = [], threading.Event()
+        def reader():
+            got.append(z.cpu())
+            read_done.set()
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.2)                                       # the reader is waiting now
+        for _ in range(4):
+            w = y + 1                                         # other work is enqueued
+        behind = not read_done.is_set()
+        # Donates the version being read: the plugin orders it after the
+        # copy (its enqueue waits for the copy to finish).
+        z.add_(1)
+        t.join(120)
+        assert not t.is_alive()
+        # The read saw z before the write, whole: z is now exactly that + 1.
+        assert torch.isfinite(got[0]).all() and got[0].abs().sum() > 0
+        assert torch.equal(z.cpu(), got[0] + 1)
+        assert torch.equal(w.cpu(), torch.full((4,), 3.0))
+        # The other thread's ops were enqueued while the read waited
+        # (before, a host read held the engine's lock until its data came).
+        assert behind, "the read finished before the other thread's ops"
+    """, TORCHTPU_DISK_CACHE=0)

@@ -562,16 +562,20 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   s = ttpu_window_flush_for(rt, b, 0);
   ttpu_window_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
+  ttpu_pjrt_event* done = NULL;
   if (s) {
   } else if (!pb) {
     memset(dst, 0, nbytes);
   } else {
-    /* The lock is held across the read so the version cannot be replaced
-     * (and destroyed) under us; reads are the only place the host waits. */
-    s = ttpu_pjrt_buffer_to_host(rt->client, pb, dst, nbytes);
+    /* The copy of the current version is enqueued under the lock, so it
+     * is ordered before any later write; the wait is outside it, so other
+     * threads' calls go on meanwhile (a version replaced during the wait
+     * is destroyed, and PJRT keeps its memory until the copy is over). */
+    s = ttpu_pjrt_buffer_to_host_start(rt->client, pb, dst, nbytes, &done);
     if (!s) rt->dev[b->device].stats.d2h_bytes += (int64_t)nbytes;
   }
   pthread_mutex_unlock(&rt->mu);
+  if (!s) s = ttpu_pjrt_event_finish(rt->client, done, "device->host copy");
   return s;
 }
 

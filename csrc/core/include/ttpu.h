@@ -19,8 +19,9 @@
  * engine state takes the runtime's one lock, so calls on one runtime run
  * one at a time, in the order they take it (the plugin's work itself runs
  * asynchronously, off that lock). A host read (ttpu_buffer_download)
- * holds the lock while it waits for its data, so other threads' calls
- * wait behind it. The eager mode, the window limit, the program cache
+ * enqueues its copy under the lock and waits for the data outside it;
+ * ttpu_runtime_synchronize and ttpu_buffer_wait wait with the lock held,
+ * so other threads' calls wait behind them. The eager mode, the window limit, the program cache
  * size and the disk cache directory are per runtime, not per thread. What
  * is not thread-safe is said at the type: a ttpu_status belongs to the
  * thread that got it; ttpu_op_call and ttpu_tensor are borrowed for the

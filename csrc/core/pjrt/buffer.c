@@ -139,8 +139,11 @@ ttpu_status* ttpu_pjrt_buffer_shape(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
   return NULL;
 }
 
-ttpu_status* ttpu_pjrt_buffer_to_host(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
-                                      void* dst, size_t nbytes) {
+ttpu_status* ttpu_pjrt_buffer_to_host_start(ttpu_pjrt_client* c,
+                                            ttpu_pjrt_buffer* b, void* dst,
+                                            size_t nbytes,
+                                            ttpu_pjrt_event** done) {
+  *done = NULL;
   ttpu_dtype dt;
   int64_t dims[TTPU_MAX_DIMS];
   int ndim;
@@ -164,11 +167,24 @@ ttpu_status* ttpu_pjrt_buffer_to_host(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
   a.dst = dst;
   a.dst_size = nbytes;
   if ((s = TTPU_PJRT_CALL(c->api, buffer_to_host_buffer, a))) return s;
-  if (a.event) {
-    s = event_await_raw(c->api, a.event, "device->host copy");
-    event_destroy_raw(c->api, a.event);
-  }
+  *done = (ttpu_pjrt_event*)a.event;
+  return NULL;
+}
+
+ttpu_status* ttpu_pjrt_event_finish(ttpu_pjrt_client* c, ttpu_pjrt_event* e,
+                                    const char* what) {
+  if (!e) return NULL;
+  ttpu_status* s = event_await_raw(c->api, RAW_EVT(e), what);
+  event_destroy_raw(c->api, RAW_EVT(e));
   return s;
+}
+
+ttpu_status* ttpu_pjrt_buffer_to_host(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
+                                      void* dst, size_t nbytes) {
+  ttpu_pjrt_event* done = NULL;
+  ttpu_status* s = ttpu_pjrt_buffer_to_host_start(c, b, dst, nbytes, &done);
+  if (s) return s;
+  return ttpu_pjrt_event_finish(c, done, "device->host copy");
 }
 
 ttpu_status* ttpu_pjrt_buffer_copy_to_device(ttpu_pjrt_client* c,

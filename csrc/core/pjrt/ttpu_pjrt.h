@@ -60,6 +60,18 @@ ttpu_status* ttpu_pjrt_buffer_from_host(ttpu_pjrt_client* c, int device,
 /* Device -> host, whole buffer, row-major; waits for the buffer. */
 ttpu_status* ttpu_pjrt_buffer_to_host(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
                                       void* dst, size_t nbytes);
+/* The same in two halves: start enqueues the copy (ordered after what
+ * produces b, and before anything enqueued later that donates or replaces
+ * it) and returns its completion event in *done (NULL when nothing is left
+ * to wait for); dst must stay valid until the event is finished. b may be
+ * destroyed meanwhile: PJRT frees its memory once the copy is over. */
+ttpu_status* ttpu_pjrt_buffer_to_host_start(ttpu_pjrt_client* c,
+                                            ttpu_pjrt_buffer* b, void* dst,
+                                            size_t nbytes,
+                                            ttpu_pjrt_event** done);
+/* Awaits and destroys e (NULL: nothing to do); `what` labels its error. */
+ttpu_status* ttpu_pjrt_event_finish(ttpu_pjrt_client* c, ttpu_pjrt_event* e,
+                                    const char* what);
 /* Device -> device (may be the same device: a real copy). Caller destroys. */
 ttpu_status* ttpu_pjrt_buffer_copy_to_device(ttpu_pjrt_client* c,
                                              ttpu_pjrt_buffer* b, int device,
