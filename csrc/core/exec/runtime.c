@@ -9,8 +9,9 @@
 
 /* ------------------------------------------------------------ fork */
 
-/* The one process-wide state of the engine: how many fork()s separate this
- * process from the one that started. A runtime records it at creation; a
+/* Process-wide by nature (a fork happens to the process, not to one
+ * runtime): how many fork()s separate this process from the one that
+ * started. A runtime records it at creation; a
  * forked child sees a newer generation and refuses to touch the runtime
  * (its plugin's threads were not copied, and a lock held by another thread
  * at fork() stays held forever), as CUDA does. */
@@ -73,6 +74,13 @@ static void reap_retired(ttpu_runtime* rt) {
 }
 
 static void await_all_locked(ttpu_runtime* rt);
+
+/* Keeps s as the asynchronous error synchronize reports, unless an older
+ * one is waiting already (under rt->mu; s may be NULL). */
+static void keep_async_error(ttpu_runtime* rt, ttpu_status* s) {
+  if (s && !rt->async_error) rt->async_error = s;
+  else ttpu_status_free(s);
+}
 
 /* The cache evicted e (under rt->mu): its executable goes now, or once
  * the executions that may still use it have finished. */
@@ -245,10 +253,8 @@ void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
   for (int i = 0; i < rt->n_pending; ++i) {
     ttpu_pjrt_event* p = rt->pending[i];
     if (i < rt->n_pending - 8 && ttpu_pjrt_event_is_ready(rt->client, p)) {
-      ttpu_status* s = ttpu_pjrt_event_await(rt->client, p);
-      if (s && !rt->async_error) rt->async_error = s;
-      else ttpu_status_free(s);
-      ttpu_pjrt_event_destroy(rt->client, p);
+      keep_async_error(rt, ttpu_pjrt_event_finish(rt->client, p,
+                                                  "waiting for an event"));
       continue;
     }
     rt->pending[keep] = p;
@@ -267,10 +273,8 @@ void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
     if (t) rt->pending_ticket = t;
     if (!t) {
       /* Out of host memory: wait for this one now rather than lose it. */
-      ttpu_status* s = ttpu_pjrt_event_await(rt->client, ev);
-      if (s && !rt->async_error) rt->async_error = s;
-      else ttpu_status_free(s);
-      ttpu_pjrt_event_destroy(rt->client, ev);
+      keep_async_error(rt, ttpu_pjrt_event_finish(rt->client, ev,
+                                                  "waiting for an event"));
       ev = NULL;
     } else {
       rt->cap_pending = cap;
@@ -297,10 +301,10 @@ static ttpu_status* await_pending_locked(ttpu_runtime* rt, int device) {
       rt->pending_ticket[keep++] = rt->pending_ticket[i];
       continue;
     }
-    ttpu_status* s = ttpu_pjrt_event_await(rt->client, rt->pending[i]);
+    ttpu_status* s = ttpu_pjrt_event_finish(rt->client, rt->pending[i],
+                                            "waiting for an event");
     if (s && !err) err = s;
     else ttpu_status_free(s);
-    ttpu_pjrt_event_destroy(rt->client, rt->pending[i]);
   }
   rt->n_pending = keep;
   reap_retired(rt);
@@ -308,9 +312,7 @@ static ttpu_status* await_pending_locked(ttpu_runtime* rt, int device) {
 }
 
 static void await_all_locked(ttpu_runtime* rt) {
-  ttpu_status* s = await_pending_locked(rt, -1);
-  if (s && !rt->async_error) rt->async_error = s;
-  else ttpu_status_free(s);
+  keep_async_error(rt, await_pending_locked(rt, -1));
 }
 
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
@@ -347,9 +349,7 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
   pthread_mutex_lock(&rt->mu);
   /* Memory figures count what is alive: temporaries a fused window still
    * holds die when it runs. Its error waits for the next synchronize. */
-  ttpu_status* s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  if (s && !rt->async_error) rt->async_error = s;
-  else ttpu_status_free(s);
+  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_stats* s = &rt->dev[d].stats;

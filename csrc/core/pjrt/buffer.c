@@ -97,9 +97,8 @@ ttpu_status* ttpu_pjrt_buffer_from_host(ttpu_pjrt_client* c, int device,
    * costs nothing and keeps us correct on a plugin that treats the flag
    * more loosely. The event is ours to destroy either way. */
   if (a.done_with_host_buffer) {
-    s = event_await_raw(c->api, a.done_with_host_buffer,
-                        "waiting for the host->device copy");
-    event_destroy_raw(c->api, a.done_with_host_buffer);
+    s = ttpu_pjrt_event_finish(c, (ttpu_pjrt_event*)a.done_with_host_buffer,
+                               "waiting for the host->device copy");
     if (s) {
       ttpu_pjrt_buffer_destroy(c, (ttpu_pjrt_buffer*)a.buffer);
       return s;
@@ -221,9 +220,8 @@ ttpu_status* ttpu_pjrt_buffer_await(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b) {
   a.buffer = RAW_BUF(b);
   ttpu_status* s = TTPU_PJRT_CALL(c->api, buffer_ready_event, a);
   if (s) return s;
-  s = event_await_raw(c->api, a.event, "waiting for a buffer");
-  event_destroy_raw(c->api, a.event);
-  return s;
+  return ttpu_pjrt_event_finish(c, (ttpu_pjrt_event*)a.event,
+                                "waiting for a buffer");
 }
 
 int ttpu_pjrt_event_is_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e) {
