@@ -295,16 +295,26 @@ def test_recompile_reason_names_the_dimension():
     assert "size of dim 1 changed (8 -> 9)" in reasons[-1], reasons
 
 
-def test_recompile_warning_for_a_changing_shape():
-    x = torch.ones(16, 2, device="tpu")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for n in range(3, 16):
-            x[:n].cumsum(0).mul(2)  # each step runs other ops too
-    msgs = [str(w.message) for w in caught if "cumsum" in str(w.message)]
-    assert msgs, [str(w.message) for w in caught]
-    assert "input 0 size of dim 0 changed" in msgs[0]
-    assert caught[0].filename == __file__  # points at the user's line
+def test_recompile_warning_for_a_changing_shape(tmp_path):
+    # The warning fires once per op and process: a fresh interpreter, so an
+    # earlier test that recompiled cumsum (new shapes on purpose) cannot
+    # have used it up.
+    script = tmp_path / "changing_shape.py"
+    script.write_text(textwrap.dedent("""
+        import warnings, torch, torchtpu
+        x = torch.ones(16, 2, device="tpu")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(3, 16):
+                x[:n].cumsum(0).mul(2)  # each step runs other ops too
+        msgs = [str(w.message) for w in caught if "cumsum" in str(w.message)]
+        assert msgs, [str(w.message) for w in caught]
+        assert "input 0 size of dim 0 changed" in msgs[0]
+        assert caught[0].filename == __file__  # points at the user's line
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
 
 
 def test_no_recompile_warning_for_an_optimizers_first_step():
