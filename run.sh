@@ -4,16 +4,26 @@
 #   ./run.sh demo    train the demo GPT on device tpu, checked against CPU
 #   ./run.sh test    the whole test suite (C tests, then pytest)
 #   ./run.sh setup   only the set-up
+#   ./run.sh wheel   set-up, then a binary wheel in dist/
+#   ./run.sh check-torch VERSION   build against torch VERSION, run the quick tests
 set -euo pipefail
 cd "$(dirname "$0")"
+
+# Dependencies come from the package's own metadata (pyproject.toml, with
+# the extras the tests use); constraints.txt pins every version for CI.
+PIP=(.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt)
 
 setup() {
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
   fi
-  if ! .venv/bin/python -c 'import torch, xla_plugins.xla_cpu_pjrt, pytest, ninja' 2>/dev/null \
-     || [ requirements.txt -nt .venv/.deps-stamp ]; then
-    .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  if [ ! -f .venv/.deps-stamp ] || [ pyproject.toml -nt .venv/.deps-stamp ] \
+     || [ constraints.txt -nt .venv/.deps-stamp ] || [ setup.py -nt .venv/.deps-stamp ]; then
+    # The extension builds against the venv's torch (no build isolation),
+    # so torch and the build tools come first.
+    "${PIP[@]}" torch setuptools wheel ninja
+    "${PIP[@]}" --no-build-isolation -e ".[test,tpu]" >.venv/build.log 2>&1 \
+      || { cat .venv/build.log; exit 1; }
     touch .venv/.deps-stamp
   fi
   # Incremental: make rebuilds only changed C files, ninja only changed C++.
@@ -21,9 +31,49 @@ setup() {
     >.venv/build.log 2>&1 || { cat .venv/build.log; exit 1; }
 }
 
+# A binary wheel in dist/ for the venv's torch: installs with no compiler.
+wheel() {
+  rm -rf dist
+  .venv/bin/pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist . \
+    >.venv/wheel.log 2>&1 || { cat .venv/wheel.log; exit 1; }
+  ls dist/*.whl
+}
+
+# The quick tests against another torch (e.g. 2.14.1): a copy of the tree
+# under build/, its own venv and build, so the main venv stays as it is.
+QUICK_TESTS=(tests/test_device.py tests/test_ops_elementwise.py tests/test_ops_reduce.py
+             tests/test_ops_nn.py tests/test_ops_matrix.py tests/test_training.py
+             tests/test_modes.py tests/test_compile.py tests/test_autocast.py
+             tests/test_distributed.py tests/test_packaging.py)
+check_torch() {
+  local version=$1 dir=build/check-torch-$1
+  mkdir -p "$dir/src"
+  git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$dir/src"
+  cd "$dir/src"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  grep -v '^torch==' ../../../constraints.txt >constraints.txt
+  "${PIP[@]}" "torch==$version" setuptools wheel ninja
+  "${PIP[@]}" --no-build-isolation -e ".[test]" >.venv/build.log 2>&1 \
+    || { cat .venv/build.log; exit 1; }
+  # Our code must build without warnings against this torch too.
+  if grep -n "warning:" .venv/build.log | grep -v "/torch/include/"; then
+    echo "build warnings against torch $version" >&2
+  fi
+  .venv/bin/python -c 'import torch, torchtpu; print("torch", torch.__version__, "->", torchtpu.platform())'
+  exec .venv/bin/python -m pytest -q "${QUICK_TESTS[@]}"
+}
+
 case "${1:-}" in
   setup)
     setup
+    ;;
+  wheel)
+    setup
+    wheel
+    ;;
+  check-torch)
+    [ $# -eq 2 ] || { echo "usage: $0 check-torch VERSION (e.g. 2.14.1)" >&2; exit 2; }
+    check_torch "$2"
     ;;
   demo)
     setup
@@ -40,7 +90,7 @@ case "${1:-}" in
     exec .venv/bin/python -m pytest -q tests "$@"
     ;;
   *)
-    echo "usage: $0 demo|test|setup" >&2
+    echo "usage: $0 demo|test|setup|wheel|check-torch VERSION" >&2
     exit 2
     ;;
 esac

@@ -1,10 +1,16 @@
-"""Builds torchtpu: the C engine (make) and the torchtpu._C glue extension."""
+"""Builds torchtpu: the C engine (make) and the torchtpu._C glue extension.
+
+The package's metadata is in pyproject.toml; this file adds what depends on
+the build: the extension, and the dependency on the exact torch release the
+extension is compiled against (its C++ ABI is that torch's).
+"""
 
 import glob
 import os
 import subprocess
 
-from setuptools import find_packages, setup
+from setuptools import setup
+from setuptools.command.build_py import build_py
 
 # torchtpu is a torch.backends autoload entry point: importing torch below
 # must not import a torchtpu whose extension is what we are about to build.
@@ -22,7 +28,8 @@ class BuildWithCore(BuildExtension):
         super().finalize_options()
         # A fixed build directory keeps ninja's state between pip runs, so
         # only changed files recompile (pip would use a fresh temp dir).
-        self.build_temp = os.path.join(ROOT, "build", "torch")
+        # One per torch version: builds for several torches coexist.
+        self.build_temp = os.path.join(ROOT, "build", f"torch-{TORCH_FULL_VERSION}")
 
     def run(self):
         # TORCHTPU_SKIP_CORE_BUILD=1 links the existing library as is (for
@@ -33,6 +40,47 @@ class BuildWithCore(BuildExtension):
             raise RuntimeError(f"{CORE_LIB} is missing: run `make -j2 core`")
         super().run()
 
+
+def torch_release():
+    """The installed torch as "X.Y.Z" and its full version string."""
+    import torch
+
+    full = torch.__version__
+    return full.split("+")[0], full
+
+
+def build_info_text(release, full):
+    """torchtpu/_build_info.py: what the extension was built against, read
+    by `import torchtpu` before it loads the extension."""
+    return (
+        '"""Written by setup.py when the extension is built."""\n'
+        f"TORCH_VERSION = {full!r}\n"
+        f"TORCH_RELEASE = {release!r}\n"
+    )
+
+
+class BuildPyWithInfo(build_py):
+    """Adds torchtpu/_build_info.py: into the source tree for an editable
+    install (the package is imported from there), else into the build
+    directory only, so a wheel built for another torch leaves the source
+    tree's editable install as it was."""
+
+    def run(self):
+        super().run()
+        base = ROOT if self.editable_mode else self.build_lib
+        path = os.path.join(base, "torchtpu", "_build_info.py")
+        text = build_info_text(TORCH_RELEASE, TORCH_FULL_VERSION)
+        old = None
+        if os.path.exists(path):
+            with open(path) as f:
+                old = f.read()
+        if old != text:
+            with open(path, "w") as f:
+                f.write(text)
+
+
+TORCH_RELEASE, TORCH_FULL_VERSION = torch_release()
+TORCH_MINOR = ".".join(TORCH_RELEASE.split(".")[:2])
 
 glue_sources = sorted(
     os.path.relpath(path, ROOT)
@@ -59,19 +107,15 @@ extension = CppExtension(
 )
 
 setup(
-    name="torchtpu",
-    version="0.1.0",
-    description="PyTorch-native TPU backend driving XLA PJRT plugins",
-    packages=find_packages(include=["torchtpu", "torchtpu.*"]),
-    package_data={"torchtpu": ["data/*.txt"]},
-    python_requires=">=3.9",
-    install_requires=["torch>=2.11,<2.15", "numpy"],
+    # The runtime needs a torch of the minor release built against (its
+    # patch releases keep the C++ ABI the extension links to; another minor
+    # release does not) and a PJRT plugin: the XLA CPU plugin, the embedded
+    # default platform.
+    install_requires=[f"torch=={TORCH_MINOR}.*", "xla-cpu-pjrt==0.0.1"],
     ext_modules=[extension],
-    cmdclass={"build_ext": BuildWithCore.with_options(use_ninja=True)},
-    entry_points={
-        "torch.backends": ["torchtpu = torchtpu:_autoload"],
-        # torch.compile(backend="tpu"), found without importing torchtpu first
-        "torch_dynamo_backends": ["tpu = torchtpu.dynamo:backend"],
+    cmdclass={
+        "build_ext": BuildWithCore.with_options(use_ninja=True),
+        "build_py": BuildPyWithInfo,
     },
     zip_safe=False,
 )

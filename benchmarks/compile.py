@@ -1,7 +1,7 @@
 """The demo transformer's training step (forward, backward, AdamW) five ways,
 side by side in one run on this machine's CPU:
 
-    .venv/bin/pip install -r requirements-bench.txt   # JAX, for the comparison
+    .venv/bin/pip install --no-build-isolation -e ".[bench]"   # JAX, for the comparison
     .venv/bin/python benchmarks/compile.py [--quick] [--d 64 --layers 2]
     .venv/bin/python benchmarks/compile.py --graph-times   # each compiled graph, synchronized
 
@@ -204,7 +204,7 @@ def main():
         runs["jax jit"], jax_version = make_jax(args, len(chars), x, y)
     except ImportError:
         jax_version = None
-        print("(JAX not installed: .venv/bin/pip install -r requirements-bench.txt)")
+        print("(JAX not installed: .venv/bin/pip install --no-build-isolation -e \".[bench]\")")
     first = {}
     for name, fn in runs.items():
         t0 = time.perf_counter()

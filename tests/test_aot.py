@@ -1,7 +1,7 @@
 """Our programs compile for real TPU topologies (libtpu, no TPU needed).
 
 Skipped, with the reason, where libtpu is not installed
-(`pip install -r requirements-tpu.txt` installs it).
+(the `tpu` extra, `pip install "torchtpu[tpu]"`, installs it).
 
 The op-suite part runs a representative part of the op tests with program
 dumps on and compiles one program of every op they emit. The full sweep

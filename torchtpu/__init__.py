@@ -25,7 +25,39 @@ import torch  # noqa: E402
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C  # noqa: E402  (registers allocator, guard, hooks, kernels)
+
+def _load_extension():
+    """Imports torchtpu._C, or says which torch it needs.
+
+    The extension is compiled against one torch release (its C++ ABI is
+    that release's): with another minor release its symbols do not resolve,
+    and the loader's "undefined symbol" names neither version."""
+    try:
+        from ._build_info import TORCH_RELEASE, TORCH_VERSION
+    except ImportError:  # a source tree whose extension was never built
+        TORCH_RELEASE = TORCH_VERSION = None
+    installed = torch.__version__
+    if TORCH_RELEASE is not None:
+        built_minor = TORCH_RELEASE.split(".")[:2]
+        if installed.split("+")[0].split(".")[:2] != built_minor:
+            raise ImportError(
+                f"torchtpu was built against torch {TORCH_VERSION}, but torch "
+                f"{installed} is installed: install torch=={'.'.join(built_minor)}.*, "
+                f"or rebuild torchtpu against torch {installed} "
+                "(pip install --no-build-isolation torchtpu from source)")
+    try:
+        from . import _C
+    except ImportError as e:
+        if TORCH_VERSION is None or "undefined symbol" not in str(e):
+            raise
+        raise ImportError(
+            f"torchtpu's extension does not load with torch {installed} "
+            f"(it was built against torch {TORCH_VERSION}): rebuild torchtpu "
+            f"against the installed torch. ({e})") from e
+    return _C
+
+
+_C = _load_extension()  # registers allocator, guard, hooks, kernels
 
 # The engine looks for an installed plugin package (xla_plugins/..., libtpu/)
 # in these directories when TORCHTPU_PLUGIN is not set.

@@ -8,8 +8,8 @@
     python -m torchtpu.aot --topology v6e:2x2 --dump-dir DIR
 
 The programs our engine runs (StableHLO, the same text it hands the execution
-plugin) are compiled by libtpu (`pip install -r requirements-tpu.txt`) for a
-named topology through the engine's C layer (PJRT_TopologyDescription_Create +
+plugin) are compiled by libtpu (the `tpu` extra: `pip install "torchtpu[tpu]"`)
+for a named topology through the engine's C layer (PJRT_TopologyDescription_Create +
 PJRT_Compile). Per program the compiler reports the HBM it needs on each
 device (arguments, outputs, temporaries, peak) and its cost analysis (flops,
 bytes accessed); with the chip's published peak bf16 FLOP/s and HBM bandwidth

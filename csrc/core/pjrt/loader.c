@@ -10,6 +10,11 @@
 #define CPU_PLUGIN_REL "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"
 #define CPU_PLUGIN_PIP "xla-cpu-pjrt==0.0.1"
 #define LIBTPU_REL "libtpu/libtpu.so"
+/* The XLA CUDA plugins (jax-cuda13-pjrt, jax-cuda12-pjrt), newest first. */
+static const char* const CUDA_PLUGIN_RELS[] = {
+    "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+    "jax_plugins/xla_cuda12/xla_cuda_plugin.so",
+};
 
 static int is_file(const char* path) {
   struct stat st;
@@ -53,6 +58,18 @@ ttpu_status* ttpu_plugin_find(const char* const* search_dirs, char** out) {
     if (p) {
       *out = p;
       return NULL;
+    }
+  }
+  /* An NVIDIA driver with a CUDA plugin installed (the gpu extra): the
+   * GPU. Without the plugin the CPU one serves, as for TPUs above. */
+  if (exists("/dev/nvidiactl")) {
+    for (size_t i = 0; i < sizeof CUDA_PLUGIN_RELS / sizeof *CUDA_PLUGIN_RELS;
+         i++) {
+      char* p = find_in(search_dirs, CUDA_PLUGIN_RELS[i]);
+      if (p) {
+        *out = p;
+        return NULL;
+      }
     }
   }
   char* p = find_in(search_dirs, CPU_PLUGIN_REL);
