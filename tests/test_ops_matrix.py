@@ -55,7 +55,9 @@ def test_cholesky(upper):
     a = spd(4, (2,)).requires_grad_(True)
     check(lambda t: torch.linalg.cholesky(t, upper=upper), a, grad=True, atol=1e-4, rtol=1e-4)
     check(lambda t: torch.linalg.cholesky_ex(t, upper=upper), a, atol=1e-4, rtol=1e-4)
-    check(lambda t: torch.cholesky(t, upper=upper), a, atol=1e-4, rtol=1e-4)
+    # torch.cholesky (deprecated since 1.9) raises from torch 2.14 on.
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 14):
+        check(lambda t: torch.cholesky(t, upper=upper), a, atol=1e-4, rtol=1e-4)
 
 
 def test_cholesky_not_positive_definite():

@@ -1,6 +1,10 @@
-"""``torch.tpu``: the device module, named after ``torch.cuda``'s API."""
-import contextlib
+"""``torch.tpu``: the device module, named after ``torch.cuda``'s API.
+
+Which of ``torch.cuda``'s names exist here, and why the others do not, is
+in docs/api.md (written by tools/api_parity.py from this module)."""
+import collections
 import os
+import warnings
 
 import torch
 
@@ -12,10 +16,14 @@ __all__ = [
     "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
     "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "default_generators", "memory_allocated", "max_memory_allocated",
-    "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
-    "memory_stats", "empty_cache", "mem_get_info", "Stream", "Event",
-    "current_stream", "default_stream", "set_stream", "stream",
-    "StreamContext",
+    "memory_reserved", "max_memory_reserved", "memory_cached",
+    "max_memory_cached", "reset_peak_memory_stats",
+    "reset_max_memory_allocated", "reset_max_memory_cached",
+    "reset_accumulated_memory_stats", "memory_stats",
+    "memory_stats_as_nested_dict", "empty_cache", "mem_get_info",
+    "get_device_name", "get_device_properties", "is_bf16_supported",
+    "OutOfMemoryError", "Stream", "Event", "current_stream",
+    "default_stream", "set_stream", "stream", "StreamContext",
 ]
 
 _BACKEND = "tpu"
@@ -132,6 +140,58 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.device.type == _BACKEND else None)
 
 
+class _TpuDeviceProperties:
+    """What ``get_device_properties`` returns: the device's kind as its
+    plugin names it, its memory where known, and where it comes from."""
+
+    __slots__ = ("name", "type", "index", "id", "total_memory", "platform",
+                 "platform_version")
+
+    def __init__(self, index):
+        info = _C._device_properties(index)
+        platform = _C._platform()
+        self.name = info["kind"]
+        self.type = _BACKEND
+        self.index = index
+        self.id = info["id"]
+        try:
+            self.total_memory = mem_get_info(index)[1]
+        except NotImplementedError:
+            self.total_memory = None  # the plugin does not say
+        self.platform = platform["name"]
+        self.platform_version = platform["version"]
+
+    def __repr__(self):
+        memory = ("unknown" if self.total_memory is None
+                  else f"{self.total_memory // (1024 * 1024)}MB")
+        return (f"_TpuDeviceProperties(name='{self.name}', "
+                f"total_memory={memory}, platform='{self.platform}', "
+                f"index={self.index}, id={self.id})")
+
+
+def get_device_properties(device=None):
+    """Properties of ``device`` (default: current): ``name`` (the device's
+    kind, e.g. ``"TPU v5 lite"``; ``"cpu"`` on the CPU plugin),
+    ``total_memory`` in bytes (the host's memory on the CPU plugin; None
+    where the plugin does not report it), ``platform``,
+    ``platform_version``, ``index`` and the global ``id``."""
+    _lazy_init()
+    index = _get_device_index(device, optional=True)
+    if not 0 <= index < device_count():
+        raise AssertionError("Invalid device id")
+    return _TpuDeviceProperties(index)
+
+
+def get_device_name(device=None):
+    """The name (kind) of ``device`` (default: current)."""
+    return get_device_properties(device).name
+
+
+def is_bf16_supported(including_emulation=True):
+    """True: every plugin runs bfloat16 (XLA lowers it on CPU, TPU, GPU)."""
+    return is_available()
+
+
 def synchronize(device=None):
     """Waits for all work queued on ``device`` (default: current device);
     raises the first asynchronous error of that work."""
@@ -207,68 +267,129 @@ def set_rng_state_all(new_states):
 
 
 # ------------------------------------------------------------------ memory
+#
+# No caching allocator: each storage is one device buffer, released when
+# the storage dies. So every allocation is one device allocation (a
+# "segment"), reserved memory is allocated memory, empty_cache() has
+# nothing to release, and only the "all" pool is counted. The same figures
+# reach torch.accelerator's memory functions through the glue's
+# c10::DeviceAllocator.
 
-def _stats(device=None):
-    return _C._memory_stats(_get_device_index(device, optional=True))
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def _index(device):
+    return _get_device_index(device, optional=True)
+
+
+def memory_stats_as_nested_dict(device=None):
+    """The allocator statistics of ``device``, nested as torch.cuda's:
+    ``{"allocated_bytes": {"all": {"current", "peak", "allocated",
+    "freed"}}, ...}``."""
+    return _C._device_memory_stats(_index(device))
+
+
+def _flatten(prefix, value, out):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else key, inner, out)
+    else:
+        out.append((prefix, value))
+
+
+def memory_stats(device=None):
+    """torch.cuda's allocator statistics (``"allocated_bytes.all.current"``,
+    ``"reserved_bytes.all.peak"``, ``"allocation.all.allocated"``, ...),
+    sorted, then the engine's own counters (``"bytes_in_use"``,
+    ``"compiles"``, ...)."""
+    flat = []
+    _flatten("", memory_stats_as_nested_dict(device), flat)
+    out = collections.OrderedDict(sorted(flat))
+    out.update(_C._memory_stats(_index(device)))
+    return out
+
+
+def _stat(device, key):
+    return memory_stats_as_nested_dict(device)[key]["all"]
 
 
 def memory_allocated(device=None):
     """Bytes held by live tpu tensors' storages on ``device``."""
-    return _stats(device)["bytes_in_use"]
+    return _stat(device, "allocated_bytes")["current"]
 
 
 def max_memory_allocated(device=None):
-    return _stats(device)["peak_bytes_in_use"]
+    """The most bytes storages held on ``device`` since the start or the
+    last reset_peak_memory_stats()."""
+    return _stat(device, "allocated_bytes")["peak"]
 
 
-# No caching allocator: a storage's buffer is freed when the storage dies,
-# so reserved memory is allocated memory.
-memory_reserved = memory_allocated
-max_memory_reserved = max_memory_allocated
+def memory_reserved(device=None):
+    """Bytes reserved on ``device``: nothing is cached, so what storages
+    hold (memory_allocated)."""
+    return _stat(device, "reserved_bytes")["current"]
+
+
+def max_memory_reserved(device=None):
+    """Peak of memory_reserved (max_memory_allocated: nothing is cached)."""
+    return _stat(device, "reserved_bytes")["peak"]
+
+
+def memory_cached(device=None):
+    """Deprecated; see memory_reserved."""
+    warnings.warn(
+        "torch.tpu.memory_cached has been renamed to torch.tpu.memory_reserved",
+        FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    """Deprecated; see max_memory_reserved."""
+    warnings.warn(
+        "torch.tpu.max_memory_cached has been renamed to "
+        "torch.tpu.max_memory_reserved", FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
 
 
 def reset_peak_memory_stats(device=None):
-    _C._reset_peak_memory_stats(_get_device_index(device, optional=True))
+    """Makes every peak statistic of ``device`` its current value."""
+    _C._reset_peak_memory_stats(_index(device))
 
 
-def memory_stats(device=None):
-    """Memory and engine counters, with torch.cuda's key names where they
-    have a meaning here."""
-    stats = _stats(device)
-    out = {
-        "allocated_bytes.all.current": stats["bytes_in_use"],
-        "allocated_bytes.all.peak": stats["peak_bytes_in_use"],
-        "reserved_bytes.all.current": stats["bytes_in_use"],
-        "reserved_bytes.all.peak": stats["peak_bytes_in_use"],
-        "active.all.current": stats["live_buffers"],
-    }
-    out.update(stats)
-    return out
+def reset_accumulated_memory_stats(device=None):
+    """Zeroes the accumulated statistics of ``device`` (the "allocated" and
+    "freed" totals, num_device_alloc/num_device_free)."""
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    """Deprecated: resets every peak statistic (reset_peak_memory_stats)."""
+    warnings.warn(
+        "torch.tpu.reset_max_memory_allocated now calls "
+        "torch.tpu.reset_peak_memory_stats, which resets /all/ peak memory "
+        "stats.", FutureWarning, stacklevel=2)
+    return reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None):
+    """Deprecated: resets every peak statistic (reset_peak_memory_stats)."""
+    warnings.warn(
+        "torch.tpu.reset_max_memory_cached now calls "
+        "torch.tpu.reset_peak_memory_stats, which resets /all/ peak memory "
+        "stats.", FutureWarning, stacklevel=2)
+    return reset_peak_memory_stats(device)
 
 
 def empty_cache():
     """Nothing is cached: freed storages release their buffers at once."""
 
 
-def _host_memory_info():
-    info = {}
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0]) * 1024
-    return info.get("MemAvailable", info.get("MemFree", 0)), info["MemTotal"]
-
-
 def mem_get_info(device=None):
-    """(free, total) bytes of ``device``. On the CPU plugin the device's
-    memory is the host's."""
-    _get_device_index(device, optional=True)
-    name = _C._platform()["name"].lower()
-    if name in ("cpu", "host"):
-        return _host_memory_info()
-    raise NotImplementedError(
-        f"mem_get_info is not available for the '{name}' plugin: PJRT does not "
-        "report device memory; use torch.tpu.memory_allocated()")
+    """(free, total) bytes of ``device``: the plugin's figures where it
+    reports them; on the CPU plugin, whose devices' memory is the host's,
+    the host's available and total memory. NotImplementedError where the
+    plugin says nothing."""
+    return tuple(_C._mem_get_info(_index(device)))
 
 
 # ------------------------------------------------------------------ streams
@@ -283,17 +404,30 @@ class _TorchTypeFactory(type):
             obj, "device", torch.device("cpu")).type == _BACKEND
 
 
-class Stream(metaclass=_TorchTypeFactory):
-    """A tpu stream (a ``torch.Stream``). Streams of one device share its
-    ordered work queue."""
+class Stream(torch.Stream, metaclass=_TorchTypeFactory):
+    """A tpu stream (a ``torch.Stream``): query, synchronize, wait_event,
+    wait_stream, record_event. Streams of one device share its ordered
+    work queue, so waits between them are already met and there is one
+    priority level: ``priority`` is 0 whatever was asked for (as CUDA maps
+    a priority outside its range to the nearest one)."""
 
     _torch_type = torch.Stream
 
     def __new__(cls, device=None, priority=0, **kwargs):
         if kwargs:
-            return torch.Stream(**kwargs)
+            return super().__new__(cls, **kwargs)
         index = _get_device_index(device, optional=True)
-        return torch.Stream(device=torch.device(_BACKEND, index), priority=priority)
+        return super().__new__(cls, device=torch.device(_BACKEND, index),
+                               priority=priority)
+
+    @property
+    def priority(self):
+        return 0
+
+    @staticmethod
+    def priority_range():
+        """(least, greatest) priority: one level."""
+        return (0, 0)
 
 
 def _stream_from_tuple(triple):
@@ -349,7 +483,9 @@ def stream(stream):
 
 class Event(metaclass=_TorchTypeFactory):
     """A tpu event (a ``torch.Event``): record, wait, query, synchronize,
-    elapsed_time."""
+    elapsed_time. It completes when the work queued on its device before
+    record() has finished; query() tells without waiting, and elapsed_time
+    is the time between two completions on the device."""
 
     _torch_type = torch.Event
 

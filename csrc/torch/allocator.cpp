@@ -3,16 +3,32 @@
 #include "runtime.h"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 namespace torchtpu {
 
 namespace {
 
+namespace cda = c10::CachingDeviceAllocator;
+
 void release_buffer(void* context) {
   ttpu_buffer_release(static_cast<ttpu_buffer*>(context));
 }
 
-struct TpuAllocator final : public c10::Allocator {
+c10::DeviceIndex resolve(c10::DeviceIndex device) {
+  return device < 0 ? current_device() : device;
+}
+
+void fill(cda::StatArray& stats, int64_t current, int64_t peak,
+          int64_t allocated, int64_t freed) {
+  auto& all = stats[static_cast<size_t>(cda::StatType::AGGREGATE)];
+  all.current = current;
+  all.peak = peak;
+  all.allocated = allocated;
+  all.freed = freed;
+}
+
+struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     return allocate_on(current_device(), nbytes);
   }
@@ -35,6 +51,42 @@ struct TpuAllocator final : public c10::Allocator {
         "tpu storages can only be copied whole");
     check(ttpu_buffer_copy(dst_buffer, src_buffer), "copying a tpu storage");
   }
+
+  // c10::DeviceAllocator: what torch.accelerator's memory functions call.
+
+  bool initialized() override {
+    return runtime_if_created() != nullptr;
+  }
+
+  // A freed storage's buffer goes back to the plugin at once: there is no
+  // cache to empty.
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {}
+
+  // A storage freed while programs using it are still queued cannot be
+  // reused early: the plugin keeps a buffer until its last use is over,
+  // which is what recording the stream would ensure.
+  void recordStream(const c10::DataPtr& /*ptr*/,
+                    c10::Stream /*stream*/) override {}
+
+  cda::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return device_stats(device);
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    ttpu_runtime_reset_accumulated(runtime(), resolve(device));
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    ttpu_runtime_reset_peak(runtime(), resolve(device));
+  }
+
+// getMemoryInfo joined DeviceAllocator in PyTorch 2.10.
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    return memory_info(device);
+  }
+#endif
 };
 
 TpuAllocator allocator_instance;
@@ -54,6 +106,34 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
 
 c10::Allocator* tpu_allocator() {
   return &allocator_instance;
+}
+
+cda::DeviceStats device_stats(c10::DeviceIndex device) {
+  ttpu_memory_stats m{};
+  ttpu_runtime_memory_stats(runtime(), resolve(device), &m);
+  cda::DeviceStats out;
+  // One storage is one allocation, one segment and one active block.
+  fill(out.allocation, m.buffers_in_use, m.peak_buffers_in_use, m.allocations,
+       m.frees);
+  out.segment = out.allocation;
+  out.active = out.allocation;
+  fill(out.allocated_bytes, m.bytes_in_use, m.peak_bytes_in_use,
+       m.allocated_bytes, m.freed_bytes);
+  out.reserved_bytes = out.allocated_bytes;
+  out.active_bytes = out.allocated_bytes;
+  out.requested_bytes = out.allocated_bytes;
+  out.num_device_alloc = m.allocations;
+  out.num_device_free = m.frees;
+  return out;
+}
+
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+  check(ttpu_runtime_memory_info(runtime(), resolve(device), &free_bytes,
+                                 &total_bytes),
+        "tpu memory info");
+  return {static_cast<size_t>(free_bytes), static_cast<size_t>(total_bytes)};
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator_instance)

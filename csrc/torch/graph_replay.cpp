@@ -29,7 +29,7 @@ namespace torchtpu {
 namespace {
 
 struct Meta {
-  c10::ScalarType dtype;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t offset = 0;

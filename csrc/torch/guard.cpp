@@ -6,8 +6,17 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <chrono>
 #include <vector>
+
+// torch.accelerator.get_device_capability() reaches the guard's
+// getDeviceCapability, compiled where the torch built against has
+// c10::DeviceCapability.
+#if __has_include(<c10/core/DeviceCapability.h>)
+#include <c10/core/DeviceCapability.h>
+#define TTPU_HAS_DEVICE_CAPABILITY 1
+#else
+#define TTPU_HAS_DEVICE_CAPABILITY 0
+#endif
 
 namespace torchtpu {
 
@@ -35,23 +44,24 @@ void synchronize_device(c10::DeviceIndex device) {
   check(ttpu_runtime_synchronize(runtime(), device), "tpu synchronize");
 }
 
-// An event is the moment its device's queue was drained after record():
-// correct for every ordering question because record/query/synchronize
-// all wait for the device, and it gives real times for elapsed_time.
+// A recorded event is an engine event: it completes when the programs
+// enqueued on its device before record() have finished, which the plugin
+// reports as it happens, so query() never waits and elapsed_time() is the
+// time between the two completions on the device. Re-recording replaces
+// it with a new one.
 struct TpuEvent {
-  c10::DeviceIndex device = -1;
-  bool recorded = false;
-  bool completed = false;
-  std::chrono::steady_clock::time_point completed_at;
+  ttpu_event* event = nullptr;  // nullptr until recorded
 };
 
-void complete(TpuEvent* event) {
-  if (!event->recorded || event->completed) {
-    return;
+ttpu_event* recorded(void* event) {
+  auto* tpu_event = static_cast<TpuEvent*>(event);
+  return tpu_event != nullptr ? tpu_event->event : nullptr;
+}
+
+void wait_event(ttpu_event* event) {
+  if (event != nullptr) {
+    check(ttpu_event_wait(event), "waiting for a tpu event");
   }
-  synchronize_device(event->device);
-  event->completed = true;
-  event->completed_at = std::chrono::steady_clock::now();
 }
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -94,6 +104,9 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return default_stream(resolve(device.index()));
   }
 
+  // Streams of a device share its one ordered work queue: there is one
+  // priority level, 0 (torch.tpu.Stream.priority_range() is (0, 0)), and
+  // a requested priority maps to it, as CUDA clamps to its range.
   c10::Stream getStreamFromGlobalPool(c10::Device device,
                                       bool /*high_priority*/) const override {
     return new_stream(resolve(device.index()));
@@ -113,73 +126,75 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void record(void** event, const c10::Stream& stream,
               const c10::DeviceIndex device_index,
-              const c10::EventFlag flag) const override {
+              const c10::EventFlag /*flag*/) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
                 "Event device index ", static_cast<int>(device_index),
                 " does not match recording stream's device index ",
                 static_cast<int>(stream.device_index()), ".");
+    // Timing and plain events are the same: every engine event knows when
+    // its work finished.
+    ttpu_event* fresh = nullptr;
+    check(ttpu_event_record(runtime(), stream.device_index(), &fresh),
+          "recording a tpu event");
     auto* tpu_event = static_cast<TpuEvent*>(*event);
     if (tpu_event == nullptr) {
       tpu_event = new TpuEvent();
       *event = tpu_event;
     }
-    tpu_event->device = stream.device_index();
-    tpu_event->recorded = true;
-    tpu_event->completed = false;
-    // Timing events need the time the queued work finished, so they wait
-    // now; plain events wait lazily when queried or synchronized.
-    if (flag == c10::EventFlag::BACKEND_DEFAULT) {
-      complete(tpu_event);
-    }
+    ttpu_event_release(tpu_event->event);
+    tpu_event->event = fresh;
   }
 
   void block(void* event, const c10::Stream& stream) const override {
-    auto* tpu_event = static_cast<TpuEvent*>(event);
+    ttpu_event* waited = recorded(event);
     // Streams of one device share the engine's ordered queue, so only a
     // cross-device wait needs the host to wait for the event's device.
-    if (tpu_event != nullptr && tpu_event->recorded &&
-        tpu_event->device != stream.device_index()) {
-      complete(tpu_event);
+    if (waited != nullptr &&
+        ttpu_event_device(waited) != stream.device_index()) {
+      wait_event(waited);
     }
   }
 
   bool queryEvent(void* event) const override {
-    auto* tpu_event = static_cast<TpuEvent*>(event);
-    if (tpu_event != nullptr) {
-      complete(tpu_event);
+    ttpu_event* queried = recorded(event);
+    if (queried == nullptr) {
+      return true;  // never recorded: nothing to wait for
     }
-    return true;
+    int done = 0;
+    check(ttpu_event_query(queried, &done), "querying a tpu event");
+    return done != 0;
   }
 
   void synchronizeEvent(void* event) const override {
-    auto* tpu_event = static_cast<TpuEvent*>(event);
-    if (tpu_event != nullptr) {
-      complete(tpu_event);
-    }
+    wait_event(recorded(event));
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/)
       const noexcept override {
-    delete static_cast<TpuEvent*>(event);
+    auto* tpu_event = static_cast<TpuEvent*>(event);
+    if (tpu_event != nullptr) {
+      ttpu_event_release(tpu_event->event);
+      delete tpu_event;
+    }
   }
 
   double elapsedTime(void* start, void* end,
                      const c10::DeviceIndex /*device_index*/) const override {
-    auto* start_event = static_cast<TpuEvent*>(start);
-    auto* end_event = static_cast<TpuEvent*>(end);
-    TORCH_CHECK(start_event != nullptr && end_event != nullptr &&
-                    start_event->recorded && end_event->recorded,
+    ttpu_event* start_event = recorded(start);
+    ttpu_event* end_event = recorded(end);
+    TORCH_CHECK(start_event != nullptr && end_event != nullptr,
                 "Both events must be recorded before calculating elapsed time.");
-    complete(start_event);
-    complete(end_event);
-    std::chrono::duration<double, std::milli> elapsed =
-        end_event->completed_at - start_event->completed_at;
-    return elapsed.count();
+    double ms = 0;
+    check(ttpu_event_elapsed_ms(start_event, end_event, &ms),
+          "elapsed time of tpu events");
+    return ms;
   }
 
   bool queryStream(const c10::Stream& stream) const override {
-    synchronize_device(stream.device_index());
-    return true;
+    int idle = 0;
+    check(ttpu_runtime_query(runtime(), stream.device_index(), &idle),
+          "querying a tpu stream");
+    return idle != 0;
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
@@ -189,6 +204,22 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     synchronize_device(resolve(device_index));
   }
+
+#if TTPU_HAS_DEVICE_CAPABILITY
+  // torch.accelerator.get_device_capability(): the dtypes a tpu tensor can
+  // have (the engine's storage dtypes).
+  c10::DeviceCapability getDeviceCapability(
+      c10::Device /*device*/) const override {
+    c10::DeviceCapability capability;
+    capability.capability_data.capability_bits = 0;
+#define TTPU_CAPABILITY_BIT(_, name)                                         \
+  capability.capability_data.supported_scalar_types.has_##name =            \
+      to_ttpu_dtype(c10::ScalarType::name) != TTPU_DTYPE_NONE ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TTPU_CAPABILITY_BIT)
+#undef TTPU_CAPABILITY_BIT
+    return capability;
+  }
+#endif
 };
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "runtime.h"
 
+#include "allocator.h"
+
 #include <c10/core/GeneratorImpl.h>
+#include <pybind11/pybind11.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -199,6 +202,84 @@ void check_device_index(c10::DeviceIndex index) {
 void set_current_device(c10::DeviceIndex index) {
   check_device_index(index);
   thread_current_device = index;
+}
+
+}  // namespace torchtpu
+
+// ------------------------------------------------------------ device API
+// What torch.tpu's device and memory functions need beyond PyTorch's own
+// hooks: device properties, memory figures, the allocator's statistics.
+
+namespace torchtpu {
+
+namespace {
+
+namespace cda = c10::CachingDeviceAllocator;
+
+c10::DeviceIndex resolve_index(int device) {
+  const c10::DeviceIndex index =
+      device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
+  check_device_index(index);
+  return index;
+}
+
+pybind11::dict stat_dict(const cda::Stat& stat) {
+  pybind11::dict out;
+  out["current"] = stat.current;
+  out["peak"] = stat.peak;
+  out["allocated"] = stat.allocated;
+  out["freed"] = stat.freed;
+  return out;
+}
+
+// Only the "all" pool: storages are not split into small and large pools.
+pybind11::dict pool_dict(const cda::StatArray& stats) {
+  pybind11::dict out;
+  out["all"] = stat_dict(stats[static_cast<size_t>(cda::StatType::AGGREGATE)]);
+  return out;
+}
+
+}  // namespace
+
+void init_device_api(pybind11::module_& m) {
+  m.def("_device_properties", [](int device) {
+    ttpu_device_info info{};
+    check(ttpu_runtime_device_info(runtime(), resolve_index(device), &info),
+          "tpu device properties");
+    pybind11::dict out;
+    out["kind"] = std::string(info.kind);
+    out["id"] = info.id;
+    out["bytes_limit"] = info.bytes_limit;
+    out["plugin_bytes_in_use"] = info.bytes_in_use;
+    return out;
+  }, pybind11::arg("device") = -1,
+     "What the plugin says about a device: kind, global id, memory limit "
+     "(-1: not reported).");
+  m.def("_mem_get_info", [](int device) {
+    const auto info = memory_info(resolve_index(device));
+    return pybind11::make_tuple(info.first, info.second);
+  }, pybind11::arg("device") = -1, "(free, total) bytes of a device.");
+  m.def("_device_memory_stats", [](int device) {
+    const cda::DeviceStats stats = device_stats(resolve_index(device));
+    pybind11::dict out;
+    out["allocation"] = pool_dict(stats.allocation);
+    out["segment"] = pool_dict(stats.segment);
+    out["active"] = pool_dict(stats.active);
+    out["inactive_split"] = pool_dict(stats.inactive_split);
+    out["allocated_bytes"] = pool_dict(stats.allocated_bytes);
+    out["reserved_bytes"] = pool_dict(stats.reserved_bytes);
+    out["active_bytes"] = pool_dict(stats.active_bytes);
+    out["inactive_split_bytes"] = pool_dict(stats.inactive_split_bytes);
+    out["requested_bytes"] = pool_dict(stats.requested_bytes);
+    out["num_alloc_retries"] = stats.num_alloc_retries;
+    out["num_device_alloc"] = stats.num_device_alloc;
+    out["num_device_free"] = stats.num_device_free;
+    return out;
+  }, pybind11::arg("device") = -1,
+     "The allocator's statistics of a device, nested as PyTorch's.");
+  m.def("_reset_accumulated_memory_stats", [](int device) {
+    ttpu_runtime_reset_accumulated(runtime(), resolve_index(device));
+  }, pybind11::arg("device") = -1);
 }
 
 }  // namespace torchtpu

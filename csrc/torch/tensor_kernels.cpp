@@ -8,6 +8,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -84,6 +85,9 @@ void upload_whole(const at::Tensor& dst, const at::Tensor& host) {
   if (nbytes == 0) {
     return;
   }
+  // Its own range in a profile (input: the bytes moved).
+  const c10::IValue bytes(static_cast<int64_t>(nbytes));
+  RECORD_FUNCTION("tpu::to_device", c10::ArrayRef<const c10::IValue>(&bytes, 1));
   ttpu_dtype dtype = to_ttpu_dtype(dst.scalar_type());
   std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
   if (dtype == TTPU_DTYPE_NONE || dims.size() > TTPU_MAX_DIMS) {
@@ -101,6 +105,8 @@ void download_whole(const at::Tensor& src, void* host, size_t nbytes) {
   if (nbytes == 0) {
     return;
   }
+  const c10::IValue bytes(static_cast<int64_t>(nbytes));
+  RECORD_FUNCTION("tpu::to_host", c10::ArrayRef<const c10::IValue>(&bytes, 1));
   check(ttpu_buffer_download(buffer_of(src), host, nbytes), "copying from tpu");
 }
 

@@ -500,11 +500,13 @@ static ttpu_status* compile_program(ttpu_runtime* rt, int dev,
                                     ttpu_cache_entry** out) {
   ttpu_stats* st = &rt->dev[dev].stats;
   ttpu_cache_entry ne = {0};
+  ttpu_rt_trace_compile_begin(rt, dev, what, 1);
   double t0 = now_seconds();
   ttpu_status* s = ttpu_pjrt_compile(rt->client, text, len, options,
                                      options_len, &ne.exec);
   double dt = now_seconds() - t0;
   if (s) {
+    ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, 1);
     if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%.*s\n", (int)len, text);
     return ttpu_status_annotate(s, "compiling %s", what);
   }
@@ -513,6 +515,7 @@ static ttpu_status* compile_program(ttpu_runtime* rt, int dev,
   ttpu_rt_log_compile(rt, what, "first compile", dt, 0, 1);
   s = ttpu_cache_insert(rt->cache, key, n_key, &ne, out);
   if (s) ttpu_pjrt_exec_destroy(rt->client, ne.exec);
+  ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, s != NULL);
   return s;
 }
 
@@ -560,9 +563,11 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   }
   ttpu_pjrt_buffer* outv = NULL;
   ttpu_pjrt_event* done = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
   s = ttpu_pjrt_execute(rt->client, e->exec, dev, &b->pb, 1, &outv, 1, &done);
   if (s) return s;
   rt->dev[dev].stats.executions++;
+  ttpu_rt_trace_launch(rt, dev, "collective input layout", 1, began, done);
   ttpu_rt_add_pending(rt, dev, e, done);
   ttpu_rt_set_version(b, outv, dt, 1, &n);
   return NULL;
@@ -679,9 +684,11 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
   if (s) return s;
   coll_sig g;
   ttpu_cache_entry* e = NULL;
+  int64_t began = 0;
   s = prepare(rt, c, &g, &e);
   if (!s) {
     for (int i = 0; i < n; ++i) args[i] = c->members[i].input->pb;
+    began = ttpu_rt_trace_clock(rt);
     s = ttpu_pjrt_execute_replicated(rt->client, e->exec, n, args, 1, outs, 1,
                                      done);
     if (s) s = ttpu_status_annotate(s, "running %s", ttpu_coll_kind_name(c->kind));
@@ -691,6 +698,8 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
     for (int i = 0; i < n; ++i) {
       int dev = c->members[i].input->device;
       rt->dev[dev].stats.executions++;
+      ttpu_rt_trace_launch(rt, dev, ttpu_coll_kind_name(c->kind), 1, began,
+                           done[i]);
       ttpu_rt_add_pending(rt, dev, e, done[i]);
       if (g.in_place)
         ttpu_rt_set_version(c->members[i].output, outs[i], g.pd, g.pnd, g.pdims);

@@ -34,6 +34,13 @@ typedef struct ttpu_disk ttpu_disk;
 typedef struct {
   ttpu_stats stats;
   ttpu_buffer* rng_state; /* ui64[2] */
+  /* Storage counts beyond stats' bytes (exec/runtime.c). */
+  int64_t peak_live_buffers;
+  int64_t allocations, frees, allocated_bytes, freed_bytes;
+  /* The last event recorded on the device (retained): the next one
+   * completes after it. */
+  ttpu_event* last_event;
+  int event_callbacks; /* events' plugin callbacks yet to run (event_mu) */
 } ttpu_device_state;
 
 struct ttpu_runtime {
@@ -45,6 +52,10 @@ struct ttpu_runtime {
   pthread_mutex_t mu;
   ttpu_cache* cache;
   ttpu_device_state dev[TTPU_MAX_DEVICES];
+  /* Guards dev[].event_callbacks, which synchronize waits to drain, so
+   * that events are complete once it returns (exec/runtime.c). */
+  pthread_mutex_t event_mu;
+  pthread_cond_t event_cv;
   /* Completion events of enqueued executions, awaited by synchronize. */
   ttpu_pjrt_event** pending;
   int* pending_device;
@@ -68,6 +79,12 @@ struct ttpu_runtime {
   ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
   int64_t n_log;
   char warning[1024];    /* pending warnings, "" when none */
+  /* Trace hook (exec/trace.c; under mu). */
+  ttpu_trace_fn trace_fn;
+  void* trace_user;
+  unsigned trace_what;   /* TTPU_TRACE_* bits; 0 when no hook */
+  uint64_t trace_launches; /* launches reported so far */
+  int trace_open_compiles; /* COMPILE_BEGINs awaiting their END */
 };
 
 #define TTPU_LOG_CAP 4096
@@ -172,6 +189,22 @@ ttpu_status* ttpu_rt_take_results(ttpu_runtime* rt, int dev,
 /* Appends a compile to the log (under rt->mu). */
 void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
                          double seconds, int from_disk, int n_ops);
+
+/* Trace hook reports (exec/trace.c, under rt->mu); each does nothing
+ * unless the hook asked for its kind. compile_end follows compile_begin
+ * on every path, success or not. */
+void ttpu_rt_trace_compile_begin(ttpu_runtime* rt, int device,
+                                 const char* what, int n_ops);
+void ttpu_rt_trace_compile_end(ttpu_runtime* rt, int device, const char* what,
+                               int n_ops, int from_disk, int failed);
+/* The clock to pass to ttpu_rt_trace_launch, read just before a launch:
+ * 0 when launches are not traced. */
+int64_t ttpu_rt_trace_clock(const ttpu_runtime* rt);
+/* A program was enqueued (after ttpu_pjrt_execute, before its event goes
+ * to ttpu_rt_add_pending): reports LAUNCH, and DONE once `done` is ready
+ * (at once when done is NULL). began_ns: ttpu_rt_trace_clock before it. */
+void ttpu_rt_trace_launch(ttpu_runtime* rt, int device, const char* what,
+                          int n_ops, int64_t began_ns, ttpu_pjrt_event* done);
 
 /* Lowering table (ops/table.c): the definition of op id `op`, or NULL. */
 const ttpu_op_def* ttpu_op_def_get(int op);

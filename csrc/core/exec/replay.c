@@ -10,6 +10,7 @@
  * storage holds a value, the shape a parameter was last written with) is
  * checked here; on any difference nothing runs and the caller records the
  * graph as usual. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   if (g->i_param >= 0) args[g->i_param] = g->ibuf;
   if (g->rng_param >= 0) args[g->rng_param] = rt->dev[g->device].rng_state->pb;
   ttpu_pjrt_event* done_event = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
   s = ttpu_pjrt_execute(rt->client, g->e->exec, g->device, args, g->n_params,
                         outs, g->e->n_results, &done_event);
   if (s) {
@@ -112,6 +114,11 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   stats->cache_hits++;
   stats->executions++;
   stats->graph_replays++;
+  if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
+    char what[64];
+    snprintf(what, sizeof(what), "graph replay (%d ops)", g->n_ops);
+    ttpu_rt_trace_launch(rt, g->device, what, g->n_ops, began, done_event);
+  }
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
   s = ttpu_rt_take_results(rt, g->device, g->e, outs, replay_buffer, &c);

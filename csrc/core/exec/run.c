@@ -616,8 +616,11 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
                                  void* ctx, ttpu_cache_entry** out) {
   ttpu_stats* st = &rt->dev[device].stats;
   ttpu_cache_entry e = {0};
+  ttpu_rt_trace_compile_begin(rt, device, what, n_ops);
+  int from_disk = 0;
   double t0 = now_seconds();
   if (rt->disk && ttpu_disk_load(rt->disk, rt->client, key, n_key, &e)) {
+    from_disk = 1;
     double dt = now_seconds() - t0;
     st->disk_hits++;
     st->disk_load_seconds += dt;
@@ -626,7 +629,10 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
     char* text = NULL;
     size_t len = 0;
     ttpu_status* s = lower(ctx, &text, &len, &e.results, &e.n_results);
-    if (s) return ttpu_status_annotate(s, "lowering %s", what);
+    if (s) {
+      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
+      return ttpu_status_annotate(s, "lowering %s", what);
+    }
     dump_program(what, key, n_key, text, len);
     t0 = now_seconds();
     s = ttpu_pjrt_compile(rt->client, text, len, NULL, 0, &e.exec);
@@ -636,6 +642,7 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
       s = ttpu_status_annotate(s, "compiling %s", what);
       if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%s\n", text);
       free(text);
+      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
       return s;
     }
     free(text);
@@ -660,6 +667,7 @@ ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
     ttpu_pjrt_exec_destroy(rt->client, e.exec);
     free(e.results);
   }
+  ttpu_rt_trace_compile_end(rt, device, what, n_ops, from_disk, s != NULL);
   return s;
 }
 
@@ -766,6 +774,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   }
   if (p->rng_param >= 0) args[p->rng_param] = rt->dev[dev].rng_state->pb;
   ttpu_pjrt_event* done_event = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
   s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, p->n_params, outs,
                         e->n_results, &done_event);
   if (s) {
@@ -773,6 +782,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
     goto done;
   }
   rt->dev[dev].stats.executions++;
+  ttpu_rt_trace_launch(rt, dev, ttpu_op_name(call->op), 1, began, done_event);
   ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_rt_take_results(rt, dev, e, outs, slot_buffer, (void*)p);
 done:

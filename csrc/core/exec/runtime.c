@@ -1,8 +1,12 @@
 /* runtime.c - the registry object: plugin, client, per-device state, and
  * the storage objects (ttpu_buffer) that PyTorch's storages point at. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "../cache/cache.h"
@@ -157,6 +161,8 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   pthread_once(&fork_handler_once, install_fork_handler);
   rt->fork_generation = atomic_load(&fork_generation);
   pthread_mutex_init(&rt->mu, NULL);
+  pthread_mutex_init(&rt->event_mu, NULL);
+  pthread_cond_init(&rt->event_cv, NULL);
   s = ttpu_pjrt_plugin_load(path, &rt->plugin);
   free(found);
   if (s) goto fail;
@@ -206,8 +212,10 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (rt->client) {
     ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
     ttpu_window_destroy(rt);
-    for (int d = 0; d < rt->device_count; ++d)
+    for (int d = 0; d < rt->device_count; ++d) {
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
+      ttpu_event_release(rt->dev[d].last_event);
+    }
     if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
     reap_retired(rt); /* everything ran: synchronize awaited it */
     ttpu_pjrt_client_destroy(rt->client);
@@ -223,6 +231,8 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   free(rt->pending_ticket);
   free(rt->retired);
   ttpu_status_free(rt->async_error);
+  pthread_cond_destroy(&rt->event_cv);
+  pthread_mutex_destroy(&rt->event_mu);
   pthread_mutex_destroy(&rt->mu);
   free(rt);
 }
@@ -311,6 +321,8 @@ static ttpu_status* await_pending_locked(ttpu_runtime* rt, int device) {
   return err;
 }
 
+static void wait_event_callbacks(ttpu_runtime* rt, int device);
+
 static void await_all_locked(ttpu_runtime* rt) {
   keep_async_error(rt, await_pending_locked(rt, -1));
 }
@@ -329,6 +341,10 @@ ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   ttpu_status* s = await_pending_locked(rt, device);
   if (s && !err) err = s;
   else ttpu_status_free(s);
+  /* The plugin runs an event's callbacks just after the program it waits
+   * for is done, so they may still be running: once synchronize returns,
+   * every event recorded before it has completed. */
+  wait_event_callbacks(rt, device);
   pthread_mutex_unlock(&rt->mu);
   return err;
 }
@@ -336,11 +352,21 @@ ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
 void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
                      int64_t delta_buffers) {
   if (device < 0 || device >= TTPU_MAX_DEVICES) return;
-  ttpu_stats* st = &rt->dev[device].stats;
+  ttpu_device_state* ds = &rt->dev[device];
+  ttpu_stats* st = &ds->stats;
   st->bytes_in_use += delta_bytes;
   st->live_buffers += delta_buffers;
   if (st->bytes_in_use > st->peak_bytes_in_use)
     st->peak_bytes_in_use = st->bytes_in_use;
+  if (st->live_buffers > ds->peak_live_buffers)
+    ds->peak_live_buffers = st->live_buffers;
+  if (delta_buffers > 0) {
+    ds->allocations += delta_buffers;
+    ds->allocated_bytes += delta_bytes;
+  } else if (delta_buffers < 0) {
+    ds->frees -= delta_buffers;
+    ds->freed_bytes -= delta_bytes;
+  }
 }
 
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
@@ -386,8 +412,10 @@ void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device) {
   if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
   for (int d = 0; d < rt->device_count; ++d)
-    if (device < 0 || d == device)
+    if (device < 0 || d == device) {
       rt->dev[d].stats.peak_bytes_in_use = rt->dev[d].stats.bytes_in_use;
+      rt->dev[d].peak_live_buffers = rt->dev[d].stats.live_buffers;
+    }
   pthread_mutex_unlock(&rt->mu);
 }
 
@@ -614,4 +642,367 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;
+}
+
+/* ------------------------------------------------------------ events */
+
+/* An event waits for the programs of its device that were still running
+ * when it was recorded: the plugin calls it back as each one finishes
+ * (PJRT_Event_OnReady), and for the event recorded before it on the same
+ * device, which passes its completion on. Completion therefore needs
+ * neither the runtime's lock nor a thread of ours, and the time of the
+ * last callback is the time the covered work finished on the device. */
+struct ttpu_event {
+  atomic_int refs;  /* owners, one per pending callback, the predecessor */
+  ttpu_runtime* rt; /* outlives the callbacks: synchronize drains them */
+  int device;
+  int fork_generation;
+  int64_t ticket;   /* the last execution it covers (rt->exec_ticket) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  /* Under mu: */
+  int waiting;      /* callbacks and predecessor to come, and the record */
+  int failed;       /* a program it waited for failed */
+  int64_t done_ns;  /* record time, then the latest completion seen */
+  ttpu_event* next; /* recorded after it while it was pending (a ref) */
+};
+
+static int64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+}
+
+/* In a forked child the parent's events are left alone: their callbacks
+ * would come from plugin threads the child does not have. */
+static int event_forked(const ttpu_event* ev) {
+  return atomic_load_explicit(&fork_generation, memory_order_relaxed) !=
+         ev->fork_generation;
+}
+
+void ttpu_event_retain(ttpu_event* ev) {
+  if (ev) atomic_fetch_add(&ev->refs, 1);
+}
+
+void ttpu_event_release(ttpu_event* ev) {
+  if (!ev || event_forked(ev) || atomic_fetch_sub(&ev->refs, 1) != 1) return;
+  /* The last reference: nothing is pending (callbacks and a predecessor
+   * hold references), so next was handed on at completion. */
+  pthread_cond_destroy(&ev->cv);
+  pthread_mutex_destroy(&ev->mu);
+  free(ev);
+}
+
+int ttpu_event_device(const ttpu_event* ev) { return ev->device; }
+
+/* One thing ev waits for is over, at time t; when it was the last, ev is
+ * complete and passes that on to the event recorded after it. */
+static void event_signal(ttpu_event* ev, int64_t t, int failed) {
+  ttpu_event* held = NULL; /* the reference to ev after the first */
+  while (ev) {
+    ttpu_event* next = NULL;
+    pthread_mutex_lock(&ev->mu);
+    if (t > ev->done_ns) ev->done_ns = t;
+    if (failed) ev->failed = 1;
+    if (--ev->waiting == 0) {
+      next = ev->next; /* its reference passes to this loop */
+      ev->next = NULL;
+      t = ev->done_ns;
+      failed = ev->failed;
+      pthread_cond_broadcast(&ev->cv);
+    }
+    pthread_mutex_unlock(&ev->mu);
+    ttpu_event_release(held);
+    held = next;
+    ev = next;
+  }
+}
+
+static void event_on_ready(void* arg, int failed) {
+  ttpu_event* ev = arg;
+  event_signal(ev, monotonic_ns(), failed);
+  ttpu_runtime* rt = ev->rt;
+  int device = ev->device;
+  ttpu_event_release(ev); /* the callback's reference */
+  /* Last: once the count drops, synchronize may return and the runtime
+   * may be destroyed. */
+  pthread_mutex_lock(&rt->event_mu);
+  if (--rt->dev[device].event_callbacks == 0)
+    pthread_cond_broadcast(&rt->event_cv);
+  pthread_mutex_unlock(&rt->event_mu);
+}
+
+/* Waits until the callbacks of device's events (-1: every device's) have
+ * run; the programs they wait for have finished (under rt->mu, after
+ * awaiting them). */
+static void wait_event_callbacks(ttpu_runtime* rt, int device) {
+  pthread_mutex_lock(&rt->event_mu);
+  for (int d = 0; d < rt->device_count; ++d) {
+    if (device >= 0 && d != device) continue;
+    while (rt->dev[d].event_callbacks > 0)
+      pthread_cond_wait(&rt->event_cv, &rt->event_mu);
+  }
+  pthread_mutex_unlock(&rt->event_mu);
+}
+
+ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out) {
+  *out = NULL;
+  ttpu_status* s = check_device(rt, device);
+  if (s) return s;
+  ttpu_event* ev = calloc(1, sizeof(*ev));
+  if (!ev) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  atomic_init(&ev->refs, 1);
+  ev->rt = rt;
+  ev->device = device;
+  ev->fork_generation = rt->fork_generation;
+  ev->waiting = 1; /* the record itself, until the end of this call */
+  pthread_mutex_init(&ev->mu, NULL);
+  pthread_cond_init(&ev->cv, NULL);
+  s = ttpu_rt_enter(rt);
+  if (!s) {
+    s = ttpu_window_flush(rt, TTPU_END_SYNC);
+    if (s) pthread_mutex_unlock(&rt->mu);
+  }
+  if (s) {
+    /* Never recorded, never seen by anyone. */
+    pthread_cond_destroy(&ev->cv);
+    pthread_mutex_destroy(&ev->mu);
+    free(ev);
+    return s;
+  }
+  ev->ticket = rt->exec_ticket;
+  ev->done_ns = monotonic_ns();
+  ttpu_device_state* ds = &rt->dev[device];
+  /* The programs up to the previous event's are covered by it: while it
+   * is pending this one waits for it, and once it has completed they
+   * have finished. */
+  int64_t covered = 0;
+  ttpu_event* prev = ds->last_event;
+  if (prev) {
+    covered = prev->ticket;
+    pthread_mutex_lock(&prev->mu);
+    if (prev->waiting > 0) {
+      ttpu_event_retain(ev);
+      prev->next = ev;
+      ev->waiting++; /* no callback can reach ev yet: mu unneeded */
+    }
+    pthread_mutex_unlock(&prev->mu);
+  }
+  for (int i = rt->n_pending - 1; i >= 0 && rt->pending_ticket[i] > covered;
+       --i) {
+    if (rt->pending_device[i] != device ||
+        ttpu_pjrt_event_is_ready(rt->client, rt->pending[i]))
+      continue;
+    ttpu_event_retain(ev);
+    pthread_mutex_lock(&ev->mu);
+    ev->waiting++;
+    pthread_mutex_unlock(&ev->mu);
+    pthread_mutex_lock(&rt->event_mu);
+    ds->event_callbacks++;
+    pthread_mutex_unlock(&rt->event_mu);
+    ttpu_status* r = ttpu_pjrt_event_on_ready(rt->client, rt->pending[i],
+                                              event_on_ready, ev);
+    if (r) {
+      pthread_mutex_lock(&rt->event_mu);
+      ds->event_callbacks--;
+      pthread_mutex_unlock(&rt->event_mu);
+      /* The plugin takes no callback: wait for that program now (it
+       * stays pending for synchronize, which reports its error). */
+      ttpu_status_free(r);
+      r = ttpu_pjrt_event_await(rt->client, rt->pending[i]);
+      event_signal(ev, monotonic_ns(), r != NULL);
+      ttpu_status_free(r);
+      ttpu_event_release(ev);
+    }
+  }
+  ttpu_event_retain(ev);
+  ttpu_event_release(ds->last_event);
+  ds->last_event = ev;
+  pthread_mutex_unlock(&rt->mu);
+  event_signal(ev, 0, 0); /* the record is over */
+  *out = ev;
+  return NULL;
+}
+
+ttpu_status* ttpu_event_query(ttpu_event* ev, int* done) {
+  *done = 0;
+  if (event_forked(ev))
+    return ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                            "an event of the parent process cannot be used "
+                            "in a forked child");
+  pthread_mutex_lock(&ev->mu);
+  *done = ev->waiting == 0;
+  pthread_mutex_unlock(&ev->mu);
+  return NULL;
+}
+
+ttpu_status* ttpu_event_wait(ttpu_event* ev) {
+  if (event_forked(ev))
+    return ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                            "an event of the parent process cannot be used "
+                            "in a forked child");
+  pthread_mutex_lock(&ev->mu);
+  while (ev->waiting > 0) pthread_cond_wait(&ev->cv, &ev->mu);
+  int failed = ev->failed;
+  pthread_mutex_unlock(&ev->mu);
+  if (!failed) return NULL;
+  return ttpu_status_make(TTPU_PLUGIN_ERROR,
+                          "a program enqueued on device %d before the event "
+                          "failed (synchronize reports its error)",
+                          ev->device);
+}
+
+static int event_done_at(ttpu_event* ev, int64_t* t) {
+  pthread_mutex_lock(&ev->mu);
+  int done = ev->waiting == 0;
+  *t = ev->done_ns;
+  pthread_mutex_unlock(&ev->mu);
+  return done;
+}
+
+ttpu_status* ttpu_event_elapsed_ms(ttpu_event* start, ttpu_event* end,
+                                   double* ms) {
+  *ms = 0;
+  if (event_forked(start) || event_forked(end))
+    return ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                            "an event of the parent process cannot be used "
+                            "in a forked child");
+  int64_t t0 = 0, t1 = 0;
+  if (!event_done_at(start, &t0) || !event_done_at(end, &t1))
+    return ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                            "both events must have completed");
+  *ms = (double)(t1 - t0) / 1e6;
+  return NULL;
+}
+
+ttpu_status* ttpu_runtime_query(ttpu_runtime* rt, int device, int* idle) {
+  *idle = 0;
+  ttpu_status* s = check_device(rt, device);
+  if (!s) s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  int busy = 0;
+  for (int i = rt->n_pending - 1; !s && !busy && i >= 0; --i)
+    busy = rt->pending_device[i] == device &&
+           !ttpu_pjrt_event_is_ready(rt->client, rt->pending[i]);
+  pthread_mutex_unlock(&rt->mu);
+  *idle = !s && !busy;
+  return s;
+}
+
+/* ------------------------------------------------------------ devices */
+
+ttpu_status* ttpu_runtime_device_info(ttpu_runtime* rt, int device,
+                                      ttpu_device_info* out) {
+  memset(out, 0, sizeof(*out));
+  out->bytes_limit = -1;
+  out->bytes_in_use = -1;
+  ttpu_status* s = check_device(rt, device);
+  if (!s) s = ttpu_rt_check_fork(rt);
+  if (s) return s;
+  out->id = ttpu_pjrt_client_device_id(rt->client, device);
+  s = ttpu_pjrt_client_device_kind(rt->client, device, out->kind,
+                                   sizeof(out->kind));
+  if (s && ttpu_status_code(s) == TTPU_UNIMPLEMENTED) {
+    /* A plugin without device descriptions: its platform names it. */
+    ttpu_status_free(s);
+    s = NULL;
+    snprintf(out->kind, sizeof(out->kind), "%s",
+             ttpu_runtime_platform_name(rt));
+  }
+  if (s) return s;
+  ttpu_pjrt_device_memory m;
+  s = ttpu_pjrt_client_device_memory(rt->client, device, &m);
+  if (s && ttpu_status_code(s) == TTPU_UNIMPLEMENTED) {
+    ttpu_status_free(s);
+    return NULL;
+  }
+  if (s) return s;
+  out->bytes_limit = m.bytes_limit;
+  out->bytes_in_use = m.bytes_in_use;
+  return NULL;
+}
+
+/* The host's available and total memory (/proc/meminfo, else sysconf). */
+static void host_memory(int64_t* avail, int64_t* total) {
+  *avail = -1;
+  *total = -1;
+  FILE* f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    long long kb;
+    int64_t free_kb = -1;
+    while (fgets(line, sizeof(line), f)) {
+      if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) *total = kb * 1024;
+      else if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+        *avail = kb * 1024;
+      else if (sscanf(line, "MemFree: %lld kB", &kb) == 1) free_kb = kb;
+    }
+    fclose(f);
+    if (*avail < 0 && free_kb >= 0) *avail = free_kb * 1024;
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  if (*total < 0) *total = (int64_t)sysconf(_SC_PHYS_PAGES) * page;
+  if (*avail < 0) *avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * page;
+}
+
+ttpu_status* ttpu_runtime_memory_info(ttpu_runtime* rt, int device,
+                                      int64_t* free_bytes,
+                                      int64_t* total_bytes) {
+  *free_bytes = 0;
+  *total_bytes = 0;
+  ttpu_device_info info;
+  ttpu_status* s = ttpu_runtime_device_info(rt, device, &info);
+  if (s) return s;
+  if (info.bytes_limit > 0) {
+    int64_t used = info.bytes_in_use > 0 ? info.bytes_in_use : 0;
+    *total_bytes = info.bytes_limit;
+    *free_bytes = used < info.bytes_limit ? info.bytes_limit - used : 0;
+    return NULL;
+  }
+  const char* platform = ttpu_runtime_platform_name(rt);
+  if (!strcasecmp(platform, "cpu") || !strcasecmp(platform, "host")) {
+    host_memory(free_bytes, total_bytes);
+    return NULL;
+  }
+  return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                          "the '%s' plugin reports no memory figures for its "
+                          "devices",
+                          platform);
+}
+
+/* ------------------------------------------------------------ memory */
+
+void ttpu_runtime_memory_stats(ttpu_runtime* rt, int device,
+                               ttpu_memory_stats* out) {
+  memset(out, 0, sizeof(*out));
+  if (ttpu_rt_forked(rt)) return;
+  pthread_mutex_lock(&rt->mu);
+  /* As in ttpu_runtime_stats: a fused window's temporaries die when it
+   * runs, so it runs first; its error waits for the next synchronize. */
+  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
+  for (int d = 0; d < rt->device_count; ++d) {
+    if (device >= 0 && d != device) continue;
+    const ttpu_device_state* ds = &rt->dev[d];
+    out->bytes_in_use += ds->stats.bytes_in_use;
+    out->peak_bytes_in_use += ds->stats.peak_bytes_in_use;
+    out->buffers_in_use += ds->stats.live_buffers;
+    out->peak_buffers_in_use += ds->peak_live_buffers;
+    out->allocations += ds->allocations;
+    out->frees += ds->frees;
+    out->allocated_bytes += ds->allocated_bytes;
+    out->freed_bytes += ds->freed_bytes;
+  }
+  pthread_mutex_unlock(&rt->mu);
+}
+
+void ttpu_runtime_reset_accumulated(ttpu_runtime* rt, int device) {
+  if (ttpu_rt_forked(rt)) return;
+  pthread_mutex_lock(&rt->mu);
+  for (int d = 0; d < rt->device_count; ++d) {
+    if (device >= 0 && d != device) continue;
+    rt->dev[d].allocations = rt->dev[d].frees = 0;
+    rt->dev[d].allocated_bytes = rt->dev[d].freed_bytes = 0;
+  }
+  pthread_mutex_unlock(&rt->mu);
 }

@@ -661,6 +661,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     goto done;
   }
   ttpu_pjrt_event* done_event = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
   s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, n_params, outs,
                         e->n_results, &done_event);
   if (s) {
@@ -672,6 +673,14 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   stats->window_ops += n_recs;
   if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
   stats->window_ends[why]++;
+  if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
+    char what[96];
+    if (w->graph)
+      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+    else
+      snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
+    ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
+  }
   ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
   if (w->graph) w->graph_runs++;

@@ -344,6 +344,72 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
                                        ttpu_buffer* const* bufs, int* ran);
 void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g);
 
+/* ------------------------------------------- events, devices and memory */
+
+/* An event marks a point in a device's work (PyTorch's Event). It
+ * completes once every program enqueued on its device before it was
+ * recorded has finished, and never before an event recorded earlier on the
+ * same device. The plugin tells it when that work is done, so asking
+ * whether it has completed neither waits nor takes the runtime's lock.
+ * Once ttpu_runtime_synchronize returns, the events recorded on the
+ * devices it waited for have completed. Ref-counted; usable from any
+ * thread. */
+typedef struct ttpu_event ttpu_event;
+
+/* Records a new event on `device`; a fused window's recorded ops are
+ * enqueued first (they are work before the event). *out: refcount 1. */
+ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out);
+void ttpu_event_retain(ttpu_event* ev);
+void ttpu_event_release(ttpu_event* ev);
+int ttpu_event_device(const ttpu_event* ev);
+/* *done = 1 once the event has completed; never waits. */
+ttpu_status* ttpu_event_query(ttpu_event* ev, int* done);
+/* Waits until the event has completed. Returns an error when a program
+ * it waited for failed (the program's own error is reported by
+ * ttpu_runtime_synchronize). */
+ttpu_status* ttpu_event_wait(ttpu_event* ev);
+/* Milliseconds from start's completion to end's (negative when end
+ * completed first). Both must have completed (else FAILED_PRECONDITION). */
+ttpu_status* ttpu_event_elapsed_ms(ttpu_event* start, ttpu_event* end,
+                                   double* ms);
+
+/* *idle = 1 when every program enqueued on `device` has finished (a fused
+ * window's ops are enqueued first); never waits for the device. */
+ttpu_status* ttpu_runtime_query(ttpu_runtime* rt, int device, int* idle);
+
+/* What the plugin says about a device. */
+typedef struct {
+  char kind[128];       /* the device's kind: "cpu", "TPU v5 lite", ... */
+  int id;               /* its global id */
+  int64_t bytes_limit;  /* memory its programs may use; -1: not reported */
+  int64_t bytes_in_use; /* the plugin's own count in use; -1: not reported */
+} ttpu_device_info;
+ttpu_status* ttpu_runtime_device_info(ttpu_runtime* rt, int device,
+                                      ttpu_device_info* out);
+/* Free and total bytes of a device's memory: the plugin's limit and use
+ * where it reports them; on the CPU plugin, whose devices' memory is the
+ * host's, the host's available and total memory. UNIMPLEMENTED otherwise. */
+ttpu_status* ttpu_runtime_memory_info(ttpu_runtime* rt, int device,
+                                      int64_t* free_bytes,
+                                      int64_t* total_bytes);
+
+/* Storage memory of a device, as the engine allocates it: one device
+ * buffer per storage, nothing cached, so every allocation is one device
+ * allocation. */
+typedef struct {
+  int64_t bytes_in_use, peak_bytes_in_use;     /* live storages' bytes */
+  int64_t buffers_in_use, peak_buffers_in_use; /* live storages */
+  /* Since the runtime started or ttpu_runtime_reset_accumulated: */
+  int64_t allocations, frees;
+  int64_t allocated_bytes, freed_bytes;
+} ttpu_memory_stats;
+/* device -1: the sum over devices. */
+void ttpu_runtime_memory_stats(ttpu_runtime* rt, int device,
+                               ttpu_memory_stats* out);
+/* Zeroes the accumulated counts (ttpu_runtime_reset_peak resets the
+ * peaks, of bytes and of storages). device -1: every device. */
+void ttpu_runtime_reset_accumulated(ttpu_runtime* rt, int device);
+
 /* ------------------------------------------------------------------ op calls */
 
 /* A strided view of a storage: exactly PyTorch's tensor geometry. Sizes,
@@ -432,6 +498,61 @@ int ttpu_op_count(void);
  * storages get their new versions immediately (pending until the program
  * finishes). Inputs are borrowed. */
 ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
+
+/* ------------------------------------------------------------ tracing */
+
+/* A trace hook lets a profiler see what the engine does on the host and
+ * on the devices: compiles, and every program launch with the times it
+ * was enqueued and finished on its device. Nothing is reported, timed or
+ * allocated while no hook is installed. */
+
+typedef enum {
+  /* A program is about to be compiled, or loaded from the persistent
+   * cache, for a miss of the in-memory cache. */
+  TTPU_TRACE_COMPILE_BEGIN = 0,
+  /* The compile (or load) that the last BEGIN on this thread announced is
+   * over; from_disk and failed say how. */
+  TTPU_TRACE_COMPILE_END = 1,
+  /* A program was enqueued on `device`; time_ns is when its launch began. */
+  TTPU_TRACE_LAUNCH = 2,
+  /* The program of LAUNCH number `launch` finished on its device (failed:
+   * with an error, or it could not be timed); time_ns is when. */
+  TTPU_TRACE_DONE = 3,
+} ttpu_trace_kind;
+
+typedef struct {
+  ttpu_trace_kind kind;
+  int device;
+  /* COMPILE_*, LAUNCH: the program (an op name, "fused window (N ops)",
+   * "graph NAME (N ops)", a collective); borrowed for the call. NULL for
+   * DONE. */
+  const char* what;
+  int n_ops;          /* COMPILE_*, LAUNCH: the ops the program runs */
+  int from_disk;      /* COMPILE_END: loaded from the persistent cache */
+  int failed;         /* COMPILE_END, DONE */
+  uint64_t launch;    /* LAUNCH, DONE: numbers launches from 1, per runtime */
+  int64_t time_ns;    /* LAUNCH, DONE: CLOCK_MONOTONIC nanoseconds */
+} ttpu_trace_event;
+
+/* Returns, from COMPILE_END and LAUNCH, the TTPU_TRACE_* bits to report
+ * from then on (0 removes the hook): a hook may end itself from where it
+ * cannot call the engine. Other kinds' return values are ignored. */
+typedef unsigned (*ttpu_trace_fn)(void* user, const ttpu_trace_event* event);
+
+#define TTPU_TRACE_COMPILES 1u /* report COMPILE_BEGIN / COMPILE_END */
+#define TTPU_TRACE_LAUNCHES 2u /* report LAUNCH / DONE (times every launch) */
+
+/* Installs fn with `user` for the events in `what` (TTPU_TRACE_* bits);
+ * fn NULL or what 0 removes the hook. COMPILE_* and LAUNCH come on the
+ * thread making the call, with the runtime's lock held: fn must not call
+ * into the engine, and must not throw. DONE comes once for every LAUNCH,
+ * after it, on a plugin thread (or on the launching thread when the
+ * program finished at once), without the lock; it reaches the fn and
+ * user in force at the LAUNCH even after the hook was changed, so both
+ * must outlive every launch made while they were installed. A
+ * COMPILE_BEGIN is always followed by its COMPILE_END. */
+ttpu_status* ttpu_runtime_set_trace_hook(ttpu_runtime* rt, ttpu_trace_fn fn,
+                                         void* user, unsigned what);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,8 @@ static ttpu_status* lower_relu(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype md;
   if (ttpu_l_out_type(L, 0).dtype == TTPU_BOOL) {
-    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "Boolean inputs not supported for relu");
+    /* NotImplementedError, as torch 2.14 raises it (a RuntimeError). */
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "Boolean inputs not supported for relu");
     return NULL;
   }
   if (!act_type(L, TTPU_EW_NUM, "clamp_min_scalar_cpu", &md)) return NULL;

@@ -165,8 +165,10 @@ static ttpu_status* add_like(ttpu_lower* L, ttpu_binop op, int reverse) {
     y = t;
   }
   if (op == TTPU_SUB && (arg_dtype(L, 0) == TTPU_BOOL || arg_dtype(L, 1) == TTPU_BOOL)) {
-    /* CPU's sub_check, which the meta kernel skips for scalar operands */
-    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+    /* CPU's sub_check, which the meta kernel skips for scalar operands.
+     * NotImplementedError, as torch 2.14 raises it (2.11-2.13 raise its
+     * base class, RuntimeError). */
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
                   "Subtraction, the `-` operator, with a bool tensor is not "
                   "supported. If you are trying to invert a mask, use the `~` "
                   "or `logical_not()` operator instead.");

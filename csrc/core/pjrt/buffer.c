@@ -249,3 +249,37 @@ void ttpu_pjrt_event_destroy(ttpu_pjrt_client* c, ttpu_pjrt_event* e) {
   if (!c) return;
   event_destroy_raw(c->api, RAW_EVT(e));
 }
+
+typedef struct {
+  const ttpu_pjrt_abi_api* api; /* static in the plugin, which stays mapped */
+  void (*fn)(void* arg, int failed);
+  void* arg;
+} on_ready_ctx;
+
+static void on_ready_trampoline(ttpu_pjrt_abi_error* error, void* user_arg) {
+  on_ready_ctx* c = user_arg;
+  if (error) ttpu_pjrt_error_discard(c->api, error);
+  c->fn(c->arg, error != NULL);
+  free(c);
+}
+
+ttpu_status* ttpu_pjrt_event_on_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e,
+                                      void (*fn)(void* arg, int failed),
+                                      void* arg) {
+  if (!c || !e || !fn)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "NULL client, event or callback");
+  on_ready_ctx* ctx = malloc(sizeof(*ctx));
+  if (!ctx) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  ctx->api = c->api;
+  ctx->fn = fn;
+  ctx->arg = arg;
+  ttpu_pjrt_abi_event_on_ready_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_event_on_ready_args, user_arg);
+  a.event = RAW_EVT(e);
+  a.callback = on_ready_trampoline;
+  a.user_arg = ctx;
+  ttpu_status* s = TTPU_PJRT_CALL_RAW(c->api, event_on_ready, a);
+  if (s) free(ctx); /* the plugin did not take the callback */
+  return s;
+}

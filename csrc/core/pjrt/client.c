@@ -174,3 +174,60 @@ ttpu_status* ttpu_pjrt_client_device(const ttpu_pjrt_client* c, int device,
   *out = c->devices[device];
   return NULL;
 }
+
+ttpu_status* ttpu_pjrt_client_device_kind(const ttpu_pjrt_client* c,
+                                          int device, char* buf, size_t n) {
+  if (!buf || !n)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "no room for the kind");
+  buf[0] = 0;
+  ttpu_pjrt_abi_device* dev;
+  ttpu_status* s = ttpu_pjrt_client_device(c, device, &dev);
+  if (s) return s;
+  ttpu_pjrt_abi_device_description_args g;
+  TTPU_PJRT_INIT_ARGS(g, ttpu_pjrt_abi_device_description_args,
+                      device_description);
+  g.device = dev;
+  s = TTPU_PJRT_CALL(c->api, device_get_description, g);
+  if (s) return s;
+  ttpu_pjrt_abi_device_kind_args k;
+  TTPU_PJRT_INIT_ARGS(k, ttpu_pjrt_abi_device_kind_args, kind_size);
+  k.device_description = g.device_description;
+  s = TTPU_PJRT_CALL(c->api, device_description_kind, k);
+  if (s) return s;
+  size_t len = k.kind ? k.kind_size : 0;
+  if (len > n - 1) len = n - 1;
+  if (len) memcpy(buf, k.kind, len);
+  buf[len] = 0;
+  return NULL;
+}
+
+ttpu_status* ttpu_pjrt_client_device_memory(const ttpu_pjrt_client* c,
+                                            int device,
+                                            ttpu_pjrt_device_memory* out) {
+  out->bytes_in_use = -1;
+  out->bytes_limit = -1;
+  ttpu_pjrt_abi_device* dev;
+  ttpu_status* s = ttpu_pjrt_client_device(c, device, &dev);
+  if (s) return s;
+  ttpu_pjrt_abi_device_memory_stats_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_device_memory_stats_args,
+                      peak_pool_bytes_is_set);
+  a.device = dev;
+  s = TTPU_PJRT_CALL(c->api, device_memory_stats, a);
+  if (s) {
+    /* Plugins without an allocator of their own (the CPU plugin) say so
+     * with an error: report it as what it is, not as a failure. */
+    ttpu_code code = ttpu_status_code(s);
+    if (code == TTPU_PLUGIN_ERROR || code == TTPU_UNIMPLEMENTED) {
+      ttpu_status* u = ttpu_status_make(
+          TTPU_UNIMPLEMENTED, "the plugin reports no device memory: %s",
+          ttpu_status_message(s));
+      ttpu_status_free(s);
+      return u;
+    }
+    return s;
+  }
+  out->bytes_in_use = a.bytes_in_use;
+  if (a.bytes_limit_is_set) out->bytes_limit = a.bytes_limit;
+  return NULL;
+}

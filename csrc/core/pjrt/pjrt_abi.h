@@ -113,6 +113,19 @@ typedef struct {
   bool is_ready; /* out */
 } ttpu_pjrt_abi_event_is_ready_args;
 
+/* Event_OnReady: callback(error, user_arg) runs once the event is ready,
+ * on a plugin thread (or at once, in the call, when it already is); the
+ * callback owns the error (NULL on success). */
+typedef void (*ttpu_pjrt_abi_on_ready_fn)(ttpu_pjrt_abi_error* error,
+                                          void* user_arg);
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_event* event;
+  ttpu_pjrt_abi_on_ready_fn callback;
+  void* user_arg;
+} ttpu_pjrt_abi_event_on_ready_args;
+
 typedef struct {
   size_t struct_size;
   void* extension_start;
@@ -413,6 +426,36 @@ typedef struct {
   ttpu_pjrt_abi_device_description* device_description; /* out, borrowed */
 } ttpu_pjrt_abi_device_description_args;
 
+/* Device_MemoryStats: the plugin allocator's figures for a device; each
+ * *_is_set says whether the plugin filled the value before it. Declared
+ * to the newest layout: older plugins accept a larger struct_size. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_device* device;
+  int64_t bytes_in_use; /* out, all of these */
+  int64_t peak_bytes_in_use;
+  bool peak_bytes_in_use_is_set;
+  int64_t num_allocs;
+  bool num_allocs_is_set;
+  int64_t largest_alloc_size;
+  bool largest_alloc_size_is_set;
+  int64_t bytes_limit;
+  bool bytes_limit_is_set;
+  int64_t bytes_reserved;
+  bool bytes_reserved_is_set;
+  int64_t peak_bytes_reserved;
+  bool peak_bytes_reserved_is_set;
+  int64_t bytes_reservable_limit;
+  bool bytes_reservable_limit_is_set;
+  int64_t largest_free_block_bytes;
+  bool largest_free_block_bytes_is_set;
+  int64_t pool_bytes;
+  bool pool_bytes_is_set;
+  int64_t peak_pool_bytes;
+  bool peak_pool_bytes_is_set;
+} ttpu_pjrt_abi_device_memory_stats_args;
+
 /* DeviceDescription_Id: the device's global id, what a device assignment
  * names (not necessarily its index among the addressable devices). */
 typedef struct {
@@ -461,7 +504,7 @@ typedef struct {
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_event_is_ready_args, event_is_ready);
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_event_args, event_error);
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_event_args, event_await);
-  void* event_on_ready;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_event_on_ready_args, event_on_ready);
 
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_client_create_args, client_create);
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_client_args, client_destroy);
@@ -492,7 +535,7 @@ typedef struct {
   void* device_local_hardware_id;
   void* device_addressable_memories;
   void* device_default_memory;
-  void* device_memory_stats;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_device_memory_stats_args, device_memory_stats);
 
   void* memory_id;
   void* memory_kind;

@@ -47,6 +47,19 @@ int ttpu_pjrt_client_device_count(const ttpu_pjrt_client* c);
 /* The global id of addressable device `device` (what a device assignment
  * names), or -1 when out of range. */
 int ttpu_pjrt_client_device_id(const ttpu_pjrt_client* c, int device);
+/* The kind of addressable device `device` ("cpu", "TPU v5 lite", ...),
+ * NUL-terminated into buf (truncated to n - 1 bytes). */
+ttpu_status* ttpu_pjrt_client_device_kind(const ttpu_pjrt_client* c,
+                                          int device, char* buf, size_t n);
+/* The plugin allocator's view of a device's memory; -1 for what it does
+ * not report. UNIMPLEMENTED when it reports nothing (the CPU plugin). */
+typedef struct {
+  int64_t bytes_in_use;
+  int64_t bytes_limit;
+} ttpu_pjrt_device_memory;
+ttpu_status* ttpu_pjrt_client_device_memory(const ttpu_pjrt_client* c,
+                                            int device,
+                                            ttpu_pjrt_device_memory* out);
 /* Borrowed, valid for the client's lifetime: "cpu", "tpu", "cuda"... */
 const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c);
 const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c);
@@ -88,6 +101,12 @@ ttpu_status* ttpu_pjrt_buffer_shape(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
 int ttpu_pjrt_event_is_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
 ttpu_status* ttpu_pjrt_event_await(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
 void ttpu_pjrt_event_destroy(ttpu_pjrt_client* c, ttpu_pjrt_event* e);
+/* Calls fn(arg, failed) once e is ready: on a plugin thread, or before
+ * this returns when e already is. e may be destroyed meanwhile. On an
+ * error return fn is never called. */
+ttpu_status* ttpu_pjrt_event_on_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e,
+                                      void (*fn)(void* arg, int failed),
+                                      void* arg);
 
 /* Compiles StableHLO MLIR text with a serialized CompileOptionsProto
  * (NULL/0 = one replica, one partition, portable so it can run on any

@@ -1,0 +1,182 @@
+/* test_trace.c - the trace hook: compile begin/end around a cache miss and
+ * not a hit, every launch followed by its DONE with a later time, fused
+ * windows reported as one launch, nothing once the hook is removed. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "ttpu_test.h"
+
+#define MAX_EVENTS 64
+
+typedef struct {
+  pthread_mutex_t mu;
+  int n;
+  ttpu_trace_event ev[MAX_EVENTS];
+  char what[MAX_EVENTS][96];
+  int dones;
+  unsigned want; /* what the hook answers */
+} recorder;
+
+static unsigned record(void* user, const ttpu_trace_event* e) {
+  recorder* r = user;
+  pthread_mutex_lock(&r->mu);
+  if (r->n < MAX_EVENTS) {
+    r->ev[r->n] = *e;
+    snprintf(r->what[r->n], sizeof(r->what[0]), "%s", e->what ? e->what : "");
+    r->n++;
+  }
+  if (e->kind == TTPU_TRACE_DONE) r->dones++;
+  unsigned want = r->want;
+  pthread_mutex_unlock(&r->mu);
+  return want;
+}
+
+static ttpu_status* hook(ttpu_runtime* rt, recorder* r, unsigned what) {
+  r->want = what;
+  return ttpu_runtime_set_trace_hook(rt, record, r, what);
+}
+
+/* DONE may come from a plugin thread just after synchronize returns. */
+static int wait_dones(recorder* r, int want) {
+  for (int i = 0; i < 2000; ++i) {
+    pthread_mutex_lock(&r->mu);
+    int have = r->dones;
+    pthread_mutex_unlock(&r->mu);
+    if (have >= want) return have;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+static int count_kind(recorder* r, ttpu_trace_kind k) {
+  int n = 0;
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < r->n; ++i) n += r->ev[i].kind == k;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+static void test_compiles_and_launches(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  recorder r;
+  memset(&r, 0, sizeof(r));
+  pthread_mutex_init(&r.mu, NULL);
+  float xv[4] = {1, 2, 3, 4};
+  ttpu_buffer* xb = ttpu_test_upload_f32(t, rt, xv, 4);
+  ttpu_buffer* ob = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &ob));
+  int64_t sz[1] = {4}, st[1] = {1};
+  ttpu_tensor x = {xb, TTPU_F32, 1, sz, st, 0};
+  ttpu_tensor o = {ob, TTPU_F32, 1, sz, st, 0};
+  TTPU_CHECK_OK(t, hook(rt, &r, TTPU_TRACE_COMPILES | TTPU_TRACE_LAUNCHES));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &x, &o, 1.0)); /* compiles */
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &x, &o, 2.0)); /* cache hit */
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  TTPU_CHECK(t, wait_dones(&r, 2) == 2);
+  TTPU_CHECK(t, count_kind(&r, TTPU_TRACE_COMPILE_BEGIN) == 1);
+  TTPU_CHECK(t, count_kind(&r, TTPU_TRACE_COMPILE_END) == 1);
+  TTPU_CHECK(t, count_kind(&r, TTPU_TRACE_LAUNCH) == 2);
+  /* order: BEGIN, END, then each LAUNCH before its DONE */
+  TTPU_CHECK(t, r.ev[0].kind == TTPU_TRACE_COMPILE_BEGIN);
+  TTPU_CHECK(t, r.ev[1].kind == TTPU_TRACE_COMPILE_END);
+  TTPU_CHECK(t, !strcmp(r.what[0], "add.Tensor") && !strcmp(r.what[1], "add.Tensor"));
+  TTPU_CHECK(t, !r.ev[1].failed && !r.ev[1].from_disk);
+  for (int i = 0; i < r.n; ++i) {
+    if (r.ev[i].kind != TTPU_TRACE_LAUNCH) continue;
+    TTPU_CHECK(t, !strcmp(r.what[i], "add.Tensor") && r.ev[i].n_ops == 1);
+    int found = 0;
+    for (int j = i + 1; j < r.n; ++j)
+      if (r.ev[j].kind == TTPU_TRACE_DONE && r.ev[j].launch == r.ev[i].launch) {
+        found = 1;
+        TTPU_CHECK(t, !r.ev[j].failed);
+        TTPU_CHECK(t, r.ev[j].time_ns >= r.ev[i].time_ns);
+        TTPU_CHECK(t, r.ev[j].device == 0);
+      }
+    TTPU_CHECK(t, found);
+  }
+
+  /* Compiles only: no launch is timed. */
+  TTPU_CHECK_OK(t, hook(rt, &r, TTPU_TRACE_COMPILES));
+  int before = r.n;
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &x, &o, 3.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  TTPU_CHECK(t, r.n == before);
+
+  /* A fused window is one launch of its ops. */
+  TTPU_CHECK_OK(t, hook(rt, &r, TTPU_TRACE_LAUNCHES));
+  TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_FUSED));
+  before = r.n;
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &x, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &o, &x, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  TTPU_CHECK(t, wait_dones(&r, 3) == 3);
+  TTPU_CHECK(t, r.n == before + 2); /* no compile reported: not asked for */
+  TTPU_CHECK(t, r.ev[before].kind == TTPU_TRACE_LAUNCH);
+  TTPU_CHECK(t, r.ev[before].n_ops == 2);
+  TTPU_CHECK(t, !strcmp(r.what[before], "fused window (2 ops)"));
+  TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_STRICT));
+
+  /* A hook answering 0 from a LAUNCH ends itself: that launch still gets
+   * its DONE, later ones report nothing. */
+  pthread_mutex_lock(&r.mu);
+  r.want = 0;
+  before = r.n;
+  int dones = r.dones;
+  pthread_mutex_unlock(&r.mu);
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &o, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &o, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  TTPU_CHECK(t, wait_dones(&r, dones + 1) == dones + 1);
+  TTPU_CHECK(t, r.n == before + 2);
+
+  /* Removed: nothing more. */
+  TTPU_CHECK_OK(t, hook(rt, &r, TTPU_TRACE_COMPILES | TTPU_TRACE_LAUNCHES));
+  TTPU_CHECK_OK(t, ttpu_runtime_set_trace_hook(rt, NULL, NULL, 0));
+  before = r.n;
+  TTPU_CHECK_OK(t, ttpu_test_add(rt, &x, &o, &o, 1.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  TTPU_CHECK(t, r.n == before);
+  ttpu_buffer_release(xb);
+  ttpu_buffer_release(ob);
+  ttpu_runtime_destroy(rt);
+  pthread_mutex_destroy(&r.mu);
+}
+
+/* A compile that fails still ends its BEGIN. */
+static void test_failed_compile_ends(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  recorder r;
+  memset(&r, 0, sizeof(r));
+  pthread_mutex_init(&r.mu, NULL);
+  float xv[4] = {1, 2, 3, 4};
+  ttpu_buffer* xb = ttpu_test_upload_f32(t, rt, xv, 4);
+  ttpu_buffer* ob = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &ob));
+  int64_t sz[1] = {4}, st[1] = {1};
+  ttpu_tensor x = {xb, TTPU_F32, 1, sz, st, 0};
+  ttpu_tensor o = {ob, TTPU_F32, 1, sz, st, 0};
+  TTPU_CHECK_OK(t, hook(rt, &r, TTPU_TRACE_COMPILES));
+  ttpu_debug_inject_plugin_fault("client_compile", 0, 1);
+  ttpu_status* s = ttpu_test_add(rt, &x, &x, &o, 1.0);
+  ttpu_debug_inject_plugin_fault(NULL, 0, 0);
+  TTPU_CHECK(t, s != NULL);
+  ttpu_status_free(s);
+  TTPU_CHECK(t, r.n == 2);
+  TTPU_CHECK(t, r.ev[0].kind == TTPU_TRACE_COMPILE_BEGIN);
+  TTPU_CHECK(t, r.ev[1].kind == TTPU_TRACE_COMPILE_END && r.ev[1].failed);
+  ttpu_buffer_release(xb);
+  ttpu_buffer_release(ob);
+  ttpu_runtime_destroy(rt);
+  pthread_mutex_destroy(&r.mu);
+}
+
+static const ttpu_test kTests[] = {
+    {"compiles_and_launches", test_compiles_and_launches},
+    {"failed_compile_ends", test_failed_compile_ends},
+    {NULL, NULL},
+};
+TTPU_TEST_SUITE(trace, kTests)
