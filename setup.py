@@ -110,8 +110,9 @@ setup(
     # The runtime needs a torch of the minor release built against (its
     # patch releases keep the C++ ABI the extension links to; another minor
     # release does not) and a PJRT plugin: the XLA CPU plugin, the embedded
-    # default platform.
-    install_requires=[f"torch=={TORCH_MINOR}.*", "xla-cpu-pjrt==0.0.1"],
+    # default platform. NumPy: torch warns at import without it, and tensors'
+    # .numpy() / torch.from_numpy need it.
+    install_requires=[f"torch=={TORCH_MINOR}.*", "xla-cpu-pjrt==0.0.1", "numpy"],
     ext_modules=[extension],
     cmdclass={
         "build_ext": BuildWithCore.with_options(use_ninja=True),

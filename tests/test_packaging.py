@@ -75,6 +75,7 @@ def test_wheel_contents(wheel):
     # The torch the extension was built against, and the default plugin.
     assert f"torch=={TORCH_MINOR}.*" in requires, requires
     assert "xla-cpu-pjrt==0.0.1" in requires, requires
+    assert "numpy" in requires, requires
     assert any(r.startswith("libtpu==") and 'extra == "tpu"' in r for r in requires), requires
     assert any(r.startswith("jax-cuda13-pjrt==") and 'extra == "gpu"' in r for r in requires)
     assert f"TORCH_VERSION = {torch.__version__!r}" in build_info

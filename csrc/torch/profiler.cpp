@@ -142,7 +142,10 @@ class Recording {
   //
   // A device runs its programs one after another: a program starts when
   // it was launched or when the device's previous program ended, whichever
-  // is later (and never after its own end).
+  // is later. Completion times are when the plugin's callback ran, so a
+  // busy machine can report the previous program's end after this one's;
+  // then that end says nothing about this program, which gets the time
+  // from its launch instead.
   void settle_locked(std::unique_lock<std::mutex>& lock, size_t end) {
     done_.wait_for(lock, std::chrono::seconds(10),
                    [&] { return first_unfinished_ >= end; });
@@ -157,7 +160,8 @@ class Recording {
       }
       int64_t& busy = busy_until[launch.device];
       launch.end_ns = std::max(launch.done_ns, launch.launched_ns);
-      launch.start_ns = std::min(std::max(launch.launched_ns, busy), launch.end_ns);
+      launch.start_ns = busy < launch.end_ns ? std::max(launch.launched_ns, busy)
+                                             : launch.launched_ns;
       busy = std::max(busy, launch.end_ns);
     }
     settled_ = true;
