@@ -84,21 +84,23 @@ ttpu_buffer* ttpu_test_upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
   return b;
 }
 
-ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
-                           const ttpu_tensor* y, const ttpu_tensor* out,
-                           double alpha) {
+ttpu_status* ttpu_test_binary(ttpu_runtime* rt, const char* op,
+                              const ttpu_tensor* x, const ttpu_tensor* y,
+                              const ttpu_tensor* out, const double* alpha) {
   ttpu_tensor ts[2] = {*x, *y};
   ttpu_arg args[3] = {{0}};
   args[0].kind = TTPU_ARG_TENSOR;
   args[0].tensor = 0;
   args[1].kind = TTPU_ARG_TENSOR;
   args[1].tensor = 1;
-  args[2].kind = TTPU_ARG_SCALAR;
-  args[2].f = alpha;
-  args[2].scalar_dtype = TTPU_F64;
+  if (alpha) {
+    args[2].kind = TTPU_ARG_SCALAR;
+    args[2].f = *alpha;
+    args[2].scalar_dtype = TTPU_F64;
+  }
   ttpu_op_call c = {0};
-  c.op = ttpu_op_lookup("add.Tensor");
-  c.n_args = 3;
+  c.op = ttpu_op_lookup(op);
+  c.n_args = alpha ? 3 : 2;
   c.args = args;
   c.n_tensors = 2;
   c.tensors = ts;
@@ -106,6 +108,12 @@ ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
   c.outputs = out;
   c.common_dtype = TTPU_F32;
   return ttpu_op_run(rt, &c);
+}
+
+ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
+                           const ttpu_tensor* y, const ttpu_tensor* out,
+                           double alpha) {
+  return ttpu_test_binary(rt, "add.Tensor", x, y, out, &alpha);
 }
 
 ttpu_pjrt_plugin* ttpu_test_plugin(ttpu_test_ctx* t) {

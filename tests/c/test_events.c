@@ -57,22 +57,7 @@ static int big_setup(ttpu_test_ctx* t, ttpu_runtime* rt, big_work* w) {
 
 static ttpu_status* mm(ttpu_runtime* rt, const ttpu_tensor* x,
                        const ttpu_tensor* y, const ttpu_tensor* out) {
-  ttpu_tensor ts[2] = {*x, *y};
-  ttpu_arg args[2] = {{0}};
-  args[0].kind = TTPU_ARG_TENSOR;
-  args[0].tensor = 0;
-  args[1].kind = TTPU_ARG_TENSOR;
-  args[1].tensor = 1;
-  ttpu_op_call c = {0};
-  c.op = ttpu_op_lookup("mm");
-  c.n_args = 2;
-  c.args = args;
-  c.n_tensors = 2;
-  c.tensors = ts;
-  c.n_outputs = 1;
-  c.outputs = out;
-  c.common_dtype = TTPU_F32;
-  return ttpu_op_run(rt, &c);
+  return ttpu_test_binary(rt, "mm", x, y, out, NULL);
 }
 
 /* Enqueues `n` dependent matmuls (an even n leaves the result in b). */

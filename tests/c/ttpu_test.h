@@ -65,6 +65,11 @@ ttpu_runtime* ttpu_test_runtime(ttpu_test_ctx* t, int devices);
  * NULL after recording a failure. */
 ttpu_buffer* ttpu_test_upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
                                   const float* v, int64_t n);
+/* Runs the float32 binary op `op` (e.g. "mm") on x and y into out, with
+ * a trailing float scalar argument when alpha is not NULL. */
+ttpu_status* ttpu_test_binary(ttpu_runtime* rt, const char* op,
+                              const ttpu_tensor* x, const ttpu_tensor* y,
+                              const ttpu_tensor* out, const double* alpha);
 /* Runs add.Tensor: out = x + alpha * y (float32 views as given). */
 ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
                            const ttpu_tensor* y, const ttpu_tensor* out,
