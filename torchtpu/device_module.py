@@ -362,22 +362,21 @@ def reset_accumulated_memory_stats(device=None):
     _C._reset_accumulated_memory_stats(_index(device))
 
 
+def _deprecated_peak_reset(name, device):
+    warnings.warn(
+        f"torch.tpu.{name} now calls torch.tpu.reset_peak_memory_stats, "
+        "which resets /all/ peak memory stats.", FutureWarning, stacklevel=3)
+    return reset_peak_memory_stats(device)
+
+
 def reset_max_memory_allocated(device=None):
     """Deprecated: resets every peak statistic (reset_peak_memory_stats)."""
-    warnings.warn(
-        "torch.tpu.reset_max_memory_allocated now calls "
-        "torch.tpu.reset_peak_memory_stats, which resets /all/ peak memory "
-        "stats.", FutureWarning, stacklevel=2)
-    return reset_peak_memory_stats(device)
+    return _deprecated_peak_reset("reset_max_memory_allocated", device)
 
 
 def reset_max_memory_cached(device=None):
     """Deprecated: resets every peak statistic (reset_peak_memory_stats)."""
-    warnings.warn(
-        "torch.tpu.reset_max_memory_cached now calls "
-        "torch.tpu.reset_peak_memory_stats, which resets /all/ peak memory "
-        "stats.", FutureWarning, stacklevel=2)
-    return reset_peak_memory_stats(device)
+    return _deprecated_peak_reset("reset_max_memory_cached", device)
 
 
 def empty_cache():

@@ -80,7 +80,11 @@ static void test_pending_then_done(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   big_work w;
-  if (!big_setup(t, rt, &w)) return;
+  if (!big_setup(t, rt, &w)) {
+    big_free(&w);
+    ttpu_runtime_destroy(rt);
+    return;
+  }
   /* Compiled and idle before anything is measured. */
   TTPU_CHECK_OK(t, big_enqueue(rt, &w, 2));
   TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
@@ -146,7 +150,11 @@ static void test_record_order(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
   big_work w;
-  if (!big_setup(t, rt, &w)) return;
+  if (!big_setup(t, rt, &w)) {
+    big_free(&w);
+    ttpu_runtime_destroy(rt);
+    return;
+  }
   TTPU_CHECK_OK(t, big_enqueue(rt, &w, 2));
   TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
   /* Many events among the work, released at once or kept: each one done
