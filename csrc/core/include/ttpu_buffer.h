@@ -1,0 +1,75 @@
+/* ttpu_buffer.h - device storages and graph replays.
+ * Part of the public C API: ttpu.h includes every part, and its opening
+ * comment states the conventions. */
+#ifndef TTPU_BUFFER_H_
+#define TTPU_BUFFER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ttpu_runtime.h"
+#include "ttpu_dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ buffers */
+
+/* A device storage: a flat array of nbytes bytes on one device. Backed by a
+ * PJRT buffer once written; may be pending (produced by queued work). The
+ * PJRT buffer is replaced, not mutated, by in-place writes, so every view of
+ * the storage sees the new version. Ref-counted. */
+typedef struct ttpu_buffer ttpu_buffer;
+
+/* Creates an unwritten storage (reads as zeros). Refcount 1. */
+ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
+                                ttpu_buffer** out);
+void ttpu_buffer_retain(ttpu_buffer* b);
+void ttpu_buffer_release(ttpu_buffer* b);
+size_t ttpu_buffer_nbytes(const ttpu_buffer* b);
+int ttpu_buffer_device(const ttpu_buffer* b);
+
+/* Replaces the whole storage with host data of `dtype` laid out row-major
+ * as `dims` (product * dtype size must equal nbytes). `data` is borrowed
+ * and may be freed once this returns. */
+ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
+                                ttpu_dtype dtype, const int64_t* dims,
+                                int ndim);
+/* Copies the whole storage (its nbytes, in storage order) to host `dst`.
+ * Waits for pending work. */
+ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes);
+/* Makes dst's content a copy of src's (same nbytes; may cross devices). */
+ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src);
+/* Waits until the storage's current version is computed. */
+ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
+
+/* Graph replay. A graph that ran as exactly one program can run again from
+ * other storages without recording its ops: the caller maps each storage
+ * the program needs to its own (an input or a new output storage) and
+ * passes them in the same order. */
+typedef struct ttpu_graph_replay ttpu_graph_replay;
+/* end_graph, and when the graph ran as one program (not nested, no
+ * boundary inside it), *out = its replay (owned by the caller, NULL
+ * otherwise). end_graph is this with out = NULL. */
+ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
+                                            ttpu_graph_replay** out);
+int ttpu_graph_replay_store_count(const ttpu_graph_replay* g);
+/* Store k: the storage it was at capture (for identity only: it may be
+ * gone later) and whether the program writes it. */
+const ttpu_buffer* ttpu_graph_replay_store(const ttpu_graph_replay* g, int k,
+                                           int* written);
+int ttpu_graph_replay_op_count(const ttpu_graph_replay* g);
+/* Runs the program with bufs[k] as store k. *ran = 0, running nothing,
+ * when a storage's state differs from the capture's (its size, device,
+ * whether it holds a value, the shape the program reads it with, or two
+ * stores being one storage): the caller records the graph instead. */
+ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
+                                       ttpu_buffer* const* bufs, int* ran);
+void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_BUFFER_H_ */

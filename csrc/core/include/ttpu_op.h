@@ -1,0 +1,109 @@
+/* ttpu_op.h - op calls: ATen calls packed for the lowering table.
+ * Part of the public C API: ttpu.h includes every part, and its opening
+ * comment states the conventions. */
+#ifndef TTPU_OP_H_
+#define TTPU_OP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ttpu_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ op calls */
+
+/* A strided view of a storage: exactly PyTorch's tensor geometry. Sizes,
+ * strides and offset are in elements of `dtype`. Borrowed. */
+typedef struct {
+  ttpu_buffer* buffer;
+  ttpu_dtype dtype;
+  int ndim;
+  const int64_t* sizes;
+  const int64_t* strides;
+  int64_t offset;
+} ttpu_tensor;
+
+typedef enum {
+  TTPU_ARG_NONE = 0,   /* None / undefined tensor */
+  TTPU_ARG_TENSOR,     /* tensors[tensor] */
+  TTPU_ARG_TENSORS,    /* tensors[tensor .. tensor+n); a None entry in an
+                          optional-tensor list has buffer == NULL */
+  TTPU_ARG_INT,        /* i: compile-time int (dims, sizes, enums) */
+  TTPU_ARG_BOOL,       /* i: 0/1, compile-time */
+  TTPU_ARG_FLOAT,      /* f: compile-time float (eps, p, momentum) */
+  TTPU_ARG_SCALAR,     /* a runtime Scalar (alpha, other, value): passed to
+                          the program as data, so a new value never
+                          recompiles. f holds it, or i when scalar_dtype is
+                          integral/bool. scalar_dtype is its PyTorch type
+                          (I64/F64/BOOL for Python numbers, C128 for a
+                          Python complex, the tensor's dtype for a 0-d CPU
+                          tensor). A complex Scalar has f (real part)
+                          and fi (imaginary part). */
+  TTPU_ARG_INTS,       /* ints[0..n) */
+  TTPU_ARG_FLOATS,     /* floats[0..n) */
+  TTPU_ARG_SCALARS,    /* runtime Scalar list: floats[0..n) (exact for
+                          ints up to 2^53), scalar_dtype gives the kind */
+  TTPU_ARG_STR,        /* str */
+} ttpu_arg_kind;
+
+typedef struct {
+  ttpu_arg_kind kind;
+  int64_t i;
+  double f;
+  ttpu_dtype scalar_dtype;
+  int n;
+  const int64_t* ints;
+  const double* floats;
+  int tensor;
+  const char* str;
+  double fi;           /* imaginary part of a complex SCALAR */
+} ttpu_arg;
+
+/* One ATen call, packed by the PyTorch glue. `op` is the id of an ATen
+ * overload ("add.Tensor") from ttpu_op_lookup. args follow the ATen schema
+ * in order. outputs are where results go, in this order: one per schema
+ * return (a fresh tensor, or the aliased `self`/`out` argument of in-place
+ * and out= overloads, possibly a view), then every other mutable argument
+ * (Tensor(a!)) that no return aliases, in schema order (e.g. the running
+ * statistics of batch norm). */
+typedef struct {
+  int op;
+  int n_args;
+  const ttpu_arg* args;
+  int n_tensors;
+  const ttpu_tensor* tensors;
+  int n_outputs;
+  const ttpu_tensor* outputs;
+  /* PyTorch's result_type over the tensor and Scalar args (promotion as
+   * on CPU), or TTPU_DTYPE_NONE when the glue did not compute it. */
+  ttpu_dtype common_dtype;
+  int device;
+  /* torch.set_float32_matmul_precision for float32 contractions (matmul
+   * family, convolution): 0 "highest" (full fp32: XLA HIGHEST; the value
+   * of a zero-initialized call), 1 "high" (XLA HIGH: three bf16 passes),
+   * 2 "medium" (XLA DEFAULT: one bf16 pass on a TPU). The numbering is
+   * at::Float32MatmulPrecision's. Part of the program signature. */
+  int matmul_precision;
+} ttpu_op_call;
+
+/* Id of an ATen overload name ("add.Tensor", "relu.default" is "relu"),
+ * or -1 if the engine has no lowering for it. */
+int ttpu_op_lookup(const char* name);
+/* Name of op id; static string. */
+const char* ttpu_op_name(int op);
+/* Number of ops in the lowering table; ids are 0..count-1. */
+int ttpu_op_count(void);
+
+/* Runs one op: lowers (or finds in the cache), compiles, enqueues. Output
+ * storages get their new versions immediately (pending until the program
+ * finishes). Inputs are borrowed. */
+ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_OP_H_ */

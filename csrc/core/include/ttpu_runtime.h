@@ -1,0 +1,192 @@
+/* ttpu_runtime.h - the runtime: plugin, devices, modes, program cache, diagnostics.
+ * Part of the public C API: ttpu.h includes every part, and its opening
+ * comment states the conventions. */
+#ifndef TTPU_RUNTIME_H_
+#define TTPU_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ttpu_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ runtime */
+
+/* The one registry object: plugin, client, devices, compile cache, stats. */
+typedef struct ttpu_runtime ttpu_runtime;
+
+typedef struct {
+  /* Path of the PJRT plugin library; NULL = discover (see ttpu_plugin_find).*/
+  const char* plugin_path;
+  /* Devices the CPU plugin creates; 0 = plugin default (1 for us). */
+  int cpu_device_count;
+  /* NULL-terminated directories (site-packages) to discover the plugin in
+   * when plugin_path is NULL; may be NULL. */
+  const char* const* search_dirs;
+  /* Most compiled programs kept loaded at once (0: the default, from
+   * TORCHTPU_PROGRAM_CACHE_SIZE, else 1024; see
+   * ttpu_runtime_set_program_cache_size). */
+  int64_t program_cache_size;
+} ttpu_runtime_options;
+
+/* Loads the plugin, checks its ABI version, creates a client.
+ * *out is owned by the caller (ttpu_runtime_destroy). */
+ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
+                                 ttpu_runtime** out);
+void ttpu_runtime_destroy(ttpu_runtime* rt);
+
+int ttpu_runtime_device_count(const ttpu_runtime* rt);
+/* Borrowed strings, valid for the runtime's lifetime. */
+const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
+const char* ttpu_runtime_platform_version(const ttpu_runtime* rt);
+const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt);
+void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
+                                     int* minor);
+
+/* Waits until all work queued on `device` (-1: all devices) has finished.
+ * Returns the first asynchronous error seen since the last synchronize
+ * (each such error is returned once), else the first error of the work it
+ * waited for. Safe from any thread. */
+ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device);
+
+/* Why a fused window ended (ttpu_stats.window_ends). */
+typedef enum {
+  TTPU_END_READ = 0,  /* a host read, copy, upload or wait needed its data */
+  TTPU_END_SYNC,      /* synchronize, an explicit flush, a mode change */
+  TTPU_END_LIMIT,     /* the window reached its op limit */
+  TTPU_END_REPEAT,    /* the repeat detector saw the next step begin */
+  TTPU_END_DEVICE,    /* an op on another device */
+  TTPU_END_GRAPH,     /* the end of a compiled graph (ttpu_runtime_end_graph) */
+  TTPU_END_COUNT
+} ttpu_window_end;
+
+/* Counters; all monotonic except the *_bytes_in_use / live values. */
+typedef struct {
+  int64_t compiles;           /* programs compiled */
+  double compile_seconds;     /* total compile wall time */
+  int64_t cache_hits;         /* in-memory compile cache hits */
+  int64_t executions;         /* programs executed */
+  int64_t h2d_bytes, d2h_bytes; /* host<->device traffic */
+  int64_t bytes_in_use;       /* bytes held by live device buffers */
+  int64_t peak_bytes_in_use;
+  int64_t live_buffers;
+  int64_t disk_hits;          /* programs loaded from the disk cache */
+  double disk_load_seconds;
+  int64_t disk_writes;        /* programs written to the disk cache */
+  int64_t windows;            /* fused windows executed */
+  int64_t window_ops;         /* ops they held */
+  int64_t window_max_ops;     /* the largest */
+  int64_t window_ends[TTPU_END_COUNT];
+  int64_t recompiles;         /* compiles of an op already compiled with
+                                 another signature */
+  int64_t graph_replays;      /* compiled graphs run again without
+                                 recording their ops */
+  /* The program cache, shared by the runtime's devices (the same figures
+   * whatever device is asked for): */
+  int64_t programs_loaded;    /* executables loaded now */
+  int64_t programs_evicted;   /* unloaded as least recently used */
+  int64_t programs_reloaded;  /* evicted ones needed again (from the disk
+                                 cache or compiled again) */
+  int64_t programs_retired;   /* evicted ones waiting for their last
+                                 execution to finish before unloading */
+} ttpu_stats;
+void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
+void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
+
+/* Random state of a device: a ui64[2] state on the device, advanced by
+ * every random op (XLA's rng_bit_generator, THREE_FRY). */
+ttpu_status* ttpu_runtime_manual_seed(ttpu_runtime* rt, int device,
+                                      uint64_t seed);
+ttpu_status* ttpu_runtime_get_rng_state(ttpu_runtime* rt, int device,
+                                        uint64_t state[2]);
+ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
+                                        const uint64_t state[2]);
+
+/* Why the last compile happened (a new op signature), borrowed, may be "". */
+const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
+
+/* The in-memory program cache. Every loaded executable costs host memory
+ * and, on the CPU plugin, a few memory mappings (the kernel caps a process
+ * at vm.max_map_count, 65530 by default): past `n` programs the least
+ * recently used are unloaded, and come back from the disk cache (or are
+ * compiled again) when needed. Programs a graph replay holds are never
+ * unloaded, nor one whose execution may still be running (it goes when
+ * that execution is over). n = 0 removes the bound. Takes effect at once. */
+void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n);
+int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt);
+
+/* Testing aid: the next `count` calls of PJRT function `slot` (our ABI
+ * header's name, e.g. "loaded_executable_execute", "client_compile",
+ * "buffer_to_host_buffer", "event_await"), after `skip` that succeed, fail
+ * with a plugin error naming the call, as a failing plugin would; the
+ * call is not made (an await is made, then reported failed). slot NULL or
+ * count 0 disarms. Process-wide, thread-safe. */
+void ttpu_debug_inject_plugin_fault(const char* slot, int skip, int count);
+
+/* ------------------------------------------------------------ modes */
+
+/* Eager execution modes (DESIGN.md): debug runs each op synchronously, so
+ * an error surfaces at its op; strict enqueues one program per op and
+ * returns (the default); fused records ops and runs runs of them as one
+ * program at a boundary (host read, synchronize, op limit, a repeating
+ * step's start). */
+typedef enum {
+  TTPU_MODE_STRICT = 0,
+  TTPU_MODE_DEBUG = 1,
+  TTPU_MODE_FUSED = 2,
+} ttpu_mode;
+
+/* Ends any fused window first (its error, if any, is returned and the
+ * mode is still changed). */
+ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
+ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
+/* Runs the recorded fused window now (enqueued, not awaited). */
+ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt);
+/* A whole graph as one program (torch.compile): the ops recorded from
+ * begin to end run as one program, whatever the mode, with no op limit and
+ * no repeat cuts; `name` labels it in the compile log. end returns the
+ * first error of running it; the mode in force before begin is restored. */
+ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name);
+ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt);
+/* Most ops one fused window holds (default 1000, TORCHTPU_FUSED_MAX_OPS). */
+void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops);
+
+/* ------------------------------------------------------------ diagnostics */
+
+/* One compile, for the compile log. */
+typedef struct {
+  char what[96];       /* op name, or "fused window (N ops)" */
+  char reason[416];    /* why: first compile, or what changed */
+  double seconds;      /* compile (or disk load) time */
+  int from_disk;       /* loaded from the persistent cache */
+  int n_ops;
+} ttpu_compile_record;
+
+/* The log keeps the most recent 4096 compiles. */
+int ttpu_runtime_compile_log_count(ttpu_runtime* rt);
+int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
+                                 ttpu_compile_record* out);
+void ttpu_runtime_compile_log_clear(ttpu_runtime* rt);
+/* A pending warning (one op recompiling again and again), copied into
+ * buf and cleared; returns 0 when there is none. */
+int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n);
+
+/* ------------------------------------------------------------ disk cache */
+
+/* The persistent compile cache: serialized executables in `dir` (NULL or
+ * "" turns it off), shared by processes; at most max_bytes (LRU). The
+ * default comes from TORCHTPU_CACHE_DIR (default ~/.cache/torchtpu;
+ * TORCHTPU_DISK_CACHE=0 turns it off) and TORCHTPU_CACHE_MAX_MB. */
+ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
+                                        int64_t max_bytes);
+/* The directory in use ("" when off); borrowed until the next set. */
+const char* ttpu_runtime_cache_dir(ttpu_runtime* rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TTPU_RUNTIME_H_ */
