@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
 
 #include "ttpu_coll.h"
-#include "../exec/internal.h"
+#include "../prog/program.h"
 
 /* First key word of every collective program (and of the one-device
  * flattening programs), so they never meet an op's or a window's key. */
@@ -472,50 +472,46 @@ static ttpu_status* coll_text(const coll_sig* g, char** out, size_t* len) {
 
 /* ------------------------------------------------------------ programs */
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* The program front door's lowering: the collective's text, made before
+ * the program was looked for. */
+typedef struct {
+  char* text;
+  size_t len;
+} coll_text_ctx;
+
+static ttpu_status* hand_text(void* ctx, char** text, size_t* len,
+                              ttpu_result_plan** results, int* n_results) {
+  coll_text_ctx* c = ctx;
+  *text = c->text;
+  *len = c->len;
+  c->text = NULL;
+  *results = NULL;
+  *n_results = 0;
+  return NULL;
 }
 
-/* The cached program for key, counted as a hit, or NULL (under rt->mu). */
-static ttpu_cache_entry* cached(ttpu_runtime* rt, int dev, const int64_t* key,
-                                size_t n_key) {
-  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, key, n_key);
-  if (e) {
-    e->hits++;
-    rt->dev[dev].stats.cache_hits++;
-  }
-  return e;
-}
-
-/* Compiles text with options and caches it under key (under rt->mu).
- * Collective programs are bound to their devices and cheap to compile, so
- * they stay out of the disk cache. */
-static ttpu_status* compile_program(ttpu_runtime* rt, int dev,
-                                    const int64_t* key, size_t n_key,
-                                    const char* what, const char* text,
-                                    size_t len, const void* options,
-                                    size_t options_len,
-                                    ttpu_cache_entry** out) {
-  ttpu_stats* st = &rt->dev[dev].stats;
-  ttpu_cache_entry ne = {0};
-  ttpu_rt_trace_compile_begin(rt, dev, what, 1);
-  double t0 = now_seconds();
-  ttpu_status* s = ttpu_pjrt_compile(rt->client, text, len, options,
-                                     options_len, &ne.exec);
-  double dt = now_seconds() - t0;
-  if (s) {
-    ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, 1);
-    if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%.*s\n", (int)len, text);
-    return ttpu_status_annotate(s, "compiling %s", what);
-  }
-  st->compiles++;
-  st->compile_seconds += dt;
-  ttpu_rt_log_compile(rt, what, "first compile", dt, 0, 1);
-  s = ttpu_cache_insert(rt->cache, key, n_key, &ne, out);
-  if (s) ttpu_pjrt_exec_destroy(rt->client, ne.exec);
-  ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, s != NULL);
+/* Compiles a collective's text (taken: freed here) through the program
+ * front door and caches it under key (under rt->mu). Collective programs
+ * are bound to their devices and cheap to compile, so they stay out of the
+ * disk cache. */
+static ttpu_status* compile_text(ttpu_runtime* rt, int dev, const int64_t* key,
+                                 size_t n_key, const char* what, char* text,
+                                 size_t len, const void* options,
+                                 size_t options_len, const char* dump_name,
+                                 ttpu_cache_entry** out) {
+  coll_text_ctx tc = {text, len};
+  ttpu_prog_request req = {0};
+  req.what = what;
+  req.n_ops = 1;
+  req.reason = "first compile";
+  req.lower = hand_text;
+  req.ctx = &tc;
+  req.options = options;
+  req.options_len = options_len;
+  req.use_disk = 0;
+  req.dump_name = dump_name;
+  ttpu_status* s = ttpu_prog_compile(rt, dev, key, n_key, &req, out);
+  free(tc.text);
   return s;
 }
 
@@ -544,7 +540,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   key[nk++] = dt;
   key[nk++] = b->phys_ndim;
   for (int d = 0; d < b->phys_ndim; ++d) key[nk++] = b->phys_dims[d];
-  ttpu_cache_entry* e = cached(rt, dev, key, nk);
+  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, key, nk);
   ttpu_status* s = NULL;
   if (!e) {
     text t = {0};
@@ -555,10 +551,12 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
                     dt, &s);
     module_tail(&t, v, res);
     if (!s && t.oom) s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    if (!s)
-      s = compile_program(rt, dev, key, nk, "collective input layout", t.p,
-                          t.n, NULL, 0, &e);
-    free(t.p);
+    if (s) {
+      free(t.p);
+      return s;
+    }
+    s = compile_text(rt, dev, key, nk, "collective input layout", t.p, t.n,
+                     NULL, 0, "collective-input-layout", &e);
     if (s) return s;
   }
   ttpu_pjrt_buffer* outv = NULL;
@@ -638,7 +636,7 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
     key[nk++] = ids[i];
     key[nk++] = c->kind == TTPU_COLL_PERMUTE ? c->peer[i] : 0;
   }
-  if ((*entry = cached(rt, b0->device, key, nk))) return NULL;
+  if ((*entry = ttpu_prog_find(rt, b0->device, key, nk))) return NULL;
 
   char what[96];
   snprintf(what, sizeof(what), "%s%s%s(%s[%lld]) over %d devices",
@@ -651,24 +649,15 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   if (s) return ttpu_status_annotate(s, "%s", what);
   unsigned char opts[16 + 12 * TTPU_MAX_DEVICES];
   size_t olen = ttpu_pjrt_replicated_options(ids, n, opts, sizeof(opts));
-  if (!olen)
-    s = ttpu_status_make(TTPU_INTERNAL, "compile options do not fit");
-  else
-    s = compile_program(rt, b0->device, key, nk, what, prog, len, opts, olen,
-                        entry);
-  const char* dump = getenv("TORCHTPU_DUMP_DIR");
-  if (!s && dump && *dump) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/collective-%s-%d-%lld.mlir", dump,
-             ttpu_coll_kind_name(c->kind), n, (long long)c->count);
-    FILE* f = fopen(path, "wb");
-    if (f) {
-      fwrite(prog, 1, len, f);
-      fclose(f);
-    }
+  if (!olen) {
+    free(prog);
+    return ttpu_status_make(TTPU_INTERNAL, "compile options do not fit");
   }
-  free(prog);
-  return s;
+  char dump_name[96];
+  snprintf(dump_name, sizeof(dump_name), "collective-%s-%d-%lld",
+           ttpu_coll_kind_name(c->kind), n, (long long)c->count);
+  return compile_text(rt, b0->device, key, nk, what, prog, len, opts, olen,
+                      dump_name, entry);
 }
 
 ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {

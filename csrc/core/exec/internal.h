@@ -1,4 +1,4 @@
-/* internal.h - engine objects shared by exec/, cache/ and ops/ (internal). */
+/* internal.h - the runtime and storage objects (internal). */
 #ifndef TTPU_EXEC_INTERNAL_H_
 #define TTPU_EXEC_INTERNAL_H_
 
@@ -70,7 +70,7 @@ struct ttpu_runtime {
   int fork_generation;   /* the process's fork generation at creation */
   ttpu_status* async_error; /* first asynchronous failure not yet reported */
   char last_reason[512];
-  struct ttpu_last_sig* last_sigs; /* per op id: see exec/run.c */
+  struct ttpu_last_sig* last_sigs; /* per op id: see prog/plan.c */
   int64_t ops_run;       /* strict/debug ops so far (recompile warning) */
   int n_last_sigs;
   ttpu_mode mode;
@@ -133,9 +133,6 @@ void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...)
 /* Drops a reference with rt->mu held. */
 void ttpu_rt_release_locked(ttpu_buffer* b);
 
-/* Frees rt->last_sigs (exec/run.c). */
-void ttpu_rt_free_last_sigs(ttpu_runtime* rt);
-
 /* Accounting of device bytes (under rt->mu). */
 void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
                      int64_t delta_buffers);
@@ -157,38 +154,6 @@ ttpu_status* ttpu_rt_enter(ttpu_runtime* rt);
 ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt);
 /* Whether rt was created in this process's parent, before a fork(). */
 int ttpu_rt_forked(const ttpu_runtime* rt);
-
-/* Compile cache front door (exec/run.c, under rt->mu): the entry for
- * `key`, from memory, else from the disk cache, else lowered with
- * lower(ctx, ...) and compiled; `what` and `n_ops` label the compile. */
-typedef ttpu_status* (*ttpu_lower_cb)(void* ctx, char** text, size_t* len,
-                                      ttpu_result_plan** results,
-                                      int* n_results);
-ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
-                                 const int64_t* key, size_t n_key,
-                                 const char* what, int n_ops,
-                                 const char* reason, ttpu_lower_cb lower,
-                                 void* ctx, ttpu_cache_entry** entry);
-/* On a memory cache miss (under rt->mu): when key is a program the cache
- * evicted, counts the reload, sets rt->last_reason to say so and returns
- * 1 (it is no recompile: nothing about the op changed); else 0. */
-int ttpu_rt_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
-                        const char* what);
-/* Reads a data-dependent check result; NULL when it passed. */
-ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
-                                const ttpu_result_plan* rp,
-                                ttpu_pjrt_buffer* buf);
-/* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
- * the rng state, or reads it as a data-dependent check; returns the first
- * check's error. */
-ttpu_status* ttpu_rt_take_results(ttpu_runtime* rt, int dev,
-                                  const ttpu_cache_entry* e,
-                                  ttpu_pjrt_buffer** outs,
-                                  ttpu_buffer* (*buffer_of)(void*, int),
-                                  void* ctx);
-/* Appends a compile to the log (under rt->mu). */
-void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
-                         double seconds, int from_disk, int n_ops);
 
 /* Trace hook reports (exec/trace.c, under rt->mu); each does nothing
  * unless the hook asked for its kind. compile_end follows compile_begin

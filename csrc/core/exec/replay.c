@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "replay.h"
+#include "../prog/program.h"
 
 int ttpu_graph_replay_store_count(const ttpu_graph_replay* g) {
   return g ? g->n_st : 0;
@@ -121,7 +122,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
-  s = ttpu_rt_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
+  s = ttpu_prog_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
 done:
   pthread_mutex_unlock(&rt->mu);
   free(args);

@@ -1,5 +1,6 @@
 /* runtime.c - the registry object: plugin, client, per-device state, and
  * the storage objects (ttpu_buffer) that PyTorch's storages point at. */
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "internal.h"
 #include "../cache/cache.h"
+#include "../prog/plan.h"
 
 /* ------------------------------------------------------------ fork */
 
@@ -223,7 +225,7 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   /* Frees our plugin object; the library itself stays mapped (the loader
    * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
   if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
-  ttpu_rt_free_last_sigs(rt);
+  ttpu_plan_free_last_sigs(rt);
   ttpu_disk_close(rt->disk);
   free(rt->log);
   free(rt->pending);
@@ -1006,3 +1008,31 @@ void ttpu_runtime_reset_accumulated(ttpu_runtime* rt, int device) {
   }
   pthread_mutex_unlock(&rt->mu);
 }
+
+/* ------------------------------------------------------------ warnings */
+
+
+void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...) {
+  size_t used = strlen(rt->warning);
+  if (used && used + 2 < sizeof(rt->warning)) {
+    rt->warning[used++] = '\n';
+    rt->warning[used] = 0;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->warning + used, sizeof(rt->warning) - used, fmt, ap);
+  va_end(ap);
+}
+
+int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n) {
+  /* racy peek; the copy below is locked */
+  if (!rt->warning[0] || ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int have = rt->warning[0] != 0;
+  if (have && buf && n) snprintf(buf, n, "%s", rt->warning);
+  rt->warning[0] = 0;
+  pthread_mutex_unlock(&rt->mu);
+  return have;
+}
+
+/* ------------------------------------------------------------ compile log */

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "../prog/program.h"
 #include "replay.h"
 
 #define REPEAT_K 8
@@ -613,11 +613,8 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     goto done;
   }
 
-  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, w->key, w->n_key);
-  if (e) {
-    e->hits++;
-    stats->cache_hits++;
-  } else {
+  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, w->key, w->n_key);
+  if (!e) {
     char what[96], reason[416];
     if (w->graph) {
       snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
@@ -627,12 +624,18 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
       snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
       window_reason(w, n_recs, reason, sizeof(reason));
     }
-    if (ttpu_rt_note_reload(rt, w->key, w->n_key, what))
+    if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
       snprintf(reason, sizeof(reason), "%.415s", rt->last_reason);
     else
       snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
-    s = ttpu_rt_get_program(rt, dev, w->key, w->n_key, what, n_recs, reason,
-                            lower_window, &c, &e);
+    ttpu_prog_request req = {0};
+    req.what = what;
+    req.n_ops = n_recs;
+    req.reason = reason;
+    req.lower = lower_window;
+    req.ctx = &c;
+    req.use_disk = 1;
+    s = ttpu_prog_compile(rt, dev, w->key, w->n_key, &req, &e);
     if (s) {
       s = ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)", n_recs,
                                ttpu_op_name(w->recs[0].call->op),
@@ -682,7 +685,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
+  s = ttpu_prog_take_results(rt, dev, e, outs, store_buffer, w);
   if (w->graph) w->graph_runs++;
   if (!s && w->capture) {
     *w->capture = capture(rt, w, &c.g, c.stores, e, fbuf, ibuf);

@@ -1,4 +1,4 @@
-/* lower.c - turns one planned op call into a StableHLO program:
+/* assemble.c - turns one planned op call (or a fused window of them) into a StableHLO program:
  * parameters for the storages it reads, strided views read out of them,
  * the op's lowering, and results written back into the storages (in place
  * through views, with the storage's parameter donated). */
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ttpu_lower.h"
-#include "complex.h"
-#include "../exec/plan.h"
+#include "../ops/ttpu_lower.h"
+#include "../ops/complex.h"
+#include "plan.h"
 
 struct ttpu_lower {
   ttpu_hlo* b;

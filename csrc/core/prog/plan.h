@@ -1,10 +1,10 @@
 /* plan.h - what one op call needs, computed before looking in the cache:
  * the distinct storages it touches, its runtime scalars, and its signature
  * key (internal). */
-#ifndef TTPU_EXEC_PLAN_H_
-#define TTPU_EXEC_PLAN_H_
+#ifndef TTPU_PROG_PLAN_H_
+#define TTPU_PROG_PLAN_H_
 
-#include "internal.h"
+#include "../exec/internal.h"
 #include "../cache/cache.h"
 
 typedef struct {
@@ -49,6 +49,14 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
                              ttpu_plan* p);
 void ttpu_plan_free(ttpu_plan* p);
 
+/* On a memory cache miss for plan p (under rt->mu): sets the last compile
+ * reason to what changed since the op's last compiled signature, counts a
+ * recompile, and queues the repeated-recompile warning when the same thing
+ * keeps changing. */
+void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p);
+/* Frees the per-op last signatures ttpu_plan_note_recompile keeps. */
+void ttpu_plan_free_last_sigs(ttpu_runtime* rt);
+
 /* A program of one or more ops (a fused window): the storages it touches
  * ("stores"), and per op its plan, which store each plan slot is, and
  * where its runtime scalars start in the program's packs. */
@@ -78,19 +86,19 @@ typedef struct {
   int rng_result; /* -1: none */
 } ttpu_prog;
 
-/* Lowers a program (ops/lower.c). Result r's plan names its store in
+/* Lowers a program (prog/assemble.c). Result r's plan names its store in
  * `slot` (-1 the rng state, TTPU_RESULT_CHECK a check, one per checking
  * op after n_results). */
 ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
                              ttpu_result_plan** results, int* n_results);
-/* The storage shape a written slot has after its op (ops/lower.c). */
+/* The storage shape a written slot has after its op (prog/assemble.c). */
 void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
                              int* nd, int64_t* dims);
 
-/* Lowers the call into a program (ops/lower.c). *text is malloc'ed;
+/* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
 ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
                                 char** text, size_t* text_len,
                                 ttpu_result_plan** results, int* n_results);
 
-#endif /* TTPU_EXEC_PLAN_H_ */
+#endif /* TTPU_PROG_PLAN_H_ */
