@@ -129,7 +129,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_compile_stats", [] { return stats_dict(-1); });
   m.def("_last_compile_reason", [] {
-    return std::string(ttpu_runtime_last_compile_reason(runtime()));
+    char reason[512];
+    ttpu_runtime_last_compile_reason(runtime(), reason, sizeof(reason));
+    return std::string(reason);
   });
 
   m.def("_fallback_counts", &fallback_counts);

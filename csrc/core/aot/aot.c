@@ -7,6 +7,7 @@
 
 #include "../pjrt/ttpu_pjrt.h"
 #include "ttpu_aot.h"
+#include "../base/env.h"
 
 #define LIBTPU_REL "libtpu/libtpu.so"
 #define LIBTPU_PIP "libtpu==0.0.52"
@@ -33,8 +34,8 @@ ttpu_status* ttpu_aot_find_compiler(const char* const* search_dirs,
                                     char** out) {
   if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  const char* env = getenv("TORCHTPU_LIBTPU");
-  if (env && *env) {
+  const char* env = ttpu_env_libtpu_path();
+  if (env) {
     /* An explicit choice that is wrong must say so, not fall back. */
     if (!is_file(env))
       return ttpu_status_make(TTPU_NOT_FOUND,

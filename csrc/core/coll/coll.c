@@ -463,7 +463,7 @@ static ttpu_status* coll_text(const coll_sig* g, char** out, size_t* len) {
   module_tail(&t, y, result);
   if (err || t.oom) {
     free(t.p);
-    return err ? err : ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return err ? err : ttpu_status_oom();
   }
   *out = t.p;
   *len = t.n;
@@ -524,7 +524,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   int dev = b->device;
   if (!b->pb) {
     void* zeros = calloc((size_t)n ? (size_t)n : 1, ttpu_dtype_size(dt));
-    if (!zeros) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!zeros) return ttpu_status_oom();
     ttpu_pjrt_buffer* pb = NULL;
     ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, zeros, dt, &n, 1, &pb);
     free(zeros);
@@ -550,7 +550,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
     int v = flatten(&t, 0, b->phys_dtype, b->phys_ndim, b->phys_dims, b->nbytes,
                     dt, &s);
     module_tail(&t, v, res);
-    if (!s && t.oom) s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!s && t.oom) s = ttpu_status_oom();
     if (s) {
       free(t.p);
       return s;

@@ -10,6 +10,7 @@
 #include "../hlo/ttpu_hlo.h"
 #include "../ops/ttpu_lower.h"
 #include "../cache/cache.h"
+#include "../cache/disk.h"
 
 #define TTPU_MAX_DEVICES 64
 
@@ -29,7 +30,6 @@ struct ttpu_buffer {
 };
 
 typedef struct ttpu_window ttpu_window;
-typedef struct ttpu_disk ttpu_disk;
 
 typedef struct {
   ttpu_stats stats;
@@ -73,6 +73,7 @@ struct ttpu_runtime {
   struct ttpu_last_sig* last_sigs; /* per op id: see prog/plan.c */
   int64_t ops_run;       /* strict/debug ops so far (recompile warning) */
   int n_last_sigs;
+  ttpu_runtime_options opts; /* copied at creation, strings owned */
   ttpu_mode mode;
   ttpu_window* window;   /* fused mode's recorded ops (exec/window.c) */
   ttpu_disk* disk;       /* persistent cache, NULL when off (cache/disk.c) */
@@ -109,21 +110,6 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
 int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
                        int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
 void ttpu_window_destroy(ttpu_runtime* rt);
-
-/* Persistent compile cache (cache/disk.c). open_default reads the
- * environment (TORCHTPU_DISK_CACHE, TORCHTPU_CACHE_DIR, ..._MAX_MB). load
- * returns 1 and fills *out (exec, results) on a valid entry; store returns
- * 1 when the entry was written, 0 when not (this time), -1 when the
- * directory cannot take entries at all. */
-ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt);
-void ttpu_disk_close(ttpu_disk* d);
-int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
-                   size_t n, ttpu_cache_entry* out);
-int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
-                    size_t n, const ttpu_cache_entry* e);
-/* After store returned -1 (the directory cannot take files: full,
- * read-only, no permission): what failed, borrowed. */
-const char* ttpu_disk_error(const ttpu_disk* d);
 
 /* Queues a warning for the glue to raise (ttpu_runtime_take_warning),
  * after any already pending (under rt->mu). */

@@ -88,7 +88,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
     free(args);
     free(outs);
     free(kept);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   pthread_mutex_lock(&rt->mu);
   /* Ops recorded before (fused mode) run first, as at a graph's start. */

@@ -50,7 +50,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
   ttpu_status* s = NULL;
   if (!args || !outs) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   for (int k = 0; k < p->n_slots; ++k)
@@ -125,9 +125,10 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
     return s;
   }
   rt->ops_run++;
+  ttpu_mode mode = rt->mode;
   s = run_strict(rt, call, def);
   pthread_mutex_unlock(&rt->mu);
-  if (rt->mode == TTPU_MODE_DEBUG) {
+  if (mode == TTPU_MODE_DEBUG) {
     /* Synchronous: the op's own failure, named with its shapes. */
     if (!s) s = ttpu_runtime_synchronize(rt, call->device);
     if (s) {

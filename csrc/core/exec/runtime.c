@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "../cache/cache.h"
 #include "../prog/plan.h"
+#include "../base/env.h"
 
 /* ------------------------------------------------------------ fork */
 
@@ -52,8 +53,6 @@ ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
 }
 
 /* ------------------------------------------------------------ programs */
-
-#define TTPU_DEFAULT_PROGRAM_CACHE 1024
 
 struct ttpu_retired {
   ttpu_pjrt_exec* exec;
@@ -115,14 +114,6 @@ static void retire_program(void* ctx, ttpu_cache_entry* e) {
   rt->n_retired++;
 }
 
-static int64_t program_cache_size_from_env(void) {
-  const char* env = getenv("TORCHTPU_PROGRAM_CACHE_SIZE");
-  if (!env || !*env) return TTPU_DEFAULT_PROGRAM_CACHE;
-  char* end = NULL;
-  long long n = strtoll(env, &end, 10);
-  return end != env && *end == 0 && n >= 0 ? n : -1;
-}
-
 void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n) {
   if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
@@ -132,6 +123,49 @@ void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n) {
 
 int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt) {
   return (int64_t)ttpu_cache_capacity(rt->cache);
+}
+
+/* The options a runtime runs with: the caller's, with every field it did
+ * not set taken from the environment; strings duplicated into rt. */
+static int resolve_options(const ttpu_runtime_options* in,
+                           ttpu_runtime_options* out) {
+  ttpu_runtime_options env;
+  ttpu_runtime_options_from_env(&env);
+  if (in && in->initialized == TTPU_OPTIONS_FROM_ENV) *out = *in;
+  else *out = env;
+  out->initialized = TTPU_OPTIONS_FROM_ENV;
+  out->plugin_path = NULL;
+  out->search_dirs = NULL;
+  if (in) {
+    out->cpu_device_count = in->cpu_device_count;
+    /* 0 keeps its old meaning even in a from_env struct: the default. */
+    out->program_cache_size = in->program_cache_size
+                                  ? in->program_cache_size
+                                  : env.program_cache_size;
+  }
+  char* dump = out->dump_dir ? strdup(out->dump_dir) : NULL;
+  char* dir = out->cache_dir ? strdup(out->cache_dir) : NULL;
+  out->dump_dir = dump;
+  out->cache_dir = dir;
+  return (out->dump_dir && !dump) || (out->cache_dir && !dir);
+}
+
+static void free_options(ttpu_runtime_options* o) {
+  free((char*)o->dump_dir);
+  free((char*)o->cache_dir);
+  o->dump_dir = o->cache_dir = NULL;
+}
+
+/* The disk cache's namespace for this runtime's plugin and client. */
+static ttpu_disk_namespace disk_namespace(const ttpu_runtime* rt) {
+  ttpu_disk_namespace ns;
+  memset(&ns, 0, sizeof(ns));
+  ns.platform_name = ttpu_pjrt_client_platform_name(rt->client);
+  ns.platform_version = ttpu_pjrt_client_platform_version(rt->client);
+  ttpu_pjrt_plugin_version(rt->plugin, &ns.api_major, &ns.api_minor);
+  ns.options_id = ttpu_pjrt_compile_options_id();
+  ns.host_cpu = ttpu_pjrt_client_caps(rt->client)->host_code;
+  return ns;
 }
 
 ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
@@ -145,21 +179,25 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     if (s) return s;
     path = found;
   }
-  int64_t programs = options && options->program_cache_size
-                         ? options->program_cache_size
-                         : program_cache_size_from_env();
-  if (programs < 0) {
+  ttpu_runtime_options opts;
+  if (resolve_options(options, &opts)) {
+    free_options(&opts);
     free(found);
-    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
-                            "TORCHTPU_PROGRAM_CACHE_SIZE=%s: expected the "
-                            "number of programs to keep loaded (0: no bound)",
-                            getenv("TORCHTPU_PROGRAM_CACHE_SIZE"));
+    return ttpu_status_oom();
+  }
+  int64_t programs = opts.program_cache_size;
+  if (programs < 0) {
+    free_options(&opts);
+    free(found);
+    return ttpu_env_invalid_program_cache_size();
   }
   ttpu_runtime* rt = calloc(1, sizeof(*rt));
   if (!rt) {
+    free_options(&opts);
     free(found);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
+  rt->opts = opts;
   pthread_once(&fork_handler_once, install_fork_handler);
   rt->fork_generation = atomic_load(&fork_generation);
   pthread_mutex_init(&rt->mu, NULL);
@@ -168,33 +206,38 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   s = ttpu_pjrt_plugin_load(path, &rt->plugin);
   free(found);
   if (s) goto fail;
-  int count = options && options->cpu_device_count > 0
-                  ? options->cpu_device_count : 1;
+  int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
   s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->cache);
   if (s) goto fail;
-  const char* mode = getenv("TORCHTPU_EAGER_MODE");
-  if (mode && !strcmp(mode, "debug")) rt->mode = TTPU_MODE_DEBUG;
-  else if (mode && !strcmp(mode, "fused")) rt->mode = TTPU_MODE_FUSED;
-  else if (mode && *mode && strcmp(mode, "strict")) {
-    s = ttpu_status_make(TTPU_INVALID_ARGUMENT,
-                         "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "
-                         "fused", mode);
+  ttpu_mode mode = rt->opts.mode;
+  if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
+      mode == TTPU_MODE_FUSED) {
+    rt->mode = mode;
+  } else {
+    s = mode == (ttpu_mode)-1
+            ? ttpu_env_invalid_mode()
+            : ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown eager mode %d",
+                               (int)mode);
     goto fail;
   }
   /* The persistent cache is an optimization: a directory we cannot use
    * leaves it off rather than failing the runtime, with a warning. */
-  ttpu_status* disk = ttpu_disk_open_default(rt);
-  if (disk)
-    ttpu_rt_warn(rt,
-                 "torchtpu: the persistent compile cache is off: %s; "
-                 "programs compile as usual (TORCHTPU_CACHE_DIR chooses "
-                 "another directory, TORCHTPU_DISK_CACHE=0 silences this)",
-                 ttpu_status_message(disk));
-  ttpu_status_free(disk);
+  if (rt->opts.disk_cache && rt->opts.cache_dir && *rt->opts.cache_dir) {
+    ttpu_disk_namespace ns = disk_namespace(rt);
+    ttpu_status* disk = ttpu_disk_open(&ns, rt->opts.cache_dir,
+                                       rt->opts.cache_max_bytes, &rt->disk);
+    if (disk)
+      ttpu_rt_warn(rt,
+                   "torchtpu: the persistent compile cache is off: %s; "
+                   "programs compile as usual (TORCHTPU_CACHE_DIR chooses "
+                   "another directory, TORCHTPU_DISK_CACHE=0 silences this)",
+                   ttpu_status_message(disk));
+    ttpu_status_free(disk);
+  }
   for (int d = 0; d < rt->device_count; ++d) {
     s = ttpu_runtime_manual_seed(rt, d, 67280421310721ull);
     if (s) goto fail;
@@ -204,6 +247,34 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
 fail:
   ttpu_runtime_destroy(rt);
   return s;
+}
+
+ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
+                                        int64_t max_bytes) {
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  ttpu_disk_close(rt->disk);
+  rt->disk = NULL;
+  if (dir && *dir) {
+    ttpu_disk_namespace ns = disk_namespace(rt);
+    s = ttpu_disk_open(&ns, dir, max_bytes, &rt->disk);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+const char* ttpu_runtime_cache_dir(ttpu_runtime* rt) {
+  return rt->disk ? ttpu_disk_root(rt->disk) : "";
+}
+
+void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out) {
+  const ttpu_pjrt_caps* c = ttpu_pjrt_client_caps(rt->client);
+  out->serialize_executables = c->serialize_executables;
+  out->topology_compile = c->topology_compile;
+  out->memory_stats = c->memory_stats;
+  out->cost_analysis = c->cost_analysis;
+  out->cross_process_collectives = c->cross_process_collectives;
+  out->host_code = c->host_code;
 }
 
 void ttpu_runtime_destroy(ttpu_runtime* rt) {
@@ -233,6 +304,7 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   free(rt->pending_ticket);
   free(rt->retired);
   ttpu_status_free(rt->async_error);
+  free_options(&rt->opts);
   pthread_cond_destroy(&rt->event_cv);
   pthread_mutex_destroy(&rt->event_mu);
   pthread_mutex_destroy(&rt->mu);
@@ -421,8 +493,14 @@ void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device) {
   pthread_mutex_unlock(&rt->mu);
 }
 
-const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt) {
-  return rt->last_reason;
+int ttpu_runtime_last_compile_reason(ttpu_runtime* rt, char* buf, size_t n) {
+  if (buf && n) buf[0] = 0;
+  if (ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int len = (int)strlen(rt->last_reason);
+  if (buf && n) snprintf(buf, n, "%s", rt->last_reason);
+  pthread_mutex_unlock(&rt->mu);
+  return len;
 }
 
 /* ------------------------------------------------------------ rng state */
@@ -471,7 +549,7 @@ ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
   ttpu_status* s = check_device(rt, device);
   if (s) return s;
   ttpu_buffer* b = calloc(1, sizeof(*b));
-  if (!b) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!b) return ttpu_status_oom();
   atomic_init(&b->refs, 1);
   b->rt = rt;
   b->device = device;
@@ -752,7 +830,7 @@ ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out) {
   ttpu_status* s = check_device(rt, device);
   if (s) return s;
   ttpu_event* ev = calloc(1, sizeof(*ev));
-  if (!ev) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!ev) return ttpu_status_oom();
   atomic_init(&ev->refs, 1);
   ev->rt = rt;
   ev->device = device;
@@ -963,7 +1041,7 @@ ttpu_status* ttpu_runtime_memory_info(ttpu_runtime* rt, int device,
     return NULL;
   }
   const char* platform = ttpu_runtime_platform_name(rt);
-  if (!strcasecmp(platform, "cpu") || !strcasecmp(platform, "host")) {
+  if (ttpu_pjrt_client_caps(rt->client)->host_code) {
     host_memory(free_bytes, total_bytes);
     return NULL;
   }

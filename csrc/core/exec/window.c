@@ -221,7 +221,7 @@ static ttpu_status* copy_call(const ttpu_op_call* c, ttpu_op_call** outp) {
     if (g->kind == TTPU_ARG_STR && g->str) bytes += (strlen(g->str) + 8) & ~(size_t)7;
   }
   char* m = malloc(bytes + 8);
-  if (!m) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!m) return ttpu_status_oom();
   ttpu_op_call* out = (ttpu_op_call*)m;
   *outp = out;
   m += (sizeof(ttpu_op_call) + 7) & ~(size_t)7;
@@ -263,8 +263,7 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
   if (!rt->window) {
     rt->window = calloc(1, sizeof(ttpu_window));
     if (!rt->window) return NULL;
-    const char* env = getenv("TORCHTPU_FUSED_MAX_OPS");
-    int limit = env && *env ? atoi(env) : 0;
+    int limit = rt->opts.fused_max_ops;
     rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
   }
   return rt->window;
@@ -372,7 +371,7 @@ static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
 static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
   if (grow((void**)&w->recs, &w->cap_recs, w->n_recs + 1, sizeof(wrec)))
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   wrec* r = &w->recs[w->n_recs];
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
@@ -383,13 +382,13 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     if (!r->store ||
         grow((void**)&w->f, &w->cap_f, w->n_f + r->plan.n_f, sizeof(double)) ||
         grow((void**)&w->i, &w->cap_i, w->n_i + r->plan.n_i, sizeof(int64_t)))
-      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+      s = ttpu_status_oom();
   }
   if (!s) {
     for (int sl = 0; sl < r->plan.n_slots; ++sl) {
       r->store[sl] = store_of(w, r->plan.slots[sl].buf);
       if (r->store[sl] < 0) {
-        s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+        s = ttpu_status_oom();
         break;
       }
     }
@@ -434,7 +433,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   for (int sl = 0; sl < p->n_slots; ++sl) rc |= key_add(w, r->store[sl]);
   r->hash = h;
   w->n_recs++;
-  if (rc) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (rc) return ttpu_status_oom();
   return NULL;
 }
 
@@ -570,7 +569,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
   ttpu_status* s = NULL;
   if (!c.stores || !c.ops || !args) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   /* Parameters in store order, then the packs and the rng state; results
@@ -609,7 +608,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     c.ops[i].i_off = w->recs[i].i_off;
   }
   if (rc) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
 
@@ -660,7 +659,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   if (c.g.rng_param >= 0) args[c.g.rng_param] = rt->dev[dev].rng_state->pb;
   outs = calloc((size_t)e->n_results + 1, sizeof(*outs));
   if (!outs) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   ttpu_pjrt_event* done_event = NULL;
@@ -770,7 +769,7 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
 ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
                                 const ttpu_op_def* def) {
   ttpu_window* w = window_of(rt);
-  if (!w) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!w) return ttpu_status_oom();
   ttpu_status* s = NULL;
   if (call->device < 0 || call->device >= rt->device_count)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
@@ -820,7 +819,13 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
   return s;
 }
 
-ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) { return rt->mode; }
+ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) {
+  if (ttpu_rt_forked(rt)) return rt->mode;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_mode mode = rt->mode;
+  pthread_mutex_unlock(&rt->mu);
+  return mode;
+}
 
 ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
   ttpu_status* s = ttpu_rt_enter(rt);
@@ -830,7 +835,7 @@ ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
   if (!w) {
     pthread_mutex_unlock(&rt->mu);
     ttpu_status_free(s);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   if (!w->graph) {
     w->mode_before = rt->mode;

@@ -170,7 +170,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   p->i = calloc((size_t)n_scalars + 1, sizeof(int64_t));
   if (!p->slots || !p->tensor_slot || !p->out_slot || !p->out_full ||
       !p->arg_scalar || !p->f || !p->i)
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   if (call->device < 0 || call->device >= rt->device_count)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
@@ -312,7 +312,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     rc |= key_geom(p, &call->outputs[o], p->out_slot[o]);
     rc |= key_push(p, p->out_full[o]);
   }
-  if (rc) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (rc) return ttpu_status_oom();
   return NULL;
 }
 
@@ -457,8 +457,7 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     if (change != prev->change) prev->same_change = 1;
     else if (!burst) prev->same_change++;
     prev->change = change;
-    const char* env = getenv("TORCHTPU_RECOMPILE_WARN");
-    int limit = env && *env ? atoi(env) : 8;
+    int limit = rt->opts.recompile_warn;
     if (limit > 0 && prev->same_change >= limit && !prev->warned) {
       prev->warned = 1;
       ttpu_rt_warn(rt,

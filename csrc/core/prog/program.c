@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "program.h"
+#include "../base/env.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -95,7 +96,7 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
       ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
       return ttpu_status_annotate(s, "lowering %s", what);
     }
-    dump_program(getenv("TORCHTPU_DUMP_DIR"), req, key, n_key, text, len);
+    dump_program(rt->opts.dump_dir ? rt->opts.dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
     t0 = now_seconds();
     s = ttpu_pjrt_compile(rt->client, text, len, req->options,
                           req->options_len, &e.exec);
@@ -103,7 +104,7 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
     if (s) {
       free(e.results);
       s = ttpu_status_annotate(s, "compiling %s", what);
-      if (getenv("TORCHTPU_DEBUG_HLO"))
+      if (rt->opts.debug_hlo)
         fprintf(stderr, "%.*s\n", (int)len, text);
       free(text);
       ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);

@@ -5,14 +5,16 @@
 #include <string.h>
 
 #include "program.h"
+#include "../base/env.h"
 
 /* A program's data-dependent error check (ttpu_l_check): the one place an
- * op waits for its own result. TORCHTPU_CHECK_INDICES=0 skips the read. */
+ * op waits for its own result. The check indices option (TORCHTPU_CHECK_INDICES=0) skips the read. */
 ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
                                 const ttpu_result_plan* rp,
                                 ttpu_pjrt_buffer* buf) {
-  const char* env = getenv("TORCHTPU_CHECK_INDICES");
-  if (env && !strcmp(env, "0")) return NULL;
+  int check = rt->opts.check_indices;
+  if (check < 0) check = ttpu_env_check_indices();
+  if (!check) return NULL;
   int64_t info[4];
   ttpu_status* s = ttpu_pjrt_buffer_to_host(rt->client, buf, info, sizeof(info));
   if (s) return s;
