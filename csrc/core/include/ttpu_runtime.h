@@ -15,7 +15,10 @@ extern "C" {
 
 /* ------------------------------------------------------------------ runtime */
 
-/* The one registry object: plugin, client, devices, compile cache, stats. */
+/* The one registry object: plugin, client, devices, compile cache, stats.
+ * Thread-safe: every call on a runtime may come from any thread (each takes
+ * the runtime's one lock), except ttpu_runtime_destroy, which must be the
+ * last call (no other thread using it or its buffers). */
 typedef struct ttpu_runtime ttpu_runtime;
 
 /* Eager execution modes (DESIGN.md): debug runs each op synchronously, so
@@ -36,7 +39,8 @@ typedef enum {
  * in its first four fields) means "the defaults, from the environment":
  * ttpu_runtime_create fills the other fields itself. To set any of the
  * others, start from ttpu_runtime_options_from_env. The runtime copies the
- * struct at creation (strings duplicated); the caller's copy may go. */
+ * struct at creation (strings duplicated); the caller's copy may go.
+ * Not thread-safe: a plain struct, owned by its caller. */
 typedef struct {
   /* Path of the PJRT plugin library; NULL = discover (see ttpu_plugin_find).*/
   const char* plugin_path;
@@ -95,6 +99,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
                                  ttpu_runtime** out);
 void ttpu_runtime_destroy(ttpu_runtime* rt);
 
+/* Thread-safe: fixed at creation. */
 int ttpu_runtime_device_count(const ttpu_runtime* rt);
 /* Borrowed strings, valid for the runtime's lifetime. */
 const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
@@ -104,6 +109,8 @@ void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
                                      int* minor);
 
 /* What the loaded plugin can do, probed once when the runtime is created. */
+/* Not thread-safe: a plain struct; ttpu_runtime_caps is thread-safe (the
+ * capabilities never change). */
 typedef struct {
   int serialize_executables;     /* executables serialize (disk cache, AOT) */
   int topology_compile;          /* compiles for a topology without devices */
@@ -164,9 +171,11 @@ typedef struct {
   int64_t programs_retired;   /* evicted ones waiting for their last
                                  execution to finish before unloading */
 } ttpu_stats;
+/* Thread-safe: a copy taken under the lock. */
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
 
+/* Thread-safe (under the lock; a fused window runs first). */
 /* Random state of a device: a ui64[2] state on the device, advanced by
  * every random op (XLA's rng_bit_generator, THREE_FRY). */
 ttpu_status* ttpu_runtime_manual_seed(ttpu_runtime* rt, int device,
@@ -187,7 +196,8 @@ int ttpu_runtime_last_compile_reason(ttpu_runtime* rt, char* buf, size_t n);
  * recently used are unloaded, and come back from the disk cache (or are
  * compiled again) when needed. Programs a graph replay holds are never
  * unloaded, nor one whose execution may still be running (it goes when
- * that execution is over). n = 0 removes the bound. Takes effect at once. */
+ * that execution is over). n = 0 removes the bound. Takes effect at once.
+ * Thread-safe. */
 void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n);
 int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt);
 
@@ -204,6 +214,9 @@ void ttpu_debug_inject_plugin_fault(const char* slot, int skip, int count);
 
 /* Ends any fused window first (its error, if any, is returned and the
  * mode is still changed). */
+/* Thread-safe: the mode is the runtime's, not a thread's, read and changed
+ * under the lock; graphs (begin/end) nest per runtime, so two threads
+ * capturing graphs at once share one capture. */
 ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
 /* Runs the recorded fused window now (enqueued, not awaited). */
@@ -228,6 +241,7 @@ typedef struct {
   int n_ops;
 } ttpu_compile_record;
 
+/* Thread-safe: records are copied out under the lock. */
 /* The log keeps the most recent 4096 compiles. */
 int ttpu_runtime_compile_log_count(ttpu_runtime* rt);
 int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
@@ -243,6 +257,8 @@ int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n);
  * "" turns it off), shared by processes; at most max_bytes (LRU). The
  * default comes from TORCHTPU_CACHE_DIR (default ~/.cache/torchtpu;
  * TORCHTPU_DISK_CACHE=0 turns it off) and TORCHTPU_CACHE_MAX_MB. */
+/* Thread-safe; the string cache_dir returns is valid until the next
+ * set_cache_dir, which must not race its use. */
 ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
                                         int64_t max_bytes);
 /* The directory in use ("" when off); borrowed until the next set. */

@@ -25,6 +25,9 @@ typedef enum {
   TTPU_INDEX_ERROR = 8,       /* out-of-range index: maps to IndexError */
 } ttpu_code;
 
+/* Not thread-safe: a status belongs to the thread that got it until it is
+ * freed (hand it over, do not share it). The functions below are
+ * thread-safe on distinct statuses. */
 typedef struct ttpu_status ttpu_status;
 
 /* Makes a status with a printf-style message. Caller frees. */
