@@ -585,8 +585,8 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   int n = c->n_members;
   ttpu_status* s = NULL;
   for (int i = 0; i < n && !s; ++i) {
-    s = ttpu_window_flush_for(rt, c->members[i].input, 0);
-    if (!s) s = ttpu_window_flush_for(rt, c->members[i].output, 1);
+    s = ttpu_exec_touch(rt, c->members[i].input, 0);
+    if (!s) s = ttpu_exec_touch(rt, c->members[i].output, 1);
   }
   if (s) return s;
   /* Replicas share one program, so every input must arrive with the same

@@ -30,6 +30,17 @@ struct ttpu_buffer {
 };
 
 typedef struct ttpu_window ttpu_window;
+typedef struct ttpu_executor_ops ttpu_executor_ops;
+
+/* Between ttpu_runtime_begin_graph and end_graph (exec/graph.c; under mu). */
+typedef struct {
+  int depth;             /* graphs open (they nest); 0: none */
+  ttpu_mode mode_before; /* the mode the outermost graph restores */
+  char name[80];         /* the innermost graph's name */
+  int runs;              /* programs (and host work: uploads, downloads,
+                            copies) the outermost graph did so far */
+  ttpu_graph_replay** capture; /* set by end_graph_capture */
+} ttpu_graph_state;
 
 typedef struct {
   ttpu_stats stats;
@@ -74,8 +85,11 @@ struct ttpu_runtime {
   int64_t ops_run;       /* strict/debug ops so far (recompile warning) */
   int n_last_sigs;
   ttpu_runtime_options opts; /* copied at creation, strings owned */
-  ttpu_mode mode;
-  ttpu_window* window;   /* fused mode's recorded ops (exec/window.c) */
+  ttpu_mode mode;        /* the mode ttpu_runtime_mode reports */
+  const ttpu_executor_ops* exec; /* runs ops: the mode's, or the graph's */
+  ttpu_window* window;   /* recorded ops of fused mode and graphs
+                            (exec/fused.c) */
+  ttpu_graph_state graph;
   ttpu_disk* disk;       /* persistent cache, NULL when off (cache/disk.c) */
   ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
   int64_t n_log;
@@ -90,26 +104,26 @@ struct ttpu_runtime {
 
 #define TTPU_LOG_CAP 4096
 
-/* Every engine entry point that touches storages calls this first (under
- * rt->mu): a fused window's recorded ops run before anything else sees
- * their storages. No-op outside fused mode. */
-ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
-/* The same, only when the window touches storage b: one it writes (for
- * a read of b), or any it touches (writing: b is about to change). */
-ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
-                                   int writing);
+/* The current executor's interface (exec/run.c, under rt->mu). Every
+ * engine entry point that touches storages calls one of these first, so
+ * that ops an executor holds back (a fused window) run before anything
+ * else sees their storages.
+ *
+ * ttpu_exec_flush runs everything held back; ttpu_exec_touch only what
+ * storage b depends on: what writes it (for a read of b, writing 0), or
+ * anything that touches it (writing: b is about to change). */
+ttpu_status* ttpu_exec_flush(ttpu_runtime* rt, ttpu_window_end why);
+ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                             int writing);
 /* An upload, download or storage copy happened (under rt->mu): inside a
  * compiled graph it is work its program does not do, so the graph cannot
  * be replayed. */
-void ttpu_window_note_host_work(ttpu_runtime* rt);
-/* Records one op into the fused window (under rt->mu). */
-ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
-                                const ttpu_op_def* def);
-/* A storage's state as the window sees it: 1 and its current shape if the
- * window touched it (has_value: it holds a value), else 0. */
+void ttpu_exec_note_host_work(ttpu_runtime* rt);
+
+/* A storage's state as the fused window sees it: 1 and its current shape
+ * if the window touched it (has_value: it holds a value), else 0. */
 int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
                        int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
-void ttpu_window_destroy(ttpu_runtime* rt);
 
 /* Queues a warning for the glue to raise (ttpu_runtime_take_warning),
  * after any already pending (under rt->mu). */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "executor.h"
 #include "../cache/cache.h"
 #include "../prog/plan.h"
 #include "../base/env.h"
@@ -198,6 +198,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     return ttpu_status_oom();
   }
   rt->opts = opts;
+  rt->exec = &ttpu_executor_strict;
   pthread_once(&fork_handler_once, install_fork_handler);
   rt->fork_generation = atomic_load(&fork_generation);
   pthread_mutex_init(&rt->mu, NULL);
@@ -214,9 +215,9 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->cache);
   if (s) goto fail;
   ttpu_mode mode = rt->opts.mode;
-  if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
-      mode == TTPU_MODE_FUSED) {
+  if (ttpu_executor_for_mode(mode)) {
     rt->mode = mode;
+    rt->exec = ttpu_executor_for_mode(mode);
   } else {
     s = mode == (ttpu_mode)-1
             ? ttpu_env_invalid_mode()
@@ -284,7 +285,7 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (ttpu_rt_forked(rt)) return;
   if (rt->client) {
     ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
-    ttpu_window_destroy(rt);
+    ttpu_executors_destroy(rt);
     for (int d = 0; d < rt->device_count; ++d) {
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
       ttpu_event_release(rt->dev[d].last_event);
@@ -404,7 +405,7 @@ static void await_all_locked(ttpu_runtime* rt) {
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   ttpu_status* err = ttpu_rt_enter(rt);
   if (err) return err;
-  err = ttpu_window_flush(rt, TTPU_END_SYNC);
+  err = ttpu_exec_flush(rt, TTPU_END_SYNC);
   /* An earlier asynchronous failure is reported once, here, before (and
    * instead of) anything newer. */
   if (rt->async_error) {
@@ -449,7 +450,7 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
   pthread_mutex_lock(&rt->mu);
   /* Memory figures count what is alive: temporaries a fused window still
    * holds die when it runs. Its error waits for the next synchronize. */
-  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
+  keep_async_error(rt, ttpu_exec_flush(rt, TTPU_END_SYNC));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_stats* s = &rt->dev[d].stats;
@@ -650,8 +651,8 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
   /* Recorded ops that touch b come before this upload. */
-  s = ttpu_window_flush_for(rt, b, 1);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, b, 1);
+  ttpu_exec_note_host_work(rt);
   ttpu_rt_set_version(b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
@@ -667,8 +668,8 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, b, 0);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, b, 0);
+  ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   ttpu_pjrt_event* done = NULL;
   if (s) {
@@ -696,9 +697,9 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   ttpu_runtime* rt = dst->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, src, 0);
-  if (!s) s = ttpu_window_flush_for(rt, dst, 1);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, src, 0);
+  if (!s) s = ttpu_exec_touch(rt, dst, 1);
+  ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = NULL;
   if (!s && src->pb)
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
@@ -718,7 +719,7 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, b, 0);
+  s = ttpu_exec_touch(rt, b, 0);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;
@@ -840,7 +841,7 @@ ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out) {
   pthread_cond_init(&ev->cv, NULL);
   s = ttpu_rt_enter(rt);
   if (!s) {
-    s = ttpu_window_flush(rt, TTPU_END_SYNC);
+    s = ttpu_exec_flush(rt, TTPU_END_SYNC);
     if (s) pthread_mutex_unlock(&rt->mu);
   }
   if (s) {
@@ -960,7 +961,7 @@ ttpu_status* ttpu_runtime_query(ttpu_runtime* rt, int device, int* idle) {
   ttpu_status* s = check_device(rt, device);
   if (!s) s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
   int busy = 0;
   for (int i = rt->n_pending - 1; !s && !busy && i >= 0; --i)
     busy = rt->pending_device[i] == device &&
@@ -1060,7 +1061,7 @@ void ttpu_runtime_memory_stats(ttpu_runtime* rt, int device,
   pthread_mutex_lock(&rt->mu);
   /* As in ttpu_runtime_stats: a fused window's temporaries die when it
    * runs, so it runs first; its error waits for the next synchronize. */
-  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
+  keep_async_error(rt, ttpu_exec_flush(rt, TTPU_END_SYNC));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_device_state* ds = &rt->dev[d];

@@ -1,4 +1,4 @@
-/* window.c - fused mode: ops are recorded instead of run, and a run of them
+/* fused.c - fused mode's executor: ops are recorded instead of run, and a run of them
  * (a window) becomes one program at a boundary.
  *
  * Recording an op deep-copies its call and plans it against the window's
@@ -22,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor.h"
+#include "graph.h"
 #include "../prog/program.h"
-#include "replay.h"
 
 #define REPEAT_K 8
 #define DEFAULT_LIMIT 1000
@@ -81,13 +82,6 @@ struct ttpu_window {
   int* last_op;
   int n_last;
   ttpu_cache* validated; /* op signatures known to lower */
-  /* inside ttpu_runtime_begin_graph/end_graph */
-  int graph;
-  ttpu_mode mode_before;
-  char graph_name[80];
-  int graph_runs;       /* programs (and host work: uploads, downloads,
-                           copies) the outermost graph did so far */
-  ttpu_graph_replay** capture; /* set by end_graph_capture */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -298,7 +292,7 @@ static void window_clear(ttpu_window* w) {
   w->n_key = 0;
 }
 
-void ttpu_window_destroy(ttpu_runtime* rt) {
+static void fused_destroy(ttpu_runtime* rt) {
   ttpu_window* w = rt->window;
   if (!w) return;
   window_clear(w);
@@ -502,55 +496,6 @@ static ttpu_buffer* store_buffer(void* window, int store) {
   return ((ttpu_window*)window)->st[store].buf;
 }
 
-/* The replay of a graph's window that just ran: the storages it needs and
- * the program. Takes the pack buffers. NULL when out of memory (the graph
- * then records every time, which is only slower). */
-static ttpu_graph_replay* capture(ttpu_runtime* rt, const ttpu_window* w,
-                                  const ttpu_prog* g,
-                                  const ttpu_prog_store* ps,
-                                  ttpu_cache_entry* e, ttpu_pjrt_buffer* fbuf,
-                                  ttpu_pjrt_buffer* ibuf) {
-  ttpu_graph_replay* r = calloc(1, sizeof(*r));
-  if (r) r->st = calloc((size_t)w->n_st + 1, sizeof(*r->st));
-  if (!r || !r->st) {
-    if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-    if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
-    if (r) free(r->st);
-    free(r);
-    return NULL;
-  }
-  r->device = w->device;
-  r->e = e;
-  e->pins++; /* the cache keeps the program while the replay lives */
-  r->n_params = g->n_params;
-  r->f_param = g->f_param;
-  r->i_param = g->i_param;
-  r->rng_param = g->rng_param;
-  r->fbuf = fbuf;
-  r->ibuf = ibuf;
-  r->n_window_stores = w->n_st;
-  r->n_ops = w->n_recs;
-  for (int k = 0; k < w->n_st; ++k) {
-    const wstore* x = &w->st[k];
-    /* A storage someone still holds must be the caller's at a replay too,
-     * even one the program neither reads nor writes: whether it held a
-     * value decides what the program computes (no value reads as zeros). */
-    int alive = atomic_load(&x->buf->refs) > 1;
-    if (ps[k].param < 0 && ps[k].result < 0 && !alive) continue;
-    ttpu_replay_store* t = &r->st[r->n_st++];
-    t->buf0 = x->buf;
-    t->store = k;
-    t->param = ps[k].param;
-    t->result = ps[k].result >= 0;
-    t->has_value0 = x->has_value0;
-    t->nbytes = x->buf->nbytes;
-    t->dt0 = x->dt0;
-    t->nd0 = x->nd0;
-    memcpy(t->dims0, x->dims0, sizeof(t->dims0));
-  }
-  return r;
-}
-
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
@@ -615,8 +560,8 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   ttpu_cache_entry* e = ttpu_prog_find(rt, dev, w->key, w->n_key);
   if (!e) {
     char what[96], reason[416];
-    if (w->graph) {
-      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+    if (rt->graph.depth) {
+      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
       snprintf(reason, sizeof(reason), "%s: new graph or new input shapes",
                what);
     } else {
@@ -677,17 +622,17 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   stats->window_ends[why]++;
   if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
     char what[96];
-    if (w->graph)
-      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+    if (rt->graph.depth)
+      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
     else
       snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_prog_take_results(rt, dev, e, outs, store_buffer, w);
-  if (w->graph) w->graph_runs++;
-  if (!s && w->capture) {
-    *w->capture = capture(rt, w, &c.g, c.stores, e, fbuf, ibuf);
+  if (rt->graph.depth) rt->graph.runs++;
+  if (!s && rt->graph.capture) {
+    *rt->graph.capture = ttpu_graph_capture(rt, w, &c.g, e, fbuf, ibuf);
     fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
   }
 done:
@@ -703,21 +648,17 @@ done:
   return s;
 }
 
-void ttpu_window_note_host_work(ttpu_runtime* rt) {
-  if (rt->window && rt->window->graph) rt->window->graph_runs++;
-}
-
-ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
-                                   int writing) {
+ttpu_status* ttpu_fused_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                              int writing) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
   int k = map_find(w, b);
   /* Reading a storage the window only reads needs nothing from it. */
   if (k < 0 || (!writing && !w->st[k].written)) return NULL;
-  return ttpu_window_flush(rt, TTPU_END_READ);
+  return ttpu_fused_flush(rt, TTPU_END_READ);
 }
 
-ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
+ttpu_status* ttpu_fused_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
   if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
@@ -739,7 +680,7 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   if (!calls || !held) {
     free(calls);
     free(held);
-    return ttpu_window_flush(rt, TTPU_END_REPEAT);
+    return ttpu_fused_flush(rt, TTPU_END_REPEAT);
   }
   /* Keep the calls, and their storages, past the window's reset. */
   int nh = 0;
@@ -766,8 +707,8 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   return s;
 }
 
-ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
-                                const ttpu_op_def* def) {
+ttpu_status* ttpu_fused_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                               const ttpu_op_def* def) {
   ttpu_window* w = window_of(rt);
   if (!w) return ttpu_status_oom();
   ttpu_status* s = NULL;
@@ -775,13 +716,13 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
   if (w->n_recs && w->device != call->device) {
-    s = ttpu_window_flush(rt, TTPU_END_DEVICE);
+    s = ttpu_fused_flush(rt, TTPU_END_DEVICE);
     if (s) return s;
   }
   w->device = call->device;
   s = append(rt, w, call, def);
   if (s) return s;
-  if (w->graph) return NULL; /* a graph is one program, however long */
+  if (rt->graph.depth) return NULL; /* a graph is one program, however long */
   uint64_t h = w->recs[w->n_recs - 1].hash;
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
@@ -803,77 +744,24 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   return NULL;
 }
 
-/* ------------------------------------------------------------ modes */
+/* ------------------------------------------------------------ executor */
 
-ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
-      mode == TTPU_MODE_FUSED)
-    rt->mode = mode;
-  else if (!s)
-    s = ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown eager mode %d",
-                         (int)mode);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
+int ttpu_window_store_count(const ttpu_window* w) { return w->n_st; }
+
+ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0) {
+  if (has_value0) *has_value0 = w->st[k].has_value0;
+  return w->st[k].buf;
 }
 
-ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) {
-  if (ttpu_rt_forked(rt)) return rt->mode;
-  pthread_mutex_lock(&rt->mu);
-  ttpu_mode mode = rt->mode;
-  pthread_mutex_unlock(&rt->mu);
-  return mode;
-}
+int ttpu_window_op_count(const ttpu_window* w) { return w->n_recs; }
 
-ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  ttpu_window* w = window_of(rt);
-  if (!w) {
-    pthread_mutex_unlock(&rt->mu);
-    ttpu_status_free(s);
-    return ttpu_status_oom();
-  }
-  if (!w->graph) {
-    w->mode_before = rt->mode;
-    w->graph_runs = 0;
-  }
-  w->graph++;
-  snprintf(w->graph_name, sizeof(w->graph_name), "%s", name ? name : "graph");
-  rt->mode = TTPU_MODE_FUSED;
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
+int ttpu_window_device(const ttpu_window* w) { return w->device; }
 
-ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
-  return ttpu_runtime_end_graph_capture(rt, NULL);
-}
-
-ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
-                                            ttpu_graph_replay** out) {
-  if (out) *out = NULL;
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  ttpu_window* w = rt->window;
-  if (w && w->graph) {
-    /* Only a whole outermost graph that is about to run as its first and
-     * only program can be replayed. */
-    if (out && w->graph == 1 && w->graph_runs == 0 && w->n_recs) w->capture = out;
-    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
-    w->capture = NULL;
-    if (--w->graph == 0) rt->mode = w->mode_before;
-  }
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
-
-ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
+const ttpu_executor_ops ttpu_executor_fused = {
+    .name = "fused",
+    .submit = ttpu_fused_record,
+    .flush = ttpu_fused_flush,
+    .touch = ttpu_fused_touch,
+    .note_host_work = ttpu_graph_note_host_work,
+    .destroy = fused_destroy,
+};
