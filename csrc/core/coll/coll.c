@@ -99,7 +99,7 @@ static ttpu_status* check_call(const ttpu_runtime* rt, const ttpu_coll_call* c) 
                               "%s: member %d's input is on tpu:%d but its "
                               "output on tpu:%d", what, i, dev,
                               m->output->device);
-    if (dev < 0 || dev >= rt->device_count)
+    if (dev < 0 || dev >= ttpu_runtime_device_count(rt))
       return ttpu_status_make(TTPU_INVALID_ARGUMENT, "%s: invalid device tpu:%d",
                               what, dev);
     if (seen[dev])
@@ -526,10 +526,10 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
     void* zeros = calloc((size_t)n ? (size_t)n : 1, ttpu_dtype_size(dt));
     if (!zeros) return ttpu_status_oom();
     ttpu_pjrt_buffer* pb = NULL;
-    ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, zeros, dt, &n, 1, &pb);
+    ttpu_status* s = ttpu_pjrt_buffer_from_host(ttpu_rt_client(rt), dev, zeros, dt, &n, 1, &pb);
     free(zeros);
     if (s) return s;
-    rt->dev[dev].stats.h2d_bytes += (int64_t)b->nbytes;
+    ttpu_rt_stats(rt, dev)->h2d_bytes += (int64_t)b->nbytes;
     ttpu_rt_set_version(b, pb, dt, 1, &n);
     return NULL;
   }
@@ -562,9 +562,9 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   ttpu_pjrt_buffer* outv = NULL;
   ttpu_pjrt_event* done = NULL;
   int64_t began = ttpu_rt_trace_clock(rt);
-  s = ttpu_pjrt_execute(rt->client, e->exec, dev, &b->pb, 1, &outv, 1, &done);
+  s = ttpu_pjrt_execute(ttpu_rt_client(rt), e->exec, dev, &b->pb, 1, &outv, 1, &done);
   if (s) return s;
-  rt->dev[dev].stats.executions++;
+  ttpu_rt_stats(rt, dev)->executions++;
   ttpu_rt_trace_launch(rt, dev, "collective input layout", 1, began, done);
   ttpu_rt_add_pending(rt, dev, e, done);
   ttpu_rt_set_version(b, outv, dt, 1, &n);
@@ -632,7 +632,7 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   for (int d = 0; d < g->pnd; ++d) key[nk++] = g->pdims[d];
   int ids[TTPU_MAX_DEVICES];
   for (int i = 0; i < n; ++i) {
-    ids[i] = ttpu_pjrt_client_device_id(rt->client, c->members[i].input->device);
+    ids[i] = ttpu_pjrt_client_device_id(ttpu_rt_client(rt), c->members[i].input->device);
     key[nk++] = ids[i];
     key[nk++] = c->kind == TTPU_COLL_PERMUTE ? c->peer[i] : 0;
   }
@@ -678,7 +678,7 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
   if (!s) {
     for (int i = 0; i < n; ++i) args[i] = c->members[i].input->pb;
     began = ttpu_rt_trace_clock(rt);
-    s = ttpu_pjrt_execute_replicated(rt->client, e->exec, n, args, 1, outs, 1,
+    s = ttpu_pjrt_execute_replicated(ttpu_rt_client(rt), e->exec, n, args, 1, outs, 1,
                                      done);
     if (s) s = ttpu_status_annotate(s, "running %s", ttpu_coll_kind_name(c->kind));
   }
@@ -686,7 +686,7 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
     int64_t oc = g.out_count;
     for (int i = 0; i < n; ++i) {
       int dev = c->members[i].input->device;
-      rt->dev[dev].stats.executions++;
+      ttpu_rt_stats(rt, dev)->executions++;
       ttpu_rt_trace_launch(rt, dev, ttpu_coll_kind_name(c->kind), 1, began,
                            done[i]);
       ttpu_rt_add_pending(rt, dev, e, done[i]);
@@ -696,8 +696,8 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
         ttpu_rt_set_version(c->members[i].output, outs[i], c->dtype, 1, &oc);
     }
   }
-  ttpu_mode mode = rt->mode;
-  pthread_mutex_unlock(&rt->mu);
+  ttpu_mode mode = ttpu_rt_mode(rt);
+  ttpu_rt_unlock(rt);
   if (!s && mode == TTPU_MODE_DEBUG)
     for (int i = 0; i < n && !s; ++i)
       s = ttpu_runtime_synchronize(rt, c->members[i].input->device);

@@ -16,7 +16,7 @@
 #ifndef TTPU_EXEC_EXECUTOR_H_
 #define TTPU_EXEC_EXECUTOR_H_
 
-#include "internal.h"
+#include "runtime.h"
 
 struct ttpu_executor_ops {
   const char* name;

@@ -160,9 +160,10 @@ static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
   return 0;
 }
 
-int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
-                       int* has_value, ttpu_dtype* dt, int* nd,
-                       int64_t* dims) {
+/* The window's view of storage b (a ttpu_store_view's lookup). */
+static int window_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
+                         ttpu_dtype* dt, int* nd, int64_t* dims) {
+  const ttpu_window* w = ctx;
   int k = map_find(w, b);
   if (k < 0) return 0;
   const wstore* s = &w->st[k];
@@ -341,7 +342,7 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
 
 static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
                              const ttpu_plan* p) {
-  if (ttpu_cache_find(rt->cache, p->key, p->n_key)) return NULL;
+  if (ttpu_cache_find(rt->prog.cache, p->key, p->n_key)) return NULL;
   if (!w->validated) {
     ttpu_status* s = ttpu_cache_create(VALIDATED_CAP, NULL, NULL,
                                        &w->validated);
@@ -370,7 +371,8 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
-  s = ttpu_plan_build(rt, r->call, def, w, &r->plan);
+  ttpu_store_view view = {window_lookup, w};
+  s = ttpu_plan_build(rt, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
     if (!r->store ||
@@ -569,9 +571,9 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
       window_reason(w, n_recs, reason, sizeof(reason));
     }
     if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
-      snprintf(reason, sizeof(reason), "%.415s", rt->last_reason);
+      snprintf(reason, sizeof(reason), "%.415s", rt->prog.last_reason);
     else
-      snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
+      snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
     ttpu_prog_request req = {0};
     req.what = what;
     req.n_ops = n_recs;

@@ -3,7 +3,7 @@
 #ifndef TTPU_EXEC_GRAPH_H_
 #define TTPU_EXEC_GRAPH_H_
 
-#include "internal.h"
+#include "runtime.h"
 #include "../cache/cache.h"
 #include "../prog/plan.h"
 

@@ -46,6 +46,21 @@ ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt) {
         "workers (DataLoader) is unaffected");
 }
 
+ttpu_programs* ttpu_rt_programs(ttpu_runtime* rt) { return &rt->prog; }
+ttpu_pjrt_client* ttpu_rt_client(const ttpu_runtime* rt) { return rt->client; }
+const ttpu_runtime_options* ttpu_rt_options(const ttpu_runtime* rt) {
+  return &rt->opts;
+}
+ttpu_stats* ttpu_rt_stats(ttpu_runtime* rt, int device) {
+  return &rt->dev[device].stats;
+}
+ttpu_buffer* ttpu_rt_rng_state(ttpu_runtime* rt, int device) {
+  return rt->dev[device].rng_state;
+}
+ttpu_mode ttpu_rt_mode(const ttpu_runtime* rt) { return rt->mode; }
+void ttpu_rt_lock(ttpu_runtime* rt) { pthread_mutex_lock(&rt->mu); }
+void ttpu_rt_unlock(ttpu_runtime* rt) { pthread_mutex_unlock(&rt->mu); }
+
 ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
   ttpu_status* s = ttpu_rt_check_fork(rt);
   if (!s) pthread_mutex_lock(&rt->mu);
@@ -117,12 +132,12 @@ static void retire_program(void* ctx, ttpu_cache_entry* e) {
 void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n) {
   if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
-  ttpu_cache_set_capacity(rt->cache, n > 0 ? (size_t)n : 0);
+  ttpu_cache_set_capacity(rt->prog.cache, n > 0 ? (size_t)n : 0);
   pthread_mutex_unlock(&rt->mu);
 }
 
 int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt) {
-  return (int64_t)ttpu_cache_capacity(rt->cache);
+  return (int64_t)ttpu_cache_capacity(rt->prog.cache);
 }
 
 /* The options a runtime runs with: the caller's, with every field it did
@@ -212,7 +227,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   if (s) goto fail;
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
-  s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->cache);
+  s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->prog.cache);
   if (s) goto fail;
   ttpu_mode mode = rt->opts.mode;
   if (ttpu_executor_for_mode(mode)) {
@@ -230,7 +245,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   if (rt->opts.disk_cache && rt->opts.cache_dir && *rt->opts.cache_dir) {
     ttpu_disk_namespace ns = disk_namespace(rt);
     ttpu_status* disk = ttpu_disk_open(&ns, rt->opts.cache_dir,
-                                       rt->opts.cache_max_bytes, &rt->disk);
+                                       rt->opts.cache_max_bytes, &rt->prog.disk);
     if (disk)
       ttpu_rt_warn(rt,
                    "torchtpu: the persistent compile cache is off: %s; "
@@ -254,18 +269,18 @@ ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
                                         int64_t max_bytes) {
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  ttpu_disk_close(rt->disk);
-  rt->disk = NULL;
+  ttpu_disk_close(rt->prog.disk);
+  rt->prog.disk = NULL;
   if (dir && *dir) {
     ttpu_disk_namespace ns = disk_namespace(rt);
-    s = ttpu_disk_open(&ns, dir, max_bytes, &rt->disk);
+    s = ttpu_disk_open(&ns, dir, max_bytes, &rt->prog.disk);
   }
   pthread_mutex_unlock(&rt->mu);
   return s;
 }
 
 const char* ttpu_runtime_cache_dir(ttpu_runtime* rt) {
-  return rt->disk ? ttpu_disk_root(rt->disk) : "";
+  return rt->prog.disk ? ttpu_disk_root(rt->prog.disk) : "";
 }
 
 void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out) {
@@ -290,7 +305,7 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
       ttpu_event_release(rt->dev[d].last_event);
     }
-    if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
+    if (rt->prog.cache) ttpu_cache_destroy(rt->prog.cache, rt->client);
     reap_retired(rt); /* everything ran: synchronize awaited it */
     ttpu_pjrt_client_destroy(rt->client);
   }
@@ -298,8 +313,8 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
    * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
   if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
   ttpu_plan_free_last_sigs(rt);
-  ttpu_disk_close(rt->disk);
-  free(rt->log);
+  ttpu_disk_close(rt->prog.disk);
+  free(rt->prog.log);
   free(rt->pending);
   free(rt->pending_device);
   free(rt->pending_ticket);
@@ -476,9 +491,9 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
     out->graph_replays += s->graph_replays;
   }
   /* The program cache is the runtime's, shared by its devices. */
-  out->programs_loaded = (int64_t)ttpu_cache_size(rt->cache);
-  out->programs_evicted = ttpu_cache_evictions(rt->cache);
-  out->programs_reloaded = rt->programs_reloaded;
+  out->programs_loaded = (int64_t)ttpu_cache_size(rt->prog.cache);
+  out->programs_evicted = ttpu_cache_evictions(rt->prog.cache);
+  out->programs_reloaded = rt->prog.programs_reloaded;
   out->programs_retired = rt->n_retired;
   pthread_mutex_unlock(&rt->mu);
 }
@@ -498,8 +513,8 @@ int ttpu_runtime_last_compile_reason(ttpu_runtime* rt, char* buf, size_t n) {
   if (buf && n) buf[0] = 0;
   if (ttpu_rt_forked(rt)) return 0;
   pthread_mutex_lock(&rt->mu);
-  int len = (int)strlen(rt->last_reason);
-  if (buf && n) snprintf(buf, n, "%s", rt->last_reason);
+  int len = (int)strlen(rt->prog.last_reason);
+  if (buf && n) snprintf(buf, n, "%s", rt->prog.last_reason);
   pthread_mutex_unlock(&rt->mu);
   return len;
 }

@@ -89,7 +89,7 @@ static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
   ttpu_prog_request req = {0};
   req.what = ttpu_op_name(call->op);
   req.n_ops = 1;
-  req.reason = rt->last_reason;
+  req.reason = rt->prog.last_reason;
   req.lower = lower_one;
   req.ctx = &ctx;
   req.use_disk = 1;
@@ -99,7 +99,7 @@ static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
 /* plan -> find or compile -> execute (which takes the results). */
 static ttpu_status* strict_submit(ttpu_runtime* rt, const ttpu_op_call* call,
                                   const ttpu_op_def* def) {
-  rt->ops_run++;
+  rt->prog.ops_run++;
   ttpu_plan p;
   ttpu_cache_entry* e = NULL;
   ttpu_status* s = ttpu_plan_build(rt, call, def, NULL, &p);

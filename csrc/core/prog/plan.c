@@ -66,7 +66,7 @@ static int key_geom(ttpu_plan* p, const ttpu_tensor* t, int slot) {
 
 /* ------------------------------------------------------------ plan */
 
-static int slot_of(ttpu_plan* p, ttpu_buffer* b, const ttpu_window* w) {
+static int slot_of(ttpu_plan* p, ttpu_buffer* b, const ttpu_store_view* w) {
   for (int s = 0; s < p->n_slots; ++s)
     if (p->slots[s].buf == b) return s;
   ttpu_slot* sl = &p->slots[p->n_slots];
@@ -74,8 +74,8 @@ static int slot_of(ttpu_plan* p, ttpu_buffer* b, const ttpu_window* w) {
   sl->buf = b;
   sl->param = -1;
   /* In a fused window a storage's shape and value are the window's. */
-  if (!w || !ttpu_window_lookup(w, b, &sl->has_value, &sl->phys_dtype,
-                                &sl->phys_ndim, sl->phys_dims)) {
+  if (!w || !w->lookup(w->ctx, b, &sl->has_value, &sl->phys_dtype,
+                        &sl->phys_ndim, sl->phys_dims)) {
     sl->has_value = b->pb != NULL;
     sl->phys_dtype = b->phys_dtype;
     sl->phys_ndim = b->phys_ndim;
@@ -149,7 +149,7 @@ static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
 }
 
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
-                             const ttpu_op_def* def, const ttpu_window* w,
+                             const ttpu_op_def* def, const ttpu_store_view* w,
                              ttpu_plan* p) {
   memset(p, 0, sizeof(*p));
   p->call = call;
@@ -171,7 +171,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   if (!p->slots || !p->tensor_slot || !p->out_slot || !p->out_full ||
       !p->arg_scalar || !p->f || !p->i)
     return ttpu_status_oom();
-  if (call->device < 0 || call->device >= rt->device_count)
+  if (call->device < 0 || call->device >= ttpu_runtime_device_count(rt))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
 
@@ -345,21 +345,22 @@ struct ttpu_last_sig {
   uint64_t change; /* what the last recompile changed ("input 0 size of
                       dim 1"), hashed */
   int same_change; /* recompiles in a row that changed it */
-  int64_t at_op;   /* rt->ops_run at its last recompile */
+  int64_t at_op;   /* ttpu_programs.ops_run at its last recompile */
   int warned;
 };
 typedef struct ttpu_last_sig last_sig;
 
 void ttpu_plan_free_last_sigs(ttpu_runtime* rt) {
-  for (int i = 0; i < rt->n_last_sigs; ++i) {
-    free(rt->last_sigs[i].key);
-    free(rt->last_sigs[i].part_at);
-    free(rt->last_sigs[i].label);
-    free(rt->last_sigs[i].index);
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  for (int i = 0; i < pg->n_last_sigs; ++i) {
+    free(pg->last_sigs[i].key);
+    free(pg->last_sigs[i].part_at);
+    free(pg->last_sigs[i].label);
+    free(pg->last_sigs[i].index);
   }
-  free(rt->last_sigs);
-  rt->last_sigs = NULL;
-  rt->n_last_sigs = 0;
+  free(pg->last_sigs);
+  pg->last_sigs = NULL;
+  pg->n_last_sigs = 0;
 }
 
 /* What word j of a labelled key part means (the layouts of key_geom and
@@ -394,19 +395,20 @@ static void describe_word(char* buf, size_t n, const char* label, int index,
 }
 
 void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
   const char* name = ttpu_op_name(p->call->op);
   int op = p->call->op;
-  if (op >= rt->n_last_sigs) {
+  if (op >= pg->n_last_sigs) {
     int n = ttpu_op_count();
-    last_sig* l = realloc(rt->last_sigs, (size_t)n * sizeof(*l));
+    last_sig* l = realloc(pg->last_sigs, (size_t)n * sizeof(*l));
     if (!l) return;
-    memset(l + rt->n_last_sigs, 0, (size_t)(n - rt->n_last_sigs) * sizeof(*l));
-    rt->last_sigs = l;
-    rt->n_last_sigs = n;
+    memset(l + pg->n_last_sigs, 0, (size_t)(n - pg->n_last_sigs) * sizeof(*l));
+    pg->last_sigs = l;
+    pg->n_last_sigs = n;
   }
-  last_sig* prev = &rt->last_sigs[op];
+  last_sig* prev = &pg->last_sigs[op];
   if (!prev->key) {
-    snprintf(rt->last_reason, sizeof(rt->last_reason), "%s: first compile",
+    snprintf(pg->last_reason, sizeof(pg->last_reason), "%s: first compile",
              name);
   } else {
     char what[200] = "signature changed";
@@ -440,10 +442,10 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
       found = 1;
       break;
     }
-    snprintf(rt->last_reason, sizeof(rt->last_reason), "%s: recompiled: %s",
+    snprintf(pg->last_reason, sizeof(pg->last_reason), "%s: recompiled: %s",
              name, what);
     prev->recompiles++;
-    rt->dev[p->call->device].stats.recompiles++;
+    ttpu_rt_stats(rt, p->call->device)->recompiles++;
     /* A model's many parameter shapes recompile an op now and then, each
      * time differently; a dynamic dimension changes the same thing again
      * and again. Only the latter warns. A loop over a list (an optimizer's
@@ -453,11 +455,11 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     const char* end = strstr(what, " changed");
     for (const char* c = what; *c && c != end; ++c)
       change = (change ^ (unsigned char)*c) * 1099511628211ull;
-    int burst = prev->at_op + 1 == rt->ops_run;
+    int burst = prev->at_op + 1 == pg->ops_run;
     if (change != prev->change) prev->same_change = 1;
     else if (!burst) prev->same_change++;
     prev->change = change;
-    int limit = rt->opts.recompile_warn;
+    int limit = ttpu_rt_options(rt)->recompile_warn;
     if (limit > 0 && prev->same_change >= limit && !prev->warned) {
       prev->warned = 1;
       ttpu_rt_warn(rt,
@@ -470,7 +472,7 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
                name, prev->same_change, what);
     }
   }
-  prev->at_op = rt->ops_run;
+  prev->at_op = pg->ops_run;
   free(prev->key);
   free(prev->part_at);
   free(prev->label);

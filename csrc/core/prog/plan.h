@@ -4,7 +4,7 @@
 #ifndef TTPU_PROG_PLAN_H_
 #define TTPU_PROG_PLAN_H_
 
-#include "../exec/internal.h"
+#include "../exec/internal.h" /* the runtime's narrow interface */
 #include "../cache/cache.h"
 
 typedef struct {
@@ -43,10 +43,21 @@ typedef struct {
   int* part_index;
 } ttpu_plan;
 
-/* w: the fused window the call is recorded into, or NULL. */
+/* How storages look to a recording that has not run yet (a fused window,
+ * exec/fused.c): lookup returns 1 and the state storage b will have when
+ * the call runs (has_value: it holds a value; its shape) if the recording
+ * touched b, else 0 (b's own state applies). */
+typedef struct {
+  int (*lookup)(const void* ctx, const ttpu_buffer* b, int* has_value,
+                ttpu_dtype* dt, int* nd, int64_t* dims);
+  const void* ctx;
+} ttpu_store_view;
+
+/* view: how the recording the call goes into sees storages, or NULL when
+ * the call runs now. */
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
-                             const ttpu_op_def* def, const ttpu_window* w,
-                             ttpu_plan* p);
+                             const ttpu_op_def* def,
+                             const ttpu_store_view* view, ttpu_plan* p);
 void ttpu_plan_free(ttpu_plan* p);
 
 /* On a memory cache miss for plan p (under rt->mu): sets the last compile

@@ -48,23 +48,25 @@ static void dump_program(const char* dir, const ttpu_prog_request* req,
 
 ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
                                  const int64_t* key, size_t n_key) {
-  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, key, n_key);
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  ttpu_cache_entry* e = ttpu_cache_find(pg->cache, key, n_key);
   if (e) {
     e->hits++;
-    rt->dev[device].stats.cache_hits++;
+    ttpu_rt_stats(rt, device)->cache_hits++;
   }
   return e;
 }
 
 int ttpu_prog_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
                           const char* what) {
-  if (!ttpu_cache_was_evicted(rt->cache, key, n_key)) return 0;
-  rt->programs_reloaded++;
-  snprintf(rt->last_reason, sizeof(rt->last_reason),
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  if (!ttpu_cache_was_evicted(pg->cache, key, n_key)) return 0;
+  pg->programs_reloaded++;
+  snprintf(pg->last_reason, sizeof(pg->last_reason),
            "%s: reloaded: unloaded earlier as one of the least recently used "
            "programs (the program cache keeps %lld; "
            "TORCHTPU_PROGRAM_CACHE_SIZE)",
-           what, (long long)ttpu_cache_capacity(rt->cache));
+           what, (long long)ttpu_cache_capacity(pg->cache));
   return 1;
 }
 
@@ -72,16 +74,17 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
                                const int64_t* key, size_t n_key,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** out) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
   const char* what = req->what;
   const char* reason = req->reason;
   int n_ops = req->n_ops;
-  ttpu_stats* st = &rt->dev[device].stats;
+  ttpu_stats* st = ttpu_rt_stats(rt, device);
   ttpu_cache_entry e = {0};
   ttpu_rt_trace_compile_begin(rt, device, what, n_ops);
   int from_disk = 0;
   double t0 = now_seconds();
-  if (req->use_disk && rt->disk &&
-      ttpu_disk_load(rt->disk, rt->client, key, n_key, &e)) {
+  if (req->use_disk && pg->disk &&
+      ttpu_disk_load(pg->disk, ttpu_rt_client(rt), key, n_key, &e)) {
     from_disk = 1;
     double dt = now_seconds() - t0;
     st->disk_hits++;
@@ -96,15 +99,15 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
       ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
       return ttpu_status_annotate(s, "lowering %s", what);
     }
-    dump_program(rt->opts.dump_dir ? rt->opts.dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
+    dump_program(ttpu_rt_options(rt)->dump_dir ? ttpu_rt_options(rt)->dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
     t0 = now_seconds();
-    s = ttpu_pjrt_compile(rt->client, text, len, req->options,
+    s = ttpu_pjrt_compile(ttpu_rt_client(rt), text, len, req->options,
                           req->options_len, &e.exec);
     double dt = now_seconds() - t0;
     if (s) {
       free(e.results);
       s = ttpu_status_annotate(s, "compiling %s", what);
-      if (rt->opts.debug_hlo)
+      if (ttpu_rt_options(rt)->debug_hlo)
         fprintf(stderr, "%.*s\n", (int)len, text);
       free(text);
       ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
@@ -114,8 +117,8 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
     st->compiles++;
     st->compile_seconds += dt;
     ttpu_prog_log_compile(rt, what, reason, dt, 0, n_ops);
-    int stored = req->use_disk && rt->disk
-                     ? ttpu_disk_store(rt->disk, rt->client, key, n_key, &e)
+    int stored = req->use_disk && pg->disk
+                     ? ttpu_disk_store(pg->disk, ttpu_rt_client(rt), key, n_key, &e)
                      : 0;
     if (stored > 0) st->disk_writes++;
     if (stored < 0) {
@@ -123,14 +126,14 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
                    "torchtpu: cannot write the persistent compile cache (%s); "
                    "continuing without it for this process "
                    "(TORCHTPU_CACHE_DIR chooses another directory)",
-                   ttpu_disk_error(rt->disk));
-      ttpu_disk_close(rt->disk);
-      rt->disk = NULL;
+                   ttpu_disk_error(pg->disk));
+      ttpu_disk_close(pg->disk);
+      pg->disk = NULL;
     }
   }
-  ttpu_status* s = ttpu_cache_insert(rt->cache, key, n_key, &e, out);
+  ttpu_status* s = ttpu_cache_insert(pg->cache, key, n_key, &e, out);
   if (s) {
-    ttpu_pjrt_exec_destroy(rt->client, e.exec);
+    ttpu_pjrt_exec_destroy(ttpu_rt_client(rt), e.exec);
     free(e.results);
   }
   ttpu_rt_trace_compile_end(rt, device, what, n_ops, from_disk, s != NULL);

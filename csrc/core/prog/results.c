@@ -12,13 +12,13 @@
 ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
                                 const ttpu_result_plan* rp,
                                 ttpu_pjrt_buffer* buf) {
-  int check = rt->opts.check_indices;
+  int check = ttpu_rt_options(rt)->check_indices;
   if (check < 0) check = ttpu_env_check_indices();
   if (!check) return NULL;
   int64_t info[4];
-  ttpu_status* s = ttpu_pjrt_buffer_to_host(rt->client, buf, info, sizeof(info));
+  ttpu_status* s = ttpu_pjrt_buffer_to_host(ttpu_rt_client(rt), buf, info, sizeof(info));
   if (s) return s;
-  rt->dev[dev].stats.d2h_bytes += (int64_t)sizeof(info);
+  ttpu_rt_stats(rt, dev)->d2h_bytes += (int64_t)sizeof(info);
   if (!info[0]) return NULL;
   /* fmt was written by the lowering, which consumes at most three args */
 #pragma GCC diagnostic push
@@ -40,11 +40,11 @@ ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
     if (rp->slot == TTPU_RESULT_CHECK) {
       ttpu_status* c = s ? NULL : ttpu_prog_read_check(rt, dev, rp, outs[r]);
       if (c) s = c;
-      ttpu_pjrt_buffer_destroy(rt->client, outs[r]);
+      ttpu_pjrt_buffer_destroy(ttpu_rt_client(rt), outs[r]);
       continue;
     }
     ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
-                                   : rt->dev[dev].rng_state;
+                                   : ttpu_rt_rng_state(rt, dev);
     ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
   }
   return s;
