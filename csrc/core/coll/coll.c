@@ -1,6 +1,12 @@
 /* coll.c - collectives among devices of one runtime (ttpu_coll.h): one
  * replicated StableHLO program per call, launched on every member's device
- * by a single execute. */
+ * by a single execute.
+ *
+ * Every member is a device of this process's client, whatever the plugin
+ * can do: reaching other processes (the cross_process_collectives
+ * capability, ttpu_runtime_caps) would need a multi-process client, which
+ * the engine does not create; the distributed backend reads that
+ * capability when it picks a group's path. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -58,10 +58,11 @@ static ttpu_status* read_device_ids(ttpu_pjrt_client* c) {
   return NULL;
 }
 
-static void probe_caps(ttpu_pjrt_client* c) {
-  const ttpu_pjrt_abi_api* api = c->api;
-  ttpu_pjrt_caps* k = &c->caps;
-  const char* platform = c->platform_name ? c->platform_name : "";
+void ttpu_pjrt_plugin_caps(const ttpu_pjrt_plugin* p, const char* platform,
+                           ttpu_pjrt_caps* k) {
+  const ttpu_pjrt_abi_api* api = p->api;
+  memset(k, 0, sizeof(*k));
+  if (!platform) platform = "";
   k->host_code = !strcasecmp(platform, "cpu") || !strcasecmp(platform, "host");
   k->serialize_executables = TTPU_PJRT_HAS(api, executable_serialize) &&
                              TTPU_PJRT_HAS(api, executable_deserialize_and_load);
@@ -71,6 +72,10 @@ static void probe_caps(ttpu_pjrt_client* c) {
   k->memory_stats = TTPU_PJRT_HAS(api, device_memory_stats);
   k->cost_analysis = TTPU_PJRT_HAS(api, executable_get_cost_analysis);
   k->cross_process_collectives = !k->host_code;
+}
+
+static void probe_caps(ttpu_pjrt_client* c) {
+  ttpu_pjrt_plugin_caps(c->plugin, c->platform_name, &c->caps);
 }
 
 const ttpu_pjrt_caps* ttpu_pjrt_client_caps(const ttpu_pjrt_client* c) {

@@ -75,6 +75,11 @@ typedef struct {
 } ttpu_pjrt_caps;
 /* Borrowed, valid for the client's lifetime. */
 const ttpu_pjrt_caps* ttpu_pjrt_client_caps(const ttpu_pjrt_client* c);
+/* The same probe for a plugin loaded without a client (the AOT compiler):
+ * platform is the platform's name, NULL when unknown (then host_code and
+ * cross_process_collectives say what a non-CPU plugin would). */
+void ttpu_pjrt_plugin_caps(const ttpu_pjrt_plugin* p, const char* platform,
+                           ttpu_pjrt_caps* out);
 /* The identity of the compile options ttpu_pjrt_compile uses by default
  * (portable executables), for cache namespaces. */
 const char* ttpu_pjrt_compile_options_id(void);
