@@ -55,6 +55,20 @@ py::dict stats_dict(int device) {
   return out;
 }
 
+// The loaded plugin's capabilities (ttpu_runtime_caps), by name.
+py::dict caps_dict() {
+  ttpu_caps caps{};
+  ttpu_runtime_caps(runtime(), &caps);
+  py::dict out;
+  out["serialize_executables"] = caps.serialize_executables != 0;
+  out["topology_compile"] = caps.topology_compile != 0;
+  out["memory_stats"] = caps.memory_stats != 0;
+  out["cost_analysis"] = caps.cost_analysis != 0;
+  out["cross_process_collectives"] = caps.cross_process_collectives != 0;
+  out["host_code"] = caps.host_code != 0;
+  return out;
+}
+
 py::tuple stream_tuple(const c10::Stream& stream) {
   return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()),
                         static_cast<int>(stream.device_type()));
@@ -111,6 +125,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_initial_seed_at_creation", &initial_seed);
 
   m.def("_memory_stats", &stats_dict, py::arg("device") = -1);
+  m.def("_caps", &caps_dict);
   m.def("_reset_peak_memory_stats", [](int device) {
     ttpu_runtime_reset_peak(runtime(), device);
   });
@@ -129,7 +144,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_compile_stats", [] { return stats_dict(-1); });
   m.def("_last_compile_reason", [] {
-    return std::string(ttpu_runtime_last_compile_reason(runtime()));
+    char reason[512];
+    ttpu_runtime_last_compile_reason(runtime(), reason, sizeof(reason));
+    return std::string(reason);
   });
 
   m.def("_fallback_counts", &fallback_counts);

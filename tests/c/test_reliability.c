@@ -102,7 +102,9 @@ static void test_program_cache_bound(ttpu_test_ctx* t) {
   TTPU_CHECK(t, st.compiles == compiles + 1);
   TTPU_CHECK(t, st.recompiles == recompiles);
   TTPU_CHECK(t, st.programs_reloaded == 1);
-  TTPU_CHECK(t, strstr(ttpu_runtime_last_compile_reason(rt), "reloaded") != NULL);
+  char reason[512];
+  TTPU_CHECK(t, ttpu_runtime_last_compile_reason(rt, reason, sizeof(reason)) > 0);
+  TTPU_CHECK(t, strstr(reason, "reloaded") != NULL);
   /* Everything finished: nothing waits to be unloaded. */
   TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
   ttpu_runtime_stats(rt, -1, &st);

@@ -62,6 +62,21 @@ def _local_enabled():
     return os.environ.get("TORCHTPU_DIST_LOCAL", "1") not in ("0", "")
 
 
+# The XLA path for a group whose ranks live in several processes: one
+# program across processes needs a plugin whose collectives reach them
+# (the cross_process_collectives capability), and the engine does not
+# implement that path yet. Until it does, such groups stay on host staging
+# whatever the plugin can do.
+_XLA_ACROSS_PROCESSES_IMPLEMENTED = False
+
+
+def _xla_across_processes():
+    """Whether a group spanning processes takes the XLA path: the plugin
+    must reach other processes and the path must exist (it does not yet)."""
+    return (bool(_C._caps()["cross_process_collectives"])
+            and _XLA_ACROSS_PROCESSES_IMPLEMENTED)
+
+
 def _local_key(backend_opts):
     """The group's key when every rank is a thread of this process on its
     own device (so one XLA program can span them), else None. Every rank
@@ -73,7 +88,9 @@ def _local_key(backend_opts):
     entries = [store.get(str(r)).decode().split(":") for r in range(size)]
     same_process = all(e[0] == _PROCESS_TOKEN for e in entries)
     devices = [int(e[1]) for e in entries]
-    if not (same_process and len(set(devices)) == size):
+    if not same_process and not _xla_across_processes():
+        return None
+    if same_process and len(set(devices)) != size:
         return None
     # rank 0's fresh id names this group instance (a group name is reused
     # by the next world of the same process)

@@ -7,16 +7,19 @@
 
 #include "../pjrt/ttpu_pjrt.h"
 #include "ttpu_aot.h"
+#include "../base/env.h"
 
 #define LIBTPU_REL "libtpu/libtpu.so"
 #define LIBTPU_PIP "libtpu==0.0.52"
 
 struct ttpu_aot_compiler {
   ttpu_pjrt_plugin* plugin; /* owned */
+  ttpu_pjrt_caps caps;      /* what it can do, probed at load */
 };
 
 struct ttpu_aot_target {
   ttpu_pjrt_topology* topology; /* owned */
+  ttpu_pjrt_caps caps;          /* its compiler's */
 };
 
 static int is_file(const char* path) {
@@ -33,8 +36,8 @@ ttpu_status* ttpu_aot_find_compiler(const char* const* search_dirs,
                                     char** out) {
   if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  const char* env = getenv("TORCHTPU_LIBTPU");
-  if (env && *env) {
+  const char* env = ttpu_env_libtpu_path();
+  if (env) {
     /* An explicit choice that is wrong must say so, not fall back. */
     if (!is_file(env))
       return ttpu_status_make(TTPU_NOT_FOUND,
@@ -88,6 +91,7 @@ ttpu_status* ttpu_aot_compiler_load(const char* path,
     free(c);
     return s;
   }
+  ttpu_pjrt_plugin_caps(c->plugin, NULL, &c->caps);
   *out = c;
   return NULL;
 }
@@ -107,8 +111,13 @@ ttpu_status* ttpu_aot_target_create(ttpu_aot_compiler* c, const char* name,
   if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "compiler is NULL");
+  if (!c->caps.topology_compile)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "%s cannot compile for a topology without devices",
+                            ttpu_pjrt_plugin_path(c->plugin));
   ttpu_aot_target* t = calloc(1, sizeof(*t));
   if (!t) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  t->caps = c->caps;
   ttpu_status* s = ttpu_pjrt_topology_create(c->plugin, name, &t->topology);
   if (s) {
     free(t);
@@ -220,7 +229,9 @@ ttpu_status* ttpu_aot_compile(ttpu_aot_target* t, const char* mlir,
       out->temp_bytes = ms.temp_bytes;
       out->generated_code_bytes = ms.generated_code_bytes;
       out->peak_bytes = ms.peak_bytes;
-      s = ttpu_pjrt_executable_cost_analysis(t->topology, e, take_cost, out);
+      /* Without cost analysis the cost figures stay -1 (unknown). */
+      if (t->caps.cost_analysis)
+        s = ttpu_pjrt_executable_cost_analysis(t->topology, e, take_cost, out);
     }
   }
   ttpu_pjrt_executable_destroy(t->topology, e);

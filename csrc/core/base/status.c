@@ -54,6 +54,10 @@ ttpu_status* ttpu_status_make(ttpu_code code, const char* fmt, ...) {
   return s;
 }
 
+ttpu_status* ttpu_status_oom(void) {
+  return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+}
+
 ttpu_status* ttpu_status_annotate(ttpu_status* s, const char* fmt, ...) {
   if (!s) return NULL;
   if (s == status_oom()) return s;

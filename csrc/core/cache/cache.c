@@ -45,7 +45,7 @@ ttpu_status* ttpu_cache_create(size_t capacity, ttpu_cache_retire_fn retire,
   if (c) c->buckets = calloc(256, sizeof(node*));
   if (!c || !c->buckets) {
     free(c);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   c->n_buckets = 256;
   c->retire = retire;
@@ -176,7 +176,7 @@ ttpu_status* ttpu_cache_insert(ttpu_cache* c, const int64_t* key, size_t n,
   if (!p || !k) {
     free(p);
     free(k);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   memcpy(k, key, n * sizeof(*k));
   p->hash = hash_words(key, n);

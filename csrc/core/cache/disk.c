@@ -28,10 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../exec/internal.h"
+#include "disk.h"
 
 #define MAGIC "TTPUPRG1"
-#define OPTIONS_ID "portable-executable-v1"
 #define DEFAULT_MAX_MB 2048
 
 struct ttpu_disk {
@@ -260,32 +259,30 @@ void ttpu_disk_close(ttpu_disk* d) {
   free(d);
 }
 
-static ttpu_status* disk_open(ttpu_runtime* rt, const char* root,
-                              int64_t max_bytes, ttpu_disk** out) {
+ttpu_status* ttpu_disk_open(const ttpu_disk_namespace* nsp, const char* root,
+                           int64_t max_bytes, ttpu_disk** out) {
   *out = NULL;
-  int major = 0, minor = 0;
-  ttpu_pjrt_plugin_version(rt->plugin, &major, &minor);
-  const char* platform = ttpu_pjrt_client_platform_name(rt->client);
+  int major = nsp->api_major, minor = nsp->api_minor;
   uint64_t ns = fnv_str(FNV0, MAGIC);
   uint64_t bid = engine_build_id();
   ns = fnv(ns, &bid, sizeof(bid));
-  ns = fnv_str(ns, platform);
-  ns = fnv_str(ns, ttpu_pjrt_client_platform_version(rt->client));
+  ns = fnv_str(ns, nsp->platform_name);
+  ns = fnv_str(ns, nsp->platform_version);
   ns = fnv(ns, &major, sizeof(major));
   ns = fnv(ns, &minor, sizeof(minor));
-  ns = fnv_str(ns, OPTIONS_ID);
-  if (platform && !strcmp(platform, "cpu")) {
+  ns = fnv_str(ns, nsp->options_id);
+  if (nsp->host_cpu) {
     uint64_t cpu = host_cpu_id();
     ns = fnv(ns, &cpu, sizeof(cpu));
   }
   ttpu_disk* d = calloc(1, sizeof(*d));
-  if (!d) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!d) return ttpu_status_oom();
   d->root = strdup(root);
   size_t len = strlen(root) + 32;
   d->dir = malloc(len);
   if (!d->root || !d->dir) {
     ttpu_disk_close(d);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   snprintf(d->dir, len, "%s/%016llx", root, (unsigned long long)ns);
   d->ns = ns;
@@ -302,39 +299,7 @@ static ttpu_status* disk_open(ttpu_runtime* rt, const char* root,
   return NULL;
 }
 
-ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt) {
-  const char* off = getenv("TORCHTPU_DISK_CACHE");
-  if (off && !strcmp(off, "0")) return NULL;
-  const char* dir = getenv("TORCHTPU_CACHE_DIR");
-  char buf[4096];
-  if (!dir) {
-    const char* xdg = getenv("XDG_CACHE_HOME");
-    const char* home = getenv("HOME");
-    if (xdg && *xdg) snprintf(buf, sizeof(buf), "%s/torchtpu", xdg);
-    else if (home && *home) snprintf(buf, sizeof(buf), "%s/.cache/torchtpu", home);
-    else return NULL;
-    dir = buf;
-  }
-  if (!*dir) return NULL;
-  const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
-  int64_t max = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
-  return disk_open(rt, dir, max, &rt->disk);
-}
-
-ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
-                                        int64_t max_bytes) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  ttpu_disk_close(rt->disk);
-  rt->disk = NULL;
-  if (dir && *dir) s = disk_open(rt, dir, max_bytes, &rt->disk);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
-
-const char* ttpu_runtime_cache_dir(ttpu_runtime* rt) {
-  return rt->disk ? rt->disk->root : "";
-}
+const char* ttpu_disk_root(const ttpu_disk* d) { return d->root; }
 
 int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
                    size_t n, ttpu_cache_entry* out) {

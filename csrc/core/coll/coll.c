@@ -1,14 +1,20 @@
 /* coll.c - collectives among devices of one runtime (ttpu_coll.h): one
  * replicated StableHLO program per call, launched on every member's device
- * by a single execute. */
+ * by a single execute.
+ *
+ * Every member is a device of this process's client, whatever the plugin
+ * can do: reaching other processes (the cross_process_collectives
+ * capability, ttpu_runtime_caps) would need a multi-process client, which
+ * the engine does not create; the distributed backend reads that
+ * capability when it picks a group's path. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
 
 #include "ttpu_coll.h"
-#include "../exec/internal.h"
+#include "../prog/program.h"
 
 /* First key word of every collective program (and of the one-device
  * flattening programs), so they never meet an op's or a window's key. */
@@ -99,7 +105,7 @@ static ttpu_status* check_call(const ttpu_runtime* rt, const ttpu_coll_call* c) 
                               "%s: member %d's input is on tpu:%d but its "
                               "output on tpu:%d", what, i, dev,
                               m->output->device);
-    if (dev < 0 || dev >= rt->device_count)
+    if (dev < 0 || dev >= ttpu_runtime_device_count(rt))
       return ttpu_status_make(TTPU_INVALID_ARGUMENT, "%s: invalid device tpu:%d",
                               what, dev);
     if (seen[dev])
@@ -463,7 +469,7 @@ static ttpu_status* coll_text(const coll_sig* g, char** out, size_t* len) {
   module_tail(&t, y, result);
   if (err || t.oom) {
     free(t.p);
-    return err ? err : ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return err ? err : ttpu_status_oom();
   }
   *out = t.p;
   *len = t.n;
@@ -472,50 +478,46 @@ static ttpu_status* coll_text(const coll_sig* g, char** out, size_t* len) {
 
 /* ------------------------------------------------------------ programs */
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* The program front door's lowering: the collective's text, made before
+ * the program was looked for. */
+typedef struct {
+  char* text;
+  size_t len;
+} coll_text_ctx;
+
+static ttpu_status* hand_text(void* ctx, char** text, size_t* len,
+                              ttpu_result_plan** results, int* n_results) {
+  coll_text_ctx* c = ctx;
+  *text = c->text;
+  *len = c->len;
+  c->text = NULL;
+  *results = NULL;
+  *n_results = 0;
+  return NULL;
 }
 
-/* The cached program for key, counted as a hit, or NULL (under rt->mu). */
-static ttpu_cache_entry* cached(ttpu_runtime* rt, int dev, const int64_t* key,
-                                size_t n_key) {
-  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, key, n_key);
-  if (e) {
-    e->hits++;
-    rt->dev[dev].stats.cache_hits++;
-  }
-  return e;
-}
-
-/* Compiles text with options and caches it under key (under rt->mu).
- * Collective programs are bound to their devices and cheap to compile, so
- * they stay out of the disk cache. */
-static ttpu_status* compile_program(ttpu_runtime* rt, int dev,
-                                    const int64_t* key, size_t n_key,
-                                    const char* what, const char* text,
-                                    size_t len, const void* options,
-                                    size_t options_len,
-                                    ttpu_cache_entry** out) {
-  ttpu_stats* st = &rt->dev[dev].stats;
-  ttpu_cache_entry ne = {0};
-  ttpu_rt_trace_compile_begin(rt, dev, what, 1);
-  double t0 = now_seconds();
-  ttpu_status* s = ttpu_pjrt_compile(rt->client, text, len, options,
-                                     options_len, &ne.exec);
-  double dt = now_seconds() - t0;
-  if (s) {
-    ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, 1);
-    if (getenv("TORCHTPU_DEBUG_HLO")) fprintf(stderr, "%.*s\n", (int)len, text);
-    return ttpu_status_annotate(s, "compiling %s", what);
-  }
-  st->compiles++;
-  st->compile_seconds += dt;
-  ttpu_rt_log_compile(rt, what, "first compile", dt, 0, 1);
-  s = ttpu_cache_insert(rt->cache, key, n_key, &ne, out);
-  if (s) ttpu_pjrt_exec_destroy(rt->client, ne.exec);
-  ttpu_rt_trace_compile_end(rt, dev, what, 1, 0, s != NULL);
+/* Compiles a collective's text (taken: freed here) through the program
+ * front door and caches it under key (under rt->mu). Collective programs
+ * are bound to their devices and cheap to compile, so they stay out of the
+ * disk cache. */
+static ttpu_status* compile_text(ttpu_runtime* rt, int dev, const int64_t* key,
+                                 size_t n_key, const char* what, char* text,
+                                 size_t len, const void* options,
+                                 size_t options_len, const char* dump_name,
+                                 ttpu_cache_entry** out) {
+  coll_text_ctx tc = {text, len};
+  ttpu_prog_request req = {0};
+  req.what = what;
+  req.n_ops = 1;
+  req.reason = "first compile";
+  req.lower = hand_text;
+  req.ctx = &tc;
+  req.options = options;
+  req.options_len = options_len;
+  req.use_disk = 0;
+  req.dump_name = dump_name;
+  ttpu_status* s = ttpu_prog_compile(rt, dev, key, n_key, &req, out);
+  free(tc.text);
   return s;
 }
 
@@ -528,12 +530,12 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   int dev = b->device;
   if (!b->pb) {
     void* zeros = calloc((size_t)n ? (size_t)n : 1, ttpu_dtype_size(dt));
-    if (!zeros) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!zeros) return ttpu_status_oom();
     ttpu_pjrt_buffer* pb = NULL;
-    ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, zeros, dt, &n, 1, &pb);
+    ttpu_status* s = ttpu_pjrt_buffer_from_host(ttpu_rt_client(rt), dev, zeros, dt, &n, 1, &pb);
     free(zeros);
     if (s) return s;
-    rt->dev[dev].stats.h2d_bytes += (int64_t)b->nbytes;
+    ttpu_rt_stats(rt, dev)->h2d_bytes += (int64_t)b->nbytes;
     ttpu_rt_set_version(b, pb, dt, 1, &n);
     return NULL;
   }
@@ -544,7 +546,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   key[nk++] = dt;
   key[nk++] = b->phys_ndim;
   for (int d = 0; d < b->phys_ndim; ++d) key[nk++] = b->phys_dims[d];
-  ttpu_cache_entry* e = cached(rt, dev, key, nk);
+  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, key, nk);
   ttpu_status* s = NULL;
   if (!e) {
     text t = {0};
@@ -554,19 +556,21 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
     int v = flatten(&t, 0, b->phys_dtype, b->phys_ndim, b->phys_dims, b->nbytes,
                     dt, &s);
     module_tail(&t, v, res);
-    if (!s && t.oom) s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-    if (!s)
-      s = compile_program(rt, dev, key, nk, "collective input layout", t.p,
-                          t.n, NULL, 0, &e);
-    free(t.p);
+    if (!s && t.oom) s = ttpu_status_oom();
+    if (s) {
+      free(t.p);
+      return s;
+    }
+    s = compile_text(rt, dev, key, nk, "collective input layout", t.p, t.n,
+                     NULL, 0, "collective-input-layout", &e);
     if (s) return s;
   }
   ttpu_pjrt_buffer* outv = NULL;
   ttpu_pjrt_event* done = NULL;
   int64_t began = ttpu_rt_trace_clock(rt);
-  s = ttpu_pjrt_execute(rt->client, e->exec, dev, &b->pb, 1, &outv, 1, &done);
+  s = ttpu_pjrt_execute(ttpu_rt_client(rt), e->exec, dev, &b->pb, 1, &outv, 1, &done);
   if (s) return s;
-  rt->dev[dev].stats.executions++;
+  ttpu_rt_stats(rt, dev)->executions++;
   ttpu_rt_trace_launch(rt, dev, "collective input layout", 1, began, done);
   ttpu_rt_add_pending(rt, dev, e, done);
   ttpu_rt_set_version(b, outv, dt, 1, &n);
@@ -587,8 +591,8 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   int n = c->n_members;
   ttpu_status* s = NULL;
   for (int i = 0; i < n && !s; ++i) {
-    s = ttpu_window_flush_for(rt, c->members[i].input, 0);
-    if (!s) s = ttpu_window_flush_for(rt, c->members[i].output, 1);
+    s = ttpu_exec_touch(rt, c->members[i].input, 0);
+    if (!s) s = ttpu_exec_touch(rt, c->members[i].output, 1);
   }
   if (s) return s;
   /* Replicas share one program, so every input must arrive with the same
@@ -634,11 +638,11 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   for (int d = 0; d < g->pnd; ++d) key[nk++] = g->pdims[d];
   int ids[TTPU_MAX_DEVICES];
   for (int i = 0; i < n; ++i) {
-    ids[i] = ttpu_pjrt_client_device_id(rt->client, c->members[i].input->device);
+    ids[i] = ttpu_pjrt_client_device_id(ttpu_rt_client(rt), c->members[i].input->device);
     key[nk++] = ids[i];
     key[nk++] = c->kind == TTPU_COLL_PERMUTE ? c->peer[i] : 0;
   }
-  if ((*entry = cached(rt, b0->device, key, nk))) return NULL;
+  if ((*entry = ttpu_prog_find(rt, b0->device, key, nk))) return NULL;
 
   char what[96];
   snprintf(what, sizeof(what), "%s%s%s(%s[%lld]) over %d devices",
@@ -651,24 +655,15 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
   if (s) return ttpu_status_annotate(s, "%s", what);
   unsigned char opts[16 + 12 * TTPU_MAX_DEVICES];
   size_t olen = ttpu_pjrt_replicated_options(ids, n, opts, sizeof(opts));
-  if (!olen)
-    s = ttpu_status_make(TTPU_INTERNAL, "compile options do not fit");
-  else
-    s = compile_program(rt, b0->device, key, nk, what, prog, len, opts, olen,
-                        entry);
-  const char* dump = getenv("TORCHTPU_DUMP_DIR");
-  if (!s && dump && *dump) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/collective-%s-%d-%lld.mlir", dump,
-             ttpu_coll_kind_name(c->kind), n, (long long)c->count);
-    FILE* f = fopen(path, "wb");
-    if (f) {
-      fwrite(prog, 1, len, f);
-      fclose(f);
-    }
+  if (!olen) {
+    free(prog);
+    return ttpu_status_make(TTPU_INTERNAL, "compile options do not fit");
   }
-  free(prog);
-  return s;
+  char dump_name[96];
+  snprintf(dump_name, sizeof(dump_name), "collective-%s-%d-%lld",
+           ttpu_coll_kind_name(c->kind), n, (long long)c->count);
+  return compile_text(rt, b0->device, key, nk, what, prog, len, opts, olen,
+                      dump_name, entry);
 }
 
 ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
@@ -689,7 +684,7 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
   if (!s) {
     for (int i = 0; i < n; ++i) args[i] = c->members[i].input->pb;
     began = ttpu_rt_trace_clock(rt);
-    s = ttpu_pjrt_execute_replicated(rt->client, e->exec, n, args, 1, outs, 1,
+    s = ttpu_pjrt_execute_replicated(ttpu_rt_client(rt), e->exec, n, args, 1, outs, 1,
                                      done);
     if (s) s = ttpu_status_annotate(s, "running %s", ttpu_coll_kind_name(c->kind));
   }
@@ -697,7 +692,7 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
     int64_t oc = g.out_count;
     for (int i = 0; i < n; ++i) {
       int dev = c->members[i].input->device;
-      rt->dev[dev].stats.executions++;
+      ttpu_rt_stats(rt, dev)->executions++;
       ttpu_rt_trace_launch(rt, dev, ttpu_coll_kind_name(c->kind), 1, began,
                            done[i]);
       ttpu_rt_add_pending(rt, dev, e, done[i]);
@@ -707,8 +702,8 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
         ttpu_rt_set_version(c->members[i].output, outs[i], c->dtype, 1, &oc);
     }
   }
-  ttpu_mode mode = rt->mode;
-  pthread_mutex_unlock(&rt->mu);
+  ttpu_mode mode = ttpu_rt_mode(rt);
+  ttpu_rt_unlock(rt);
   if (!s && mode == TTPU_MODE_DEBUG)
     for (int i = 0; i < n && !s; ++i)
       s = ttpu_runtime_synchronize(rt, c->members[i].input->device);

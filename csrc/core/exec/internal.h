@@ -1,4 +1,8 @@
-/* internal.h - engine objects shared by exec/, cache/ and ops/ (internal). */
+/* internal.h - the storage object and the runtime's narrow interface for
+ * the layers below exec/ (prog/, coll/): the runtime's struct stays private
+ * to exec/ (exec/runtime.h); these functions are all they see of it.
+ * Unless a comment says otherwise, each is called under the runtime's lock
+ * (ttpu_rt_enter / ttpu_rt_lock). */
 #ifndef TTPU_EXEC_INTERNAL_H_
 #define TTPU_EXEC_INTERNAL_H_
 
@@ -10,6 +14,7 @@
 #include "../hlo/ttpu_hlo.h"
 #include "../ops/ttpu_lower.h"
 #include "../cache/cache.h"
+#include "../prog/state.h"
 
 #define TTPU_MAX_DEVICES 64
 
@@ -28,102 +33,24 @@ struct ttpu_buffer {
   int64_t phys_dims[TTPU_MAX_DIMS];
 };
 
-typedef struct ttpu_window ttpu_window;
-typedef struct ttpu_disk ttpu_disk;
 
-typedef struct {
-  ttpu_stats stats;
-  ttpu_buffer* rng_state; /* ui64[2] */
-  /* Storage counts beyond stats' bytes (exec/runtime.c). */
-  int64_t peak_live_buffers;
-  int64_t allocations, frees, allocated_bytes, freed_bytes;
-  /* The last event recorded on the device (retained): the next one
-   * completes after it. */
-  ttpu_event* last_event;
-  int event_callbacks; /* events' plugin callbacks yet to run (event_mu) */
-} ttpu_device_state;
 
-struct ttpu_runtime {
-  ttpu_pjrt_plugin* plugin;
-  ttpu_pjrt_client* client;
-  int device_count;
-  /* One lock for the engine's mutable state: op runs, buffer versions,
-   * cache, stats. PyTorch calls us from several threads (autograd). */
-  pthread_mutex_t mu;
-  ttpu_cache* cache;
-  ttpu_device_state dev[TTPU_MAX_DEVICES];
-  /* Guards dev[].event_callbacks, which synchronize waits to drain, so
-   * that events are complete once it returns (exec/runtime.c). */
-  pthread_mutex_t event_mu;
-  pthread_cond_t event_cv;
-  /* Completion events of enqueued executions, awaited by synchronize. */
-  ttpu_pjrt_event** pending;
-  int* pending_device;
-  int64_t* pending_ticket; /* the execution each event completes */
-  int n_pending, cap_pending;
-  int64_t exec_ticket;   /* executions enqueued so far (their tickets) */
-  /* Executables evicted from the cache while an execution of theirs may
-   * still run: destroyed once every ticket up to theirs has completed. */
-  struct ttpu_retired* retired;
-  int n_retired, cap_retired;
-  int64_t programs_reloaded; /* evicted programs needed again */
-  int fork_generation;   /* the process's fork generation at creation */
-  ttpu_status* async_error; /* first asynchronous failure not yet reported */
-  char last_reason[512];
-  struct ttpu_last_sig* last_sigs; /* per op id: see exec/run.c */
-  int64_t ops_run;       /* strict/debug ops so far (recompile warning) */
-  int n_last_sigs;
-  ttpu_mode mode;
-  ttpu_window* window;   /* fused mode's recorded ops (exec/window.c) */
-  ttpu_disk* disk;       /* persistent cache, NULL when off (cache/disk.c) */
-  ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
-  int64_t n_log;
-  char warning[1024];    /* pending warnings, "" when none */
-  /* Trace hook (exec/trace.c; under mu). */
-  ttpu_trace_fn trace_fn;
-  void* trace_user;
-  unsigned trace_what;   /* TTPU_TRACE_* bits; 0 when no hook */
-  uint64_t trace_launches; /* launches reported so far */
-  int trace_open_compiles; /* COMPILE_BEGINs awaiting their END */
-};
 
-#define TTPU_LOG_CAP 4096
-
-/* Every engine entry point that touches storages calls this first (under
- * rt->mu): a fused window's recorded ops run before anything else sees
- * their storages. No-op outside fused mode. */
-ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
-/* The same, only when the window touches storage b: one it writes (for
- * a read of b), or any it touches (writing: b is about to change). */
-ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
-                                   int writing);
+/* The current executor's interface (exec/run.c, under rt->mu). Every
+ * engine entry point that touches storages calls one of these first, so
+ * that ops an executor holds back (a fused window) run before anything
+ * else sees their storages.
+ *
+ * ttpu_exec_flush runs everything held back; ttpu_exec_touch only what
+ * storage b depends on: what writes it (for a read of b, writing 0), or
+ * anything that touches it (writing: b is about to change). */
+ttpu_status* ttpu_exec_flush(ttpu_runtime* rt, ttpu_window_end why);
+ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                             int writing);
 /* An upload, download or storage copy happened (under rt->mu): inside a
  * compiled graph it is work its program does not do, so the graph cannot
  * be replayed. */
-void ttpu_window_note_host_work(ttpu_runtime* rt);
-/* Records one op into the fused window (under rt->mu). */
-ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
-                                const ttpu_op_def* def);
-/* A storage's state as the window sees it: 1 and its current shape if the
- * window touched it (has_value: it holds a value), else 0. */
-int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
-                       int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
-void ttpu_window_destroy(ttpu_runtime* rt);
-
-/* Persistent compile cache (cache/disk.c). open_default reads the
- * environment (TORCHTPU_DISK_CACHE, TORCHTPU_CACHE_DIR, ..._MAX_MB). load
- * returns 1 and fills *out (exec, results) on a valid entry; store returns
- * 1 when the entry was written, 0 when not (this time), -1 when the
- * directory cannot take entries at all. */
-ttpu_status* ttpu_disk_open_default(ttpu_runtime* rt);
-void ttpu_disk_close(ttpu_disk* d);
-int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
-                   size_t n, ttpu_cache_entry* out);
-int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
-                    size_t n, const ttpu_cache_entry* e);
-/* After store returned -1 (the directory cannot take files: full,
- * read-only, no permission): what failed, borrowed. */
-const char* ttpu_disk_error(const ttpu_disk* d);
+void ttpu_exec_note_host_work(ttpu_runtime* rt);
 
 /* Queues a warning for the glue to raise (ttpu_runtime_take_warning),
  * after any already pending (under rt->mu). */
@@ -132,9 +59,6 @@ void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...)
 
 /* Drops a reference with rt->mu held. */
 void ttpu_rt_release_locked(ttpu_buffer* b);
-
-/* Frees rt->last_sigs (exec/run.c). */
-void ttpu_rt_free_last_sigs(ttpu_runtime* rt);
 
 /* Accounting of device bytes (under rt->mu). */
 void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
@@ -149,6 +73,21 @@ void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
 void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
                          ttpu_pjrt_event* ev);
 
+/* The runtime's parts the program layer and collectives use. */
+ttpu_programs* ttpu_rt_programs(ttpu_runtime* rt);
+ttpu_pjrt_client* ttpu_rt_client(const ttpu_runtime* rt);
+const ttpu_runtime_options* ttpu_rt_options(const ttpu_runtime* rt);
+/* Device `device`'s counters (device checked by the caller). */
+ttpu_stats* ttpu_rt_stats(ttpu_runtime* rt, int device);
+/* Device `device`'s rng state storage (ui64[2]), borrowed. */
+ttpu_buffer* ttpu_rt_rng_state(ttpu_runtime* rt, int device);
+/* The eager mode ttpu_runtime_mode reports. */
+ttpu_mode ttpu_rt_mode(const ttpu_runtime* rt);
+
+/* Takes and releases rt->mu (ttpu_rt_lock: no fork check, for callers
+ * that made it, or that may not fail). */
+void ttpu_rt_lock(ttpu_runtime* rt);
+void ttpu_rt_unlock(ttpu_runtime* rt);
 /* Takes rt->mu, or returns the error of a forked child without touching
  * the lock: a thread of the parent may have held it at fork(), and the
  * plugin's threads do not exist in the child. */
@@ -157,38 +96,6 @@ ttpu_status* ttpu_rt_enter(ttpu_runtime* rt);
 ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt);
 /* Whether rt was created in this process's parent, before a fork(). */
 int ttpu_rt_forked(const ttpu_runtime* rt);
-
-/* Compile cache front door (exec/run.c, under rt->mu): the entry for
- * `key`, from memory, else from the disk cache, else lowered with
- * lower(ctx, ...) and compiled; `what` and `n_ops` label the compile. */
-typedef ttpu_status* (*ttpu_lower_cb)(void* ctx, char** text, size_t* len,
-                                      ttpu_result_plan** results,
-                                      int* n_results);
-ttpu_status* ttpu_rt_get_program(ttpu_runtime* rt, int device,
-                                 const int64_t* key, size_t n_key,
-                                 const char* what, int n_ops,
-                                 const char* reason, ttpu_lower_cb lower,
-                                 void* ctx, ttpu_cache_entry** entry);
-/* On a memory cache miss (under rt->mu): when key is a program the cache
- * evicted, counts the reload, sets rt->last_reason to say so and returns
- * 1 (it is no recompile: nothing about the op changed); else 0. */
-int ttpu_rt_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
-                        const char* what);
-/* Reads a data-dependent check result; NULL when it passed. */
-ttpu_status* ttpu_rt_read_check(ttpu_runtime* rt, int dev,
-                                const ttpu_result_plan* rp,
-                                ttpu_pjrt_buffer* buf);
-/* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
- * the rng state, or reads it as a data-dependent check; returns the first
- * check's error. */
-ttpu_status* ttpu_rt_take_results(ttpu_runtime* rt, int dev,
-                                  const ttpu_cache_entry* e,
-                                  ttpu_pjrt_buffer** outs,
-                                  ttpu_buffer* (*buffer_of)(void*, int),
-                                  void* ctx);
-/* Appends a compile to the log (under rt->mu). */
-void ttpu_rt_log_compile(ttpu_runtime* rt, const char* what, const char* reason,
-                         double seconds, int from_disk, int n_ops);
 
 /* Trace hook reports (exec/trace.c, under rt->mu); each does nothing
  * unless the hook asked for its kind. compile_end follows compile_begin

@@ -1,5 +1,6 @@
 /* runtime.c - the registry object: plugin, client, per-device state, and
  * the storage objects (ttpu_buffer) that PyTorch's storages point at. */
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "executor.h"
 #include "../cache/cache.h"
+#include "../prog/plan.h"
+#include "../base/env.h"
 
 /* ------------------------------------------------------------ fork */
 
@@ -43,6 +46,21 @@ ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt) {
         "workers (DataLoader) is unaffected");
 }
 
+ttpu_programs* ttpu_rt_programs(ttpu_runtime* rt) { return &rt->prog; }
+ttpu_pjrt_client* ttpu_rt_client(const ttpu_runtime* rt) { return rt->client; }
+const ttpu_runtime_options* ttpu_rt_options(const ttpu_runtime* rt) {
+  return &rt->opts;
+}
+ttpu_stats* ttpu_rt_stats(ttpu_runtime* rt, int device) {
+  return &rt->dev[device].stats;
+}
+ttpu_buffer* ttpu_rt_rng_state(ttpu_runtime* rt, int device) {
+  return rt->dev[device].rng_state;
+}
+ttpu_mode ttpu_rt_mode(const ttpu_runtime* rt) { return rt->mode; }
+void ttpu_rt_lock(ttpu_runtime* rt) { pthread_mutex_lock(&rt->mu); }
+void ttpu_rt_unlock(ttpu_runtime* rt) { pthread_mutex_unlock(&rt->mu); }
+
 ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
   ttpu_status* s = ttpu_rt_check_fork(rt);
   if (!s) pthread_mutex_lock(&rt->mu);
@@ -50,8 +68,6 @@ ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
 }
 
 /* ------------------------------------------------------------ programs */
-
-#define TTPU_DEFAULT_PROGRAM_CACHE 1024
 
 struct ttpu_retired {
   ttpu_pjrt_exec* exec;
@@ -113,23 +129,58 @@ static void retire_program(void* ctx, ttpu_cache_entry* e) {
   rt->n_retired++;
 }
 
-static int64_t program_cache_size_from_env(void) {
-  const char* env = getenv("TORCHTPU_PROGRAM_CACHE_SIZE");
-  if (!env || !*env) return TTPU_DEFAULT_PROGRAM_CACHE;
-  char* end = NULL;
-  long long n = strtoll(env, &end, 10);
-  return end != env && *end == 0 && n >= 0 ? n : -1;
-}
-
 void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n) {
   if (ttpu_rt_forked(rt)) return;
   pthread_mutex_lock(&rt->mu);
-  ttpu_cache_set_capacity(rt->cache, n > 0 ? (size_t)n : 0);
+  ttpu_cache_set_capacity(rt->prog.cache, n > 0 ? (size_t)n : 0);
   pthread_mutex_unlock(&rt->mu);
 }
 
 int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt) {
-  return (int64_t)ttpu_cache_capacity(rt->cache);
+  return (int64_t)ttpu_cache_capacity(rt->prog.cache);
+}
+
+/* The options a runtime runs with: the caller's, with every field it did
+ * not set taken from the environment; strings duplicated into rt. */
+static int resolve_options(const ttpu_runtime_options* in,
+                           ttpu_runtime_options* out) {
+  ttpu_runtime_options env;
+  ttpu_runtime_options_from_env(&env);
+  if (in && in->initialized == TTPU_OPTIONS_FROM_ENV) *out = *in;
+  else *out = env;
+  out->initialized = TTPU_OPTIONS_FROM_ENV;
+  out->plugin_path = NULL;
+  out->search_dirs = NULL;
+  if (in) {
+    out->cpu_device_count = in->cpu_device_count;
+    /* 0 keeps its old meaning even in a from_env struct: the default. */
+    out->program_cache_size = in->program_cache_size
+                                  ? in->program_cache_size
+                                  : env.program_cache_size;
+  }
+  char* dump = out->dump_dir ? strdup(out->dump_dir) : NULL;
+  char* dir = out->cache_dir ? strdup(out->cache_dir) : NULL;
+  out->dump_dir = dump;
+  out->cache_dir = dir;
+  return (out->dump_dir && !dump) || (out->cache_dir && !dir);
+}
+
+static void free_options(ttpu_runtime_options* o) {
+  free((char*)o->dump_dir);
+  free((char*)o->cache_dir);
+  o->dump_dir = o->cache_dir = NULL;
+}
+
+/* The disk cache's namespace for this runtime's plugin and client. */
+static ttpu_disk_namespace disk_namespace(const ttpu_runtime* rt) {
+  ttpu_disk_namespace ns;
+  memset(&ns, 0, sizeof(ns));
+  ns.platform_name = ttpu_pjrt_client_platform_name(rt->client);
+  ns.platform_version = ttpu_pjrt_client_platform_version(rt->client);
+  ttpu_pjrt_plugin_version(rt->plugin, &ns.api_major, &ns.api_minor);
+  ns.options_id = ttpu_pjrt_compile_options_id();
+  ns.host_cpu = ttpu_pjrt_client_caps(rt->client)->host_code;
+  return ns;
 }
 
 ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
@@ -143,21 +194,26 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     if (s) return s;
     path = found;
   }
-  int64_t programs = options && options->program_cache_size
-                         ? options->program_cache_size
-                         : program_cache_size_from_env();
-  if (programs < 0) {
+  ttpu_runtime_options opts;
+  if (resolve_options(options, &opts)) {
+    free_options(&opts);
     free(found);
-    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
-                            "TORCHTPU_PROGRAM_CACHE_SIZE=%s: expected the "
-                            "number of programs to keep loaded (0: no bound)",
-                            getenv("TORCHTPU_PROGRAM_CACHE_SIZE"));
+    return ttpu_status_oom();
+  }
+  int64_t programs = opts.program_cache_size;
+  if (programs < 0) {
+    free_options(&opts);
+    free(found);
+    return ttpu_env_invalid_program_cache_size();
   }
   ttpu_runtime* rt = calloc(1, sizeof(*rt));
   if (!rt) {
+    free_options(&opts);
     free(found);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
+  rt->opts = opts;
+  rt->exec = &ttpu_executor_strict;
   pthread_once(&fork_handler_once, install_fork_handler);
   rt->fork_generation = atomic_load(&fork_generation);
   pthread_mutex_init(&rt->mu, NULL);
@@ -166,33 +222,38 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   s = ttpu_pjrt_plugin_load(path, &rt->plugin);
   free(found);
   if (s) goto fail;
-  int count = options && options->cpu_device_count > 0
-                  ? options->cpu_device_count : 1;
+  int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
-  s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->cache);
+  s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->prog.cache);
   if (s) goto fail;
-  const char* mode = getenv("TORCHTPU_EAGER_MODE");
-  if (mode && !strcmp(mode, "debug")) rt->mode = TTPU_MODE_DEBUG;
-  else if (mode && !strcmp(mode, "fused")) rt->mode = TTPU_MODE_FUSED;
-  else if (mode && *mode && strcmp(mode, "strict")) {
-    s = ttpu_status_make(TTPU_INVALID_ARGUMENT,
-                         "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "
-                         "fused", mode);
+  ttpu_mode mode = rt->opts.mode;
+  if (ttpu_executor_for_mode(mode)) {
+    rt->mode = mode;
+    rt->exec = ttpu_executor_for_mode(mode);
+  } else {
+    s = mode == (ttpu_mode)-1
+            ? ttpu_env_invalid_mode()
+            : ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown eager mode %d",
+                               (int)mode);
     goto fail;
   }
   /* The persistent cache is an optimization: a directory we cannot use
    * leaves it off rather than failing the runtime, with a warning. */
-  ttpu_status* disk = ttpu_disk_open_default(rt);
-  if (disk)
-    ttpu_rt_warn(rt,
-                 "torchtpu: the persistent compile cache is off: %s; "
-                 "programs compile as usual (TORCHTPU_CACHE_DIR chooses "
-                 "another directory, TORCHTPU_DISK_CACHE=0 silences this)",
-                 ttpu_status_message(disk));
-  ttpu_status_free(disk);
+  if (rt->opts.disk_cache && rt->opts.cache_dir && *rt->opts.cache_dir) {
+    ttpu_disk_namespace ns = disk_namespace(rt);
+    ttpu_status* disk = ttpu_disk_open(&ns, rt->opts.cache_dir,
+                                       rt->opts.cache_max_bytes, &rt->prog.disk);
+    if (disk)
+      ttpu_rt_warn(rt,
+                   "torchtpu: the persistent compile cache is off: %s; "
+                   "programs compile as usual (TORCHTPU_CACHE_DIR chooses "
+                   "another directory, TORCHTPU_DISK_CACHE=0 silences this)",
+                   ttpu_status_message(disk));
+    ttpu_status_free(disk);
+  }
   for (int d = 0; d < rt->device_count; ++d) {
     s = ttpu_runtime_manual_seed(rt, d, 67280421310721ull);
     if (s) goto fail;
@@ -204,6 +265,34 @@ fail:
   return s;
 }
 
+ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
+                                        int64_t max_bytes) {
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  ttpu_disk_close(rt->prog.disk);
+  rt->prog.disk = NULL;
+  if (dir && *dir) {
+    ttpu_disk_namespace ns = disk_namespace(rt);
+    s = ttpu_disk_open(&ns, dir, max_bytes, &rt->prog.disk);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+const char* ttpu_runtime_cache_dir(ttpu_runtime* rt) {
+  return rt->prog.disk ? ttpu_disk_root(rt->prog.disk) : "";
+}
+
+void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out) {
+  const ttpu_pjrt_caps* c = ttpu_pjrt_client_caps(rt->client);
+  out->serialize_executables = c->serialize_executables;
+  out->topology_compile = c->topology_compile;
+  out->memory_stats = c->memory_stats;
+  out->cost_analysis = c->cost_analysis;
+  out->cross_process_collectives = c->cross_process_collectives;
+  out->host_code = c->host_code;
+}
+
 void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (!rt) return;
   /* A forked child must not call into the plugin: the runtime is the
@@ -211,26 +300,27 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   if (ttpu_rt_forked(rt)) return;
   if (rt->client) {
     ttpu_status_free(ttpu_runtime_synchronize(rt, -1));
-    ttpu_window_destroy(rt);
+    ttpu_executors_destroy(rt);
     for (int d = 0; d < rt->device_count; ++d) {
       if (rt->dev[d].rng_state) ttpu_buffer_release(rt->dev[d].rng_state);
       ttpu_event_release(rt->dev[d].last_event);
     }
-    if (rt->cache) ttpu_cache_destroy(rt->cache, rt->client);
+    if (rt->prog.cache) ttpu_cache_destroy(rt->prog.cache, rt->client);
     reap_retired(rt); /* everything ran: synchronize awaited it */
     ttpu_pjrt_client_destroy(rt->client);
   }
   /* Frees our plugin object; the library itself stays mapped (the loader
    * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
   if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
-  ttpu_rt_free_last_sigs(rt);
-  ttpu_disk_close(rt->disk);
-  free(rt->log);
+  ttpu_plan_free_last_sigs(rt);
+  ttpu_disk_close(rt->prog.disk);
+  free(rt->prog.log);
   free(rt->pending);
   free(rt->pending_device);
   free(rt->pending_ticket);
   free(rt->retired);
   ttpu_status_free(rt->async_error);
+  free_options(&rt->opts);
   pthread_cond_destroy(&rt->event_cv);
   pthread_mutex_destroy(&rt->event_mu);
   pthread_mutex_destroy(&rt->mu);
@@ -330,7 +420,7 @@ static void await_all_locked(ttpu_runtime* rt) {
 ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   ttpu_status* err = ttpu_rt_enter(rt);
   if (err) return err;
-  err = ttpu_window_flush(rt, TTPU_END_SYNC);
+  err = ttpu_exec_flush(rt, TTPU_END_SYNC);
   /* An earlier asynchronous failure is reported once, here, before (and
    * instead of) anything newer. */
   if (rt->async_error) {
@@ -375,7 +465,7 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
   pthread_mutex_lock(&rt->mu);
   /* Memory figures count what is alive: temporaries a fused window still
    * holds die when it runs. Its error waits for the next synchronize. */
-  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
+  keep_async_error(rt, ttpu_exec_flush(rt, TTPU_END_SYNC));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_stats* s = &rt->dev[d].stats;
@@ -401,9 +491,9 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
     out->graph_replays += s->graph_replays;
   }
   /* The program cache is the runtime's, shared by its devices. */
-  out->programs_loaded = (int64_t)ttpu_cache_size(rt->cache);
-  out->programs_evicted = ttpu_cache_evictions(rt->cache);
-  out->programs_reloaded = rt->programs_reloaded;
+  out->programs_loaded = (int64_t)ttpu_cache_size(rt->prog.cache);
+  out->programs_evicted = ttpu_cache_evictions(rt->prog.cache);
+  out->programs_reloaded = rt->prog.programs_reloaded;
   out->programs_retired = rt->n_retired;
   pthread_mutex_unlock(&rt->mu);
 }
@@ -419,8 +509,14 @@ void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device) {
   pthread_mutex_unlock(&rt->mu);
 }
 
-const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt) {
-  return rt->last_reason;
+int ttpu_runtime_last_compile_reason(ttpu_runtime* rt, char* buf, size_t n) {
+  if (buf && n) buf[0] = 0;
+  if (ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int len = (int)strlen(rt->prog.last_reason);
+  if (buf && n) snprintf(buf, n, "%s", rt->prog.last_reason);
+  pthread_mutex_unlock(&rt->mu);
+  return len;
 }
 
 /* ------------------------------------------------------------ rng state */
@@ -469,7 +565,7 @@ ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
   ttpu_status* s = check_device(rt, device);
   if (s) return s;
   ttpu_buffer* b = calloc(1, sizeof(*b));
-  if (!b) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!b) return ttpu_status_oom();
   atomic_init(&b->refs, 1);
   b->rt = rt;
   b->device = device;
@@ -570,8 +666,8 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
   /* Recorded ops that touch b come before this upload. */
-  s = ttpu_window_flush_for(rt, b, 1);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, b, 1);
+  ttpu_exec_note_host_work(rt);
   ttpu_rt_set_version(b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
@@ -587,8 +683,8 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, b, 0);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, b, 0);
+  ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   ttpu_pjrt_event* done = NULL;
   if (s) {
@@ -616,9 +712,9 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   ttpu_runtime* rt = dst->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, src, 0);
-  if (!s) s = ttpu_window_flush_for(rt, dst, 1);
-  ttpu_window_note_host_work(rt);
+  s = ttpu_exec_touch(rt, src, 0);
+  if (!s) s = ttpu_exec_touch(rt, dst, 1);
+  ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = NULL;
   if (!s && src->pb)
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
@@ -638,7 +734,7 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush_for(rt, b, 0);
+  s = ttpu_exec_touch(rt, b, 0);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;
@@ -750,7 +846,7 @@ ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out) {
   ttpu_status* s = check_device(rt, device);
   if (s) return s;
   ttpu_event* ev = calloc(1, sizeof(*ev));
-  if (!ev) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!ev) return ttpu_status_oom();
   atomic_init(&ev->refs, 1);
   ev->rt = rt;
   ev->device = device;
@@ -760,7 +856,7 @@ ttpu_status* ttpu_event_record(ttpu_runtime* rt, int device, ttpu_event** out) {
   pthread_cond_init(&ev->cv, NULL);
   s = ttpu_rt_enter(rt);
   if (!s) {
-    s = ttpu_window_flush(rt, TTPU_END_SYNC);
+    s = ttpu_exec_flush(rt, TTPU_END_SYNC);
     if (s) pthread_mutex_unlock(&rt->mu);
   }
   if (s) {
@@ -880,7 +976,7 @@ ttpu_status* ttpu_runtime_query(ttpu_runtime* rt, int device, int* idle) {
   ttpu_status* s = check_device(rt, device);
   if (!s) s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
   int busy = 0;
   for (int i = rt->n_pending - 1; !s && !busy && i >= 0; --i)
     busy = rt->pending_device[i] == device &&
@@ -961,7 +1057,7 @@ ttpu_status* ttpu_runtime_memory_info(ttpu_runtime* rt, int device,
     return NULL;
   }
   const char* platform = ttpu_runtime_platform_name(rt);
-  if (!strcasecmp(platform, "cpu") || !strcasecmp(platform, "host")) {
+  if (ttpu_pjrt_client_caps(rt->client)->host_code) {
     host_memory(free_bytes, total_bytes);
     return NULL;
   }
@@ -980,7 +1076,7 @@ void ttpu_runtime_memory_stats(ttpu_runtime* rt, int device,
   pthread_mutex_lock(&rt->mu);
   /* As in ttpu_runtime_stats: a fused window's temporaries die when it
    * runs, so it runs first; its error waits for the next synchronize. */
-  keep_async_error(rt, ttpu_window_flush(rt, TTPU_END_SYNC));
+  keep_async_error(rt, ttpu_exec_flush(rt, TTPU_END_SYNC));
   for (int d = 0; d < rt->device_count; ++d) {
     if (device >= 0 && d != device) continue;
     const ttpu_device_state* ds = &rt->dev[d];
@@ -1006,3 +1102,31 @@ void ttpu_runtime_reset_accumulated(ttpu_runtime* rt, int device) {
   }
   pthread_mutex_unlock(&rt->mu);
 }
+
+/* ------------------------------------------------------------ warnings */
+
+
+void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...) {
+  size_t used = strlen(rt->warning);
+  if (used && used + 2 < sizeof(rt->warning)) {
+    rt->warning[used++] = '\n';
+    rt->warning[used] = 0;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->warning + used, sizeof(rt->warning) - used, fmt, ap);
+  va_end(ap);
+}
+
+int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n) {
+  /* racy peek; the copy below is locked */
+  if (!rt->warning[0] || ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int have = rt->warning[0] != 0;
+  if (have && buf && n) snprintf(buf, n, "%s", rt->warning);
+  rt->warning[0] = 0;
+  pthread_mutex_unlock(&rt->mu);
+  return have;
+}
+
+/* ------------------------------------------------------------ compile log */

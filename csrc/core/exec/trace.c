@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 static int64_t monotonic_ns(void) {
   struct timespec ts;

@@ -22,6 +22,10 @@
 extern "C" {
 #endif
 
+/* Thread-safety: find, load, unload, target_create and target_destroy are
+ * not thread-safe (load once per process; destroy an object only once no
+ * other call uses it). The accessors and ttpu_aot_compile are thread-safe
+ * on a live target (the plugin's compile is). */
 typedef struct ttpu_aot_compiler ttpu_aot_compiler; /* loaded libtpu */
 typedef struct ttpu_aot_target ttpu_aot_target;     /* one topology */
 

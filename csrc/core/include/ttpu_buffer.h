@@ -19,7 +19,9 @@ extern "C" {
 /* A device storage: a flat array of nbytes bytes on one device. Backed by a
  * PJRT buffer once written; may be pending (produced by queued work). The
  * PJRT buffer is replaced, not mutated, by in-place writes, so every view of
- * the storage sees the new version. Ref-counted. */
+ * the storage sees the new version. Ref-counted.
+ * Thread-safe: retain and release are atomic; every other call takes the
+ * runtime's lock, so two threads writing one storage are ordered by it. */
 typedef struct ttpu_buffer ttpu_buffer;
 
 /* Creates an unwritten storage (reads as zeros). Refcount 1. */
@@ -48,6 +50,8 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
  * other storages without recording its ops: the caller maps each storage
  * the program needs to its own (an input or a new output storage) and
  * passes them in the same order. */
+/* Thread-safe except ttpu_graph_replay_free, which must not race another
+ * call on the same replay (replays run under the runtime's lock). */
 typedef struct ttpu_graph_replay ttpu_graph_replay;
 /* end_graph, and when the graph ran as one program (not nested, no
  * boundary inside it), *out = its replay (owned by the caller, NULL

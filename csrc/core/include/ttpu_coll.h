@@ -83,8 +83,11 @@ int64_t ttpu_coll_output_count(const ttpu_coll_call* c);
  * collective for), finds or compiles its program, enqueues it. Storages
  * are borrowed. */
 ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c);
+/* Thread-safe: it takes the runtime's lock for the whole launch; the call
+ * struct is borrowed and must not change meanwhile. */
 
 /* Names for messages (static strings): "all_reduce", "sum", ... */
+/* Thread-safe: static names. */
 const char* ttpu_coll_kind_name(ttpu_coll_kind k);
 const char* ttpu_reduce_op_name(ttpu_reduce_op op);
 

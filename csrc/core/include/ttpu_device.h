@@ -21,8 +21,8 @@ extern "C" {
  * same device. The plugin tells it when that work is done, so asking
  * whether it has completed neither waits nor takes the runtime's lock.
  * Once ttpu_runtime_synchronize returns, the events recorded on the
- * devices it waited for have completed. Ref-counted; usable from any
- * thread. */
+ * devices it waited for have completed. Ref-counted.
+ * Thread-safe: every call, from any thread. */
 typedef struct ttpu_event ttpu_event;
 
 /* Records a new event on `device`; a fused window's recorded ops are
@@ -45,6 +45,8 @@ ttpu_status* ttpu_event_elapsed_ms(ttpu_event* start, ttpu_event* end,
 /* *idle = 1 when every program enqueued on `device` has finished (a fused
  * window's ops are enqueued first); never waits for the device. */
 ttpu_status* ttpu_runtime_query(ttpu_runtime* rt, int device, int* idle);
+/* Thread-safe: the device and memory queries below take the runtime's lock
+ * or ask only the plugin or the host. */
 
 /* What the plugin says about a device. */
 typedef struct {

@@ -39,6 +39,7 @@ typedef enum {
   TTPU_DTYPE_NONE = -1,
 } ttpu_dtype;
 
+/* Thread-safe: pure functions of their argument. */
 size_t ttpu_dtype_size(ttpu_dtype t);
 /* MLIR element type spelling: "i1", "ui8", "f32", ... (static string). */
 const char* ttpu_dtype_mlir(ttpu_dtype t);

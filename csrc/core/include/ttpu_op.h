@@ -16,7 +16,9 @@ extern "C" {
 /* ------------------------------------------------------------------ op calls */
 
 /* A strided view of a storage: exactly PyTorch's tensor geometry. Sizes,
- * strides and offset are in elements of `dtype`. Borrowed. */
+ * strides and offset are in elements of `dtype`. Borrowed.
+ * Not thread-safe: a ttpu_tensor, ttpu_arg or ttpu_op_call is borrowed by
+ * the call it is passed to and must not change while that call runs. */
 typedef struct {
   ttpu_buffer* buffer;
   ttpu_dtype dtype;
@@ -91,6 +93,7 @@ typedef struct {
 
 /* Id of an ATen overload name ("add.Tensor", "relu.default" is "relu"),
  * or -1 if the engine has no lowering for it. */
+/* Thread-safe: the op table is fixed at build time. */
 int ttpu_op_lookup(const char* name);
 /* Name of op id; static string. */
 const char* ttpu_op_name(int op);
@@ -101,6 +104,8 @@ int ttpu_op_count(void);
  * storages get their new versions immediately (pending until the program
  * finishes). Inputs are borrowed. */
 ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
+/* Thread-safe: calls from several threads are serialized by the runtime's
+ * lock, in the order they take it. */
 
 #ifdef __cplusplus
 }

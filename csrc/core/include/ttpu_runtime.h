@@ -15,9 +15,32 @@ extern "C" {
 
 /* ------------------------------------------------------------------ runtime */
 
-/* The one registry object: plugin, client, devices, compile cache, stats. */
+/* The one registry object: plugin, client, devices, compile cache, stats.
+ * Thread-safe: every call on a runtime may come from any thread (each takes
+ * the runtime's one lock), except ttpu_runtime_destroy, which must be the
+ * last call (no other thread using it or its buffers). */
 typedef struct ttpu_runtime ttpu_runtime;
 
+/* Eager execution modes (DESIGN.md): debug runs each op synchronously, so
+ * an error surfaces at its op; strict enqueues one program per op and
+ * returns (the default); fused records ops and runs runs of them as one
+ * program at a boundary (host read, synchronize, op limit, a repeating
+ * step's start). */
+typedef enum {
+  TTPU_MODE_STRICT = 0,
+  TTPU_MODE_DEBUG = 1,
+  TTPU_MODE_FUSED = 2,
+} ttpu_mode;
+
+/* Marks an options struct filled by ttpu_runtime_options_from_env. */
+#define TTPU_OPTIONS_FROM_ENV 0x7470756fu
+
+/* Every switch the engine has. A struct zero-initialised (or filled only
+ * in its first four fields) means "the defaults, from the environment":
+ * ttpu_runtime_create fills the other fields itself. To set any of the
+ * others, start from ttpu_runtime_options_from_env. The runtime copies the
+ * struct at creation (strings duplicated); the caller's copy may go.
+ * Not thread-safe: a plain struct, owned by its caller. */
 typedef struct {
   /* Path of the PJRT plugin library; NULL = discover (see ttpu_plugin_find).*/
   const char* plugin_path;
@@ -30,7 +53,45 @@ typedef struct {
    * TORCHTPU_PROGRAM_CACHE_SIZE, else 1024; see
    * ttpu_runtime_set_program_cache_size). */
   int64_t program_cache_size;
+  /* TTPU_OPTIONS_FROM_ENV when the fields below were set (by
+   * ttpu_runtime_options_from_env, then perhaps changed); anything else:
+   * they are read from the environment at creation. */
+  uint32_t initialized;
+  /* TORCHTPU_EAGER_MODE: debug, strict (default) or fused. */
+  ttpu_mode mode;
+  /* TORCHTPU_FUSED_MAX_OPS: most ops one fused window holds; <= 0: 1000. */
+  int fused_max_ops;
+  /* TORCHTPU_RECOMPILE_WARN: warn after an op recompiled this many times
+   * in a row for the same reason (default 8; 0 never warns). */
+  int recompile_warn;
+  /* TORCHTPU_DUMP_DIR: every compiled program's StableHLO is written
+   * there; "": no dump. NULL (what from_env leaves): the variable is read
+   * at each compile, so it can be set while the process runs. */
+  const char* dump_dir;
+  /* TORCHTPU_DEBUG_HLO set: a program that fails to compile is printed to
+   * stderr. */
+  int debug_hlo;
+  /* TORCHTPU_CHECK_INDICES: 1 reads data-dependent checks (index bounds),
+   * 0 skips them; -1 (what from_env leaves): the variable is read at each
+   * check ("0" skips). */
+  int check_indices;
+  /* TORCHTPU_DISK_CACHE: 0 turns the persistent compile cache off. */
+  int disk_cache;
+  /* TORCHTPU_CACHE_DIR, default $XDG_CACHE_HOME/torchtpu, else
+   * ~/.cache/torchtpu; NULL or "": no persistent cache. */
+  const char* cache_dir;
+  /* TORCHTPU_CACHE_MAX_MB in bytes; <= 0: the default (2 GiB). */
+  int64_t cache_max_bytes;
 } ttpu_runtime_options;
+
+/* Fills *o from the environment, as the runtime would: each field from
+ * its variable, else its default; sets o->initialized. The only place the
+ * engine reads the environment at creation. Thread-safe as far as the
+ * process's environment is (no setenv meanwhile). The strings it stores
+ * are borrowed (the environment's, and a per-thread buffer for the default
+ * cache directory): valid until the environment changes or this thread
+ * calls it again. */
+void ttpu_runtime_options_from_env(ttpu_runtime_options* o);
 
 /* Loads the plugin, checks its ABI version, creates a client.
  * *out is owned by the caller (ttpu_runtime_destroy). */
@@ -38,6 +99,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
                                  ttpu_runtime** out);
 void ttpu_runtime_destroy(ttpu_runtime* rt);
 
+/* Thread-safe: fixed at creation. */
 int ttpu_runtime_device_count(const ttpu_runtime* rt);
 /* Borrowed strings, valid for the runtime's lifetime. */
 const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
@@ -45,6 +107,22 @@ const char* ttpu_runtime_platform_version(const ttpu_runtime* rt);
 const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt);
 void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
                                      int* minor);
+
+/* What the loaded plugin can do, probed once when the runtime is created. */
+/* Not thread-safe: a plain struct; ttpu_runtime_caps is thread-safe (the
+ * capabilities never change). */
+typedef struct {
+  int serialize_executables;     /* executables serialize (disk cache, AOT) */
+  int topology_compile;          /* compiles for a topology without devices */
+  int memory_stats;              /* reports device memory figures */
+  int cost_analysis;             /* reports a compiled program's cost */
+  int cross_process_collectives; /* collectives reach other processes (not
+                                    the CPU plugin) */
+  int host_code;                 /* programs are compiled to this host's
+                                    machine code, devices use host memory
+                                    (the CPU plugin) */
+} ttpu_caps;
+void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out);
 
 /* Waits until all work queued on `device` (-1: all devices) has finished.
  * Returns the first asynchronous error seen since the last synchronize
@@ -93,9 +171,11 @@ typedef struct {
   int64_t programs_retired;   /* evicted ones waiting for their last
                                  execution to finish before unloading */
 } ttpu_stats;
+/* Thread-safe: a copy taken under the lock. */
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);
 void ttpu_runtime_reset_peak(ttpu_runtime* rt, int device);
 
+/* Thread-safe (under the lock; a fused window runs first). */
 /* Random state of a device: a ui64[2] state on the device, advanced by
  * every random op (XLA's rng_bit_generator, THREE_FRY). */
 ttpu_status* ttpu_runtime_manual_seed(ttpu_runtime* rt, int device,
@@ -105,8 +185,10 @@ ttpu_status* ttpu_runtime_get_rng_state(ttpu_runtime* rt, int device,
 ttpu_status* ttpu_runtime_set_rng_state(ttpu_runtime* rt, int device,
                                         const uint64_t state[2]);
 
-/* Why the last compile happened (a new op signature), borrowed, may be "". */
-const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
+/* Why the last compile happened (a new op signature): copied into buf
+ * (n bytes, always terminated; may be ""), under the runtime's lock.
+ * Returns the reason's full length (like snprintf), 0 when there is none. */
+int ttpu_runtime_last_compile_reason(ttpu_runtime* rt, char* buf, size_t n);
 
 /* The in-memory program cache. Every loaded executable costs host memory
  * and, on the CPU plugin, a few memory mappings (the kernel caps a process
@@ -114,7 +196,8 @@ const char* ttpu_runtime_last_compile_reason(ttpu_runtime* rt);
  * recently used are unloaded, and come back from the disk cache (or are
  * compiled again) when needed. Programs a graph replay holds are never
  * unloaded, nor one whose execution may still be running (it goes when
- * that execution is over). n = 0 removes the bound. Takes effect at once. */
+ * that execution is over). n = 0 removes the bound. Takes effect at once.
+ * Thread-safe. */
 void ttpu_runtime_set_program_cache_size(ttpu_runtime* rt, int64_t n);
 int64_t ttpu_runtime_program_cache_size(ttpu_runtime* rt);
 
@@ -128,19 +211,12 @@ void ttpu_debug_inject_plugin_fault(const char* slot, int skip, int count);
 
 /* ------------------------------------------------------------ modes */
 
-/* Eager execution modes (DESIGN.md): debug runs each op synchronously, so
- * an error surfaces at its op; strict enqueues one program per op and
- * returns (the default); fused records ops and runs runs of them as one
- * program at a boundary (host read, synchronize, op limit, a repeating
- * step's start). */
-typedef enum {
-  TTPU_MODE_STRICT = 0,
-  TTPU_MODE_DEBUG = 1,
-  TTPU_MODE_FUSED = 2,
-} ttpu_mode;
 
 /* Ends any fused window first (its error, if any, is returned and the
  * mode is still changed). */
+/* Thread-safe: the mode is the runtime's, not a thread's, read and changed
+ * under the lock; graphs (begin/end) nest per runtime, so two threads
+ * capturing graphs at once share one capture. */
 ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
 /* Runs the recorded fused window now (enqueued, not awaited). */
@@ -165,6 +241,7 @@ typedef struct {
   int n_ops;
 } ttpu_compile_record;
 
+/* Thread-safe: records are copied out under the lock. */
 /* The log keeps the most recent 4096 compiles. */
 int ttpu_runtime_compile_log_count(ttpu_runtime* rt);
 int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
@@ -180,6 +257,8 @@ int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n);
  * "" turns it off), shared by processes; at most max_bytes (LRU). The
  * default comes from TORCHTPU_CACHE_DIR (default ~/.cache/torchtpu;
  * TORCHTPU_DISK_CACHE=0 turns it off) and TORCHTPU_CACHE_MAX_MB. */
+/* Thread-safe; the string cache_dir returns is valid until the next
+ * set_cache_dir, which must not race its use. */
 ttpu_status* ttpu_runtime_set_cache_dir(ttpu_runtime* rt, const char* dir,
                                         int64_t max_bytes);
 /* The directory in use ("" when off); borrowed until the next set. */

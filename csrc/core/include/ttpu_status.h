@@ -25,6 +25,9 @@ typedef enum {
   TTPU_INDEX_ERROR = 8,       /* out-of-range index: maps to IndexError */
 } ttpu_code;
 
+/* Not thread-safe: a status belongs to the thread that got it until it is
+ * freed (hand it over, do not share it). The functions below are
+ * thread-safe on distinct statuses. */
 typedef struct ttpu_status ttpu_status;
 
 /* Makes a status with a printf-style message. Caller frees. */
@@ -33,6 +36,9 @@ ttpu_status* ttpu_status_make(ttpu_code code, const char* fmt, ...)
 /* Prepends "context: " to the message of s (s may be NULL: returns NULL). */
 ttpu_status* ttpu_status_annotate(ttpu_status* s, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The status for a failed host allocation: TTPU_RESOURCE_EXHAUSTED,
+ * "out of host memory". Caller frees. */
+ttpu_status* ttpu_status_oom(void);
 ttpu_code ttpu_status_code(const ttpu_status* s);
 /* Borrowed; valid until the status is freed. */
 const char* ttpu_status_message(const ttpu_status* s);

@@ -65,6 +65,8 @@ typedef unsigned (*ttpu_trace_fn)(void* user, const ttpu_trace_event* event);
  * user in force at the LAUNCH even after the hook was changed, so both
  * must outlive every launch made while they were installed. A
  * COMPILE_BEGIN is always followed by its COMPILE_END. */
+/* Thread-safe: installing takes the runtime's lock; the hook itself is
+ * called as described above. */
 ttpu_status* ttpu_runtime_set_trace_hook(ttpu_runtime* rt, ttpu_trace_fn fn,
                                          void* user, unsigned what);
 

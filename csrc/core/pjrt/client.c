@@ -1,6 +1,7 @@
 /* client.c - a PJRT client and its addressable devices. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "pjrt_internal.h"
 
@@ -55,6 +56,30 @@ static ttpu_status* read_device_ids(ttpu_pjrt_client* c) {
     c->device_ids[i] = a.id;
   }
   return NULL;
+}
+
+void ttpu_pjrt_plugin_caps(const ttpu_pjrt_plugin* p, const char* platform,
+                           ttpu_pjrt_caps* k) {
+  const ttpu_pjrt_abi_api* api = p->api;
+  memset(k, 0, sizeof(*k));
+  if (!platform) platform = "";
+  k->host_code = !strcasecmp(platform, "cpu") || !strcasecmp(platform, "host");
+  k->serialize_executables = TTPU_PJRT_HAS(api, executable_serialize) &&
+                             TTPU_PJRT_HAS(api, executable_deserialize_and_load);
+  k->topology_compile = TTPU_PJRT_HAS(api, compile) &&
+                        TTPU_PJRT_HAS(api, topology_description_create) &&
+                        TTPU_PJRT_HAS(api, topology_description_destroy);
+  k->memory_stats = TTPU_PJRT_HAS(api, device_memory_stats);
+  k->cost_analysis = TTPU_PJRT_HAS(api, executable_get_cost_analysis);
+  k->cross_process_collectives = !k->host_code;
+}
+
+static void probe_caps(ttpu_pjrt_client* c) {
+  ttpu_pjrt_plugin_caps(c->plugin, c->platform_name, &c->caps);
+}
+
+const ttpu_pjrt_caps* ttpu_pjrt_client_caps(const ttpu_pjrt_client* c) {
+  return &c->caps;
 }
 
 ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
@@ -126,6 +151,7 @@ ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
     ttpu_pjrt_client_destroy(c);
     return s;
   }
+  probe_caps(c);
   *out = c;
   return NULL;
 }

@@ -247,3 +247,7 @@ ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
   executable_release(c->api, ex);
   return s;
 }
+
+const char* ttpu_pjrt_compile_options_id(void) {
+  return "portable-executable-v1";
+}

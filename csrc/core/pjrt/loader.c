@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "pjrt_internal.h"
+#include "../base/env.h"
 
 #define CPU_PLUGIN_REL "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"
 #define CPU_PLUGIN_PIP "xla-cpu-pjrt==0.0.1"
@@ -40,8 +41,8 @@ static char* find_in(const char* const* dirs, const char* rel) {
 ttpu_status* ttpu_plugin_find(const char* const* search_dirs, char** out) {
   if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  const char* env = getenv("TORCHTPU_PLUGIN");
-  if (env && *env) {
+  const char* env = ttpu_env_plugin_path();
+  if (env) {
     /* An explicit choice that is wrong must fail loudly, not fall back to
      * some other plugin the user did not ask for. */
     if (!is_file(env))

@@ -29,6 +29,7 @@ struct ttpu_pjrt_client {
   int num_devices;
   char* platform_name;    /* owned */
   char* platform_version; /* owned */
+  ttpu_pjrt_caps caps;    /* probed once, at creation */
 };
 
 struct ttpu_pjrt_exec {

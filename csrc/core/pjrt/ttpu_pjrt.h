@@ -60,6 +60,30 @@ typedef struct {
 ttpu_status* ttpu_pjrt_client_device_memory(const ttpu_pjrt_client* c,
                                             int device,
                                             ttpu_pjrt_device_memory* out);
+/* What a plugin can do, probed once when its client is created (the only
+ * place the engine looks at the platform's name to decide anything). */
+typedef struct {
+  int serialize_executables;     /* Executable_Serialize + DeserializeAndLoad */
+  int topology_compile;          /* TopologyDescription_Create + PJRT_Compile */
+  int memory_stats;              /* Device_MemoryStats */
+  int cost_analysis;             /* Executable_GetCostAnalysis */
+  int cross_process_collectives; /* collectives reach other processes: not
+                                    on the CPU plugin */
+  int host_code;                 /* the CPU plugin: programs are this host's
+                                    machine code, device memory is host
+                                    memory */
+} ttpu_pjrt_caps;
+/* Borrowed, valid for the client's lifetime. */
+const ttpu_pjrt_caps* ttpu_pjrt_client_caps(const ttpu_pjrt_client* c);
+/* The same probe for a plugin loaded without a client (the AOT compiler):
+ * platform is the platform's name, NULL when unknown (then host_code and
+ * cross_process_collectives say what a non-CPU plugin would). */
+void ttpu_pjrt_plugin_caps(const ttpu_pjrt_plugin* p, const char* platform,
+                           ttpu_pjrt_caps* out);
+/* The identity of the compile options ttpu_pjrt_compile uses by default
+ * (portable executables), for cache namespaces. */
+const char* ttpu_pjrt_compile_options_id(void);
+
 /* Borrowed, valid for the client's lifetime: "cpu", "tpu", "cuda"... */
 const char* ttpu_pjrt_client_platform_name(const ttpu_pjrt_client* c);
 const char* ttpu_pjrt_client_platform_version(const ttpu_pjrt_client* c);

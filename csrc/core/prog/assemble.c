@@ -1,4 +1,4 @@
-/* lower.c - turns one planned op call into a StableHLO program:
+/* assemble.c - turns one planned op call (or a fused window of them) into a StableHLO program:
  * parameters for the storages it reads, strided views read out of them,
  * the op's lowering, and results written back into the storages (in place
  * through views, with the storage's parameter donated). */
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ttpu_lower.h"
-#include "complex.h"
-#include "../exec/plan.h"
+#include "../ops/ttpu_lower.h"
+#include "../ops/complex.h"
+#include "plan.h"
 
 struct ttpu_lower {
   ttpu_hlo* b;
@@ -809,7 +809,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
   memset(&L, 0, sizeof(L));
   ttpu_status* s = NULL;
   if (!b || !vals || !checks) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   L.b = b;
@@ -853,7 +853,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     L.out = malloc(((size_t)call->n_outputs + 1) * sizeof(ttpu_val));
     L.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
     if (!L.in || !L.in_done || !L.out || !L.slot_val) {
-      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+      s = ttpu_status_oom();
     } else {
       for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
       for (int sl = 0; sl < p->n_slots; ++sl) {
@@ -871,7 +871,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
           if (n_checks == cap_checks) {
             cap_checks *= 2;
             lowered_check* c = realloc(checks, (size_t)cap_checks * sizeof(*c));
-            if (!c) s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+            if (!c) s = ttpu_status_oom();
             else checks = c;
           }
           if (!s) {
@@ -903,7 +903,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
   res = calloc((size_t)n_res + 1, sizeof(*res));
   rvals = malloc(((size_t)n_res + 1) * sizeof(ttpu_val));
   if (!res || !rvals) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   for (int r = 0; r < g->n_results; ++r) rvals[r] = TTPU_VAL_ERROR;
@@ -980,7 +980,7 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
   if (!st || !ident) {
     free(st);
     free(ident);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   int r = 0;
   for (int sl = 0; sl < p->n_slots; ++sl) {

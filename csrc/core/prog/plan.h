@@ -1,10 +1,10 @@
 /* plan.h - what one op call needs, computed before looking in the cache:
  * the distinct storages it touches, its runtime scalars, and its signature
  * key (internal). */
-#ifndef TTPU_EXEC_PLAN_H_
-#define TTPU_EXEC_PLAN_H_
+#ifndef TTPU_PROG_PLAN_H_
+#define TTPU_PROG_PLAN_H_
 
-#include "internal.h"
+#include "../exec/internal.h" /* the runtime's narrow interface */
 #include "../cache/cache.h"
 
 typedef struct {
@@ -43,11 +43,30 @@ typedef struct {
   int* part_index;
 } ttpu_plan;
 
-/* w: the fused window the call is recorded into, or NULL. */
+/* How storages look to a recording that has not run yet (a fused window,
+ * exec/fused.c): lookup returns 1 and the state storage b will have when
+ * the call runs (has_value: it holds a value; its shape) if the recording
+ * touched b, else 0 (b's own state applies). */
+typedef struct {
+  int (*lookup)(const void* ctx, const ttpu_buffer* b, int* has_value,
+                ttpu_dtype* dt, int* nd, int64_t* dims);
+  const void* ctx;
+} ttpu_store_view;
+
+/* view: how the recording the call goes into sees storages, or NULL when
+ * the call runs now. */
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
-                             const ttpu_op_def* def, const ttpu_window* w,
-                             ttpu_plan* p);
+                             const ttpu_op_def* def,
+                             const ttpu_store_view* view, ttpu_plan* p);
 void ttpu_plan_free(ttpu_plan* p);
+
+/* On a memory cache miss for plan p (under rt->mu): sets the last compile
+ * reason to what changed since the op's last compiled signature, counts a
+ * recompile, and queues the repeated-recompile warning when the same thing
+ * keeps changing. */
+void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p);
+/* Frees the per-op last signatures ttpu_plan_note_recompile keeps. */
+void ttpu_plan_free_last_sigs(ttpu_runtime* rt);
 
 /* A program of one or more ops (a fused window): the storages it touches
  * ("stores"), and per op its plan, which store each plan slot is, and
@@ -78,19 +97,19 @@ typedef struct {
   int rng_result; /* -1: none */
 } ttpu_prog;
 
-/* Lowers a program (ops/lower.c). Result r's plan names its store in
+/* Lowers a program (prog/assemble.c). Result r's plan names its store in
  * `slot` (-1 the rng state, TTPU_RESULT_CHECK a check, one per checking
  * op after n_results). */
 ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
                              ttpu_result_plan** results, int* n_results);
-/* The storage shape a written slot has after its op (ops/lower.c). */
+/* The storage shape a written slot has after its op (prog/assemble.c). */
 void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
                              int* nd, int64_t* dims);
 
-/* Lowers the call into a program (ops/lower.c). *text is malloc'ed;
+/* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
 ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
                                 char** text, size_t* text_len,
                                 ttpu_result_plan** results, int* n_results);
 
-#endif /* TTPU_EXEC_PLAN_H_ */
+#endif /* TTPU_PROG_PLAN_H_ */

@@ -1,10 +1,11 @@
-/* replay.h - a compiled graph's program, run again from new storages
- * (internal; exec/window.c captures it, exec/replay.c runs it). */
-#ifndef TTPU_REPLAY_H_
-#define TTPU_REPLAY_H_
+/* graph.h - a compiled graph's program, run again from new storages
+ * (internal to exec/: exec/graph.c captures and runs it). */
+#ifndef TTPU_EXEC_GRAPH_H_
+#define TTPU_EXEC_GRAPH_H_
 
-#include "internal.h"
+#include "runtime.h"
 #include "../cache/cache.h"
+#include "../prog/plan.h"
 
 /* A storage the program needs at a replay: one it reads, writes or that
  * outlived the graph. The rest were the graph's temporaries. */
@@ -34,4 +35,13 @@ struct ttpu_graph_replay {
   int n_ops;
 };
 
-#endif /* TTPU_REPLAY_H_ */
+/* The replay of a graph's window w that just ran as program g (entry e),
+ * under rt->mu: the storages it needs and the program. Takes the pack
+ * buffers fbuf, ibuf. NULL when out of memory (the graph then records
+ * every time, which is only slower). */
+ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
+                                      const ttpu_prog* g, ttpu_cache_entry* e,
+                                      ttpu_pjrt_buffer* fbuf,
+                                      ttpu_pjrt_buffer* ibuf);
+
+#endif /* TTPU_EXEC_GRAPH_H_ */

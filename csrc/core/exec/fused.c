@@ -1,4 +1,4 @@
-/* window.c - fused mode: ops are recorded instead of run, and a run of them
+/* fused.c - fused mode's executor: ops are recorded instead of run, and a run of them
  * (a window) becomes one program at a boundary.
  *
  * Recording an op deep-copies its call and plans it against the window's
@@ -22,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
-#include "replay.h"
+#include "executor.h"
+#include "graph.h"
+#include "../prog/program.h"
 
 #define REPEAT_K 8
 #define DEFAULT_LIMIT 1000
@@ -81,13 +82,6 @@ struct ttpu_window {
   int* last_op;
   int n_last;
   ttpu_cache* validated; /* op signatures known to lower */
-  /* inside ttpu_runtime_begin_graph/end_graph */
-  int graph;
-  ttpu_mode mode_before;
-  char graph_name[80];
-  int graph_runs;       /* programs (and host work: uploads, downloads,
-                           copies) the outermost graph did so far */
-  ttpu_graph_replay** capture; /* set by end_graph_capture */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -166,9 +160,10 @@ static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
   return 0;
 }
 
-int ttpu_window_lookup(const ttpu_window* w, const ttpu_buffer* b,
-                       int* has_value, ttpu_dtype* dt, int* nd,
-                       int64_t* dims) {
+/* The window's view of storage b (a ttpu_store_view's lookup). */
+static int window_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
+                         ttpu_dtype* dt, int* nd, int64_t* dims) {
+  const ttpu_window* w = ctx;
   int k = map_find(w, b);
   if (k < 0) return 0;
   const wstore* s = &w->st[k];
@@ -221,7 +216,7 @@ static ttpu_status* copy_call(const ttpu_op_call* c, ttpu_op_call** outp) {
     if (g->kind == TTPU_ARG_STR && g->str) bytes += (strlen(g->str) + 8) & ~(size_t)7;
   }
   char* m = malloc(bytes + 8);
-  if (!m) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!m) return ttpu_status_oom();
   ttpu_op_call* out = (ttpu_op_call*)m;
   *outp = out;
   m += (sizeof(ttpu_op_call) + 7) & ~(size_t)7;
@@ -263,8 +258,7 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
   if (!rt->window) {
     rt->window = calloc(1, sizeof(ttpu_window));
     if (!rt->window) return NULL;
-    const char* env = getenv("TORCHTPU_FUSED_MAX_OPS");
-    int limit = env && *env ? atoi(env) : 0;
+    int limit = rt->opts.fused_max_ops;
     rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
   }
   return rt->window;
@@ -299,7 +293,7 @@ static void window_clear(ttpu_window* w) {
   w->n_key = 0;
 }
 
-void ttpu_window_destroy(ttpu_runtime* rt) {
+static void fused_destroy(ttpu_runtime* rt) {
   ttpu_window* w = rt->window;
   if (!w) return;
   window_clear(w);
@@ -348,7 +342,7 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
 
 static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
                              const ttpu_plan* p) {
-  if (ttpu_cache_find(rt->cache, p->key, p->n_key)) return NULL;
+  if (ttpu_cache_find(rt->prog.cache, p->key, p->n_key)) return NULL;
   if (!w->validated) {
     ttpu_status* s = ttpu_cache_create(VALIDATED_CAP, NULL, NULL,
                                        &w->validated);
@@ -372,24 +366,25 @@ static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
 static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
   if (grow((void**)&w->recs, &w->cap_recs, w->n_recs + 1, sizeof(wrec)))
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   wrec* r = &w->recs[w->n_recs];
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
-  s = ttpu_plan_build(rt, r->call, def, w, &r->plan);
+  ttpu_store_view view = {window_lookup, w};
+  s = ttpu_plan_build(rt, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
     if (!r->store ||
         grow((void**)&w->f, &w->cap_f, w->n_f + r->plan.n_f, sizeof(double)) ||
         grow((void**)&w->i, &w->cap_i, w->n_i + r->plan.n_i, sizeof(int64_t)))
-      s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+      s = ttpu_status_oom();
   }
   if (!s) {
     for (int sl = 0; sl < r->plan.n_slots; ++sl) {
       r->store[sl] = store_of(w, r->plan.slots[sl].buf);
       if (r->store[sl] < 0) {
-        s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+        s = ttpu_status_oom();
         break;
       }
     }
@@ -434,7 +429,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   for (int sl = 0; sl < p->n_slots; ++sl) rc |= key_add(w, r->store[sl]);
   r->hash = h;
   w->n_recs++;
-  if (rc) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (rc) return ttpu_status_oom();
   return NULL;
 }
 
@@ -503,55 +498,6 @@ static ttpu_buffer* store_buffer(void* window, int store) {
   return ((ttpu_window*)window)->st[store].buf;
 }
 
-/* The replay of a graph's window that just ran: the storages it needs and
- * the program. Takes the pack buffers. NULL when out of memory (the graph
- * then records every time, which is only slower). */
-static ttpu_graph_replay* capture(ttpu_runtime* rt, const ttpu_window* w,
-                                  const ttpu_prog* g,
-                                  const ttpu_prog_store* ps,
-                                  ttpu_cache_entry* e, ttpu_pjrt_buffer* fbuf,
-                                  ttpu_pjrt_buffer* ibuf) {
-  ttpu_graph_replay* r = calloc(1, sizeof(*r));
-  if (r) r->st = calloc((size_t)w->n_st + 1, sizeof(*r->st));
-  if (!r || !r->st) {
-    if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-    if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
-    if (r) free(r->st);
-    free(r);
-    return NULL;
-  }
-  r->device = w->device;
-  r->e = e;
-  e->pins++; /* the cache keeps the program while the replay lives */
-  r->n_params = g->n_params;
-  r->f_param = g->f_param;
-  r->i_param = g->i_param;
-  r->rng_param = g->rng_param;
-  r->fbuf = fbuf;
-  r->ibuf = ibuf;
-  r->n_window_stores = w->n_st;
-  r->n_ops = w->n_recs;
-  for (int k = 0; k < w->n_st; ++k) {
-    const wstore* x = &w->st[k];
-    /* A storage someone still holds must be the caller's at a replay too,
-     * even one the program neither reads nor writes: whether it held a
-     * value decides what the program computes (no value reads as zeros). */
-    int alive = atomic_load(&x->buf->refs) > 1;
-    if (ps[k].param < 0 && ps[k].result < 0 && !alive) continue;
-    ttpu_replay_store* t = &r->st[r->n_st++];
-    t->buf0 = x->buf;
-    t->store = k;
-    t->param = ps[k].param;
-    t->result = ps[k].result >= 0;
-    t->has_value0 = x->has_value0;
-    t->nbytes = x->buf->nbytes;
-    t->dt0 = x->dt0;
-    t->nd0 = x->nd0;
-    memcpy(t->dims0, x->dims0, sizeof(t->dims0));
-  }
-  return r;
-}
-
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
@@ -570,7 +516,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
   ttpu_status* s = NULL;
   if (!c.stores || !c.ops || !args) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   /* Parameters in store order, then the packs and the rng state; results
@@ -609,30 +555,33 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     c.ops[i].i_off = w->recs[i].i_off;
   }
   if (rc) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
 
-  ttpu_cache_entry* e = ttpu_cache_find(rt->cache, w->key, w->n_key);
-  if (e) {
-    e->hits++;
-    stats->cache_hits++;
-  } else {
+  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, w->key, w->n_key);
+  if (!e) {
     char what[96], reason[416];
-    if (w->graph) {
-      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+    if (rt->graph.depth) {
+      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
       snprintf(reason, sizeof(reason), "%s: new graph or new input shapes",
                what);
     } else {
       snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
       window_reason(w, n_recs, reason, sizeof(reason));
     }
-    if (ttpu_rt_note_reload(rt, w->key, w->n_key, what))
-      snprintf(reason, sizeof(reason), "%.415s", rt->last_reason);
+    if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
+      snprintf(reason, sizeof(reason), "%.415s", rt->prog.last_reason);
     else
-      snprintf(rt->last_reason, sizeof(rt->last_reason), "%s", reason);
-    s = ttpu_rt_get_program(rt, dev, w->key, w->n_key, what, n_recs, reason,
-                            lower_window, &c, &e);
+      snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
+    ttpu_prog_request req = {0};
+    req.what = what;
+    req.n_ops = n_recs;
+    req.reason = reason;
+    req.lower = lower_window;
+    req.ctx = &c;
+    req.use_disk = 1;
+    s = ttpu_prog_compile(rt, dev, w->key, w->n_key, &req, &e);
     if (s) {
       s = ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)", n_recs,
                                ttpu_op_name(w->recs[0].call->op),
@@ -657,7 +606,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   if (c.g.rng_param >= 0) args[c.g.rng_param] = rt->dev[dev].rng_state->pb;
   outs = calloc((size_t)e->n_results + 1, sizeof(*outs));
   if (!outs) {
-    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    s = ttpu_status_oom();
     goto done;
   }
   ttpu_pjrt_event* done_event = NULL;
@@ -675,17 +624,17 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   stats->window_ends[why]++;
   if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
     char what[96];
-    if (w->graph)
-      snprintf(what, sizeof(what), "graph %s (%d ops)", w->graph_name, n_recs);
+    if (rt->graph.depth)
+      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
     else
       snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_rt_take_results(rt, dev, e, outs, store_buffer, w);
-  if (w->graph) w->graph_runs++;
-  if (!s && w->capture) {
-    *w->capture = capture(rt, w, &c.g, c.stores, e, fbuf, ibuf);
+  s = ttpu_prog_take_results(rt, dev, e, outs, store_buffer, w);
+  if (rt->graph.depth) rt->graph.runs++;
+  if (!s && rt->graph.capture) {
+    *rt->graph.capture = ttpu_graph_capture(rt, w, &c.g, e, fbuf, ibuf);
     fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
   }
 done:
@@ -701,21 +650,17 @@ done:
   return s;
 }
 
-void ttpu_window_note_host_work(ttpu_runtime* rt) {
-  if (rt->window && rt->window->graph) rt->window->graph_runs++;
-}
-
-ttpu_status* ttpu_window_flush_for(ttpu_runtime* rt, const ttpu_buffer* b,
-                                   int writing) {
+ttpu_status* ttpu_fused_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                              int writing) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
   int k = map_find(w, b);
   /* Reading a storage the window only reads needs nothing from it. */
   if (k < 0 || (!writing && !w->st[k].written)) return NULL;
-  return ttpu_window_flush(rt, TTPU_END_READ);
+  return ttpu_fused_flush(rt, TTPU_END_READ);
 }
 
-ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
+ttpu_status* ttpu_fused_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
   if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
@@ -737,7 +682,7 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   if (!calls || !held) {
     free(calls);
     free(held);
-    return ttpu_window_flush(rt, TTPU_END_REPEAT);
+    return ttpu_fused_flush(rt, TTPU_END_REPEAT);
   }
   /* Keep the calls, and their storages, past the window's reset. */
   int nh = 0;
@@ -764,22 +709,22 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   return s;
 }
 
-ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
-                                const ttpu_op_def* def) {
+ttpu_status* ttpu_fused_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                               const ttpu_op_def* def) {
   ttpu_window* w = window_of(rt);
-  if (!w) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!w) return ttpu_status_oom();
   ttpu_status* s = NULL;
   if (call->device < 0 || call->device >= rt->device_count)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
   if (w->n_recs && w->device != call->device) {
-    s = ttpu_window_flush(rt, TTPU_END_DEVICE);
+    s = ttpu_fused_flush(rt, TTPU_END_DEVICE);
     if (s) return s;
   }
   w->device = call->device;
   s = append(rt, w, call, def);
   if (s) return s;
-  if (w->graph) return NULL; /* a graph is one program, however long */
+  if (rt->graph.depth) return NULL; /* a graph is one program, however long */
   uint64_t h = w->recs[w->n_recs - 1].hash;
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
@@ -801,71 +746,24 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   return NULL;
 }
 
-/* ------------------------------------------------------------ modes */
+/* ------------------------------------------------------------ executor */
 
-ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  if (mode == TTPU_MODE_STRICT || mode == TTPU_MODE_DEBUG ||
-      mode == TTPU_MODE_FUSED)
-    rt->mode = mode;
-  else if (!s)
-    s = ttpu_status_make(TTPU_INVALID_ARGUMENT, "unknown eager mode %d",
-                         (int)mode);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
+int ttpu_window_store_count(const ttpu_window* w) { return w->n_st; }
+
+ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0) {
+  if (has_value0) *has_value0 = w->st[k].has_value0;
+  return w->st[k].buf;
 }
 
-ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) { return rt->mode; }
+int ttpu_window_op_count(const ttpu_window* w) { return w->n_recs; }
 
-ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  ttpu_window* w = window_of(rt);
-  if (!w) {
-    pthread_mutex_unlock(&rt->mu);
-    ttpu_status_free(s);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
-  }
-  if (!w->graph) {
-    w->mode_before = rt->mode;
-    w->graph_runs = 0;
-  }
-  w->graph++;
-  snprintf(w->graph_name, sizeof(w->graph_name), "%s", name ? name : "graph");
-  rt->mode = TTPU_MODE_FUSED;
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
+int ttpu_window_device(const ttpu_window* w) { return w->device; }
 
-ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
-  return ttpu_runtime_end_graph_capture(rt, NULL);
-}
-
-ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
-                                            ttpu_graph_replay** out) {
-  if (out) *out = NULL;
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  ttpu_window* w = rt->window;
-  if (w && w->graph) {
-    /* Only a whole outermost graph that is about to run as its first and
-     * only program can be replayed. */
-    if (out && w->graph == 1 && w->graph_runs == 0 && w->n_recs) w->capture = out;
-    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
-    w->capture = NULL;
-    if (--w->graph == 0) rt->mode = w->mode_before;
-  }
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
-
-ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
+const ttpu_executor_ops ttpu_executor_fused = {
+    .name = "fused",
+    .submit = ttpu_fused_record,
+    .flush = ttpu_fused_flush,
+    .touch = ttpu_fused_touch,
+    .note_host_work = ttpu_graph_note_host_work,
+    .destroy = fused_destroy,
+};

@@ -1,9 +1,12 @@
-/* replay.c - a compiled graph's program run again from new storages.
+/* graph.c - the graph executor: the ops between ttpu_runtime_begin_graph
+ * and end_graph (torch.compile) are recorded into the fused window whatever
+ * the mode, run as one program at the graph's end, and the mode before the
+ * graph is restored. That program can be captured and replayed.
  *
  * Recording a graph costs a dispatcher call, a meta pre-run, a plan and a
  * deep copy per op, plus hashing the window key: on a small model that is
  * as much host time as the program's device time. Once a graph ran as one
- * program, its replay (captured by exec/window.c) holds the program and the
+ * program, its replay (captured at the graph's end) holds the program and the
  * storages it reads and writes; the caller hands in its own storages in
  * the same order and the program runs with no op recorded. Everything the
  * program's signature depends on that the caller cannot see (whether a
@@ -14,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay.h"
+#include "executor.h"
+#include "graph.h"
+#include "../prog/program.h"
 
 int ttpu_graph_replay_store_count(const ttpu_graph_replay* g) {
   return g ? g->n_st : 0;
@@ -87,11 +92,11 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
     free(args);
     free(outs);
     free(kept);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   pthread_mutex_lock(&rt->mu);
   /* Ops recorded before (fused mode) run first, as at a graph's start. */
-  s = ttpu_window_flush(rt, TTPU_END_SYNC);
+  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
   if (s || !matches(g, bufs)) goto done;
   for (int k = 0; k < g->n_st; ++k) {
     kept[g->st[k].store] = k;
@@ -121,7 +126,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
-  s = ttpu_rt_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
+  s = ttpu_prog_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
 done:
   pthread_mutex_unlock(&rt->mu);
   free(args);
@@ -129,3 +134,114 @@ done:
   free(kept);
   return s;
 }
+
+/* ------------------------------------------------------------ capture */
+
+/* The capture of a graph that ran as one program (graph.h). */
+ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
+                                      const ttpu_prog* g, ttpu_cache_entry* e,
+                                      ttpu_pjrt_buffer* fbuf,
+                                      ttpu_pjrt_buffer* ibuf) {
+  const ttpu_prog_store* ps = g->stores;
+  int n_st = ttpu_window_store_count(w);
+  ttpu_graph_replay* r = calloc(1, sizeof(*r));
+  if (r) r->st = calloc((size_t)n_st + 1, sizeof(*r->st));
+  if (!r || !r->st) {
+    if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+    if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+    if (r) free(r->st);
+    free(r);
+    return NULL;
+  }
+  r->device = ttpu_window_device(w);
+  r->e = e;
+  e->pins++; /* the cache keeps the program while the replay lives */
+  r->n_params = g->n_params;
+  r->f_param = g->f_param;
+  r->i_param = g->i_param;
+  r->rng_param = g->rng_param;
+  r->fbuf = fbuf;
+  r->ibuf = ibuf;
+  r->n_window_stores = n_st;
+  r->n_ops = ttpu_window_op_count(w);
+  for (int k = 0; k < n_st; ++k) {
+    int has_value0;
+    ttpu_buffer* buf = ttpu_window_store(w, k, &has_value0);
+    const ttpu_prog_store* x = &ps[k];
+    /* A storage someone still holds must be the caller's at a replay too,
+     * even one the program neither reads nor writes: whether it held a
+     * value decides what the program computes (no value reads as zeros). */
+    int alive = atomic_load(&buf->refs) > 1;
+    if (x->param < 0 && x->result < 0 && !alive) continue;
+    ttpu_replay_store* t = &r->st[r->n_st++];
+    t->buf0 = buf;
+    t->store = k;
+    t->param = x->param;
+    t->result = x->result >= 0;
+    t->has_value0 = has_value0;
+    t->nbytes = buf->nbytes;
+    t->dt0 = x->dtype;
+    t->nd0 = x->ndim;
+    memcpy(t->dims0, x->dims, sizeof(t->dims0));
+  }
+  return r;
+}
+
+/* ------------------------------------------------------------ executor */
+
+void ttpu_graph_note_host_work(ttpu_runtime* rt) {
+  if (rt->graph.depth) rt->graph.runs++;
+}
+
+ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
+  ttpu_graph_state* g = &rt->graph;
+  if (!g->depth) {
+    g->mode_before = rt->mode;
+    g->runs = 0;
+  }
+  g->depth++;
+  snprintf(g->name, sizeof(g->name), "%s", name ? name : "graph");
+  /* Reported as fused while the graph records. */
+  rt->mode = TTPU_MODE_FUSED;
+  rt->exec = &ttpu_executor_graph;
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_runtime_end_graph(ttpu_runtime* rt) {
+  return ttpu_runtime_end_graph_capture(rt, NULL);
+}
+
+ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
+                                            ttpu_graph_replay** out) {
+  if (out) *out = NULL;
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  ttpu_graph_state* g = &rt->graph;
+  if (g->depth) {
+    /* Only a whole outermost graph that is about to run as its first and
+     * only program can be replayed. */
+    if (out && g->depth == 1 && g->runs == 0 && rt->window &&
+        ttpu_window_op_count(rt->window))
+      g->capture = out;
+    s = ttpu_fused_flush(rt, TTPU_END_GRAPH);
+    g->capture = NULL;
+    if (--g->depth == 0) {
+      rt->mode = g->mode_before;
+      rt->exec = ttpu_executor_for_mode(g->mode_before);
+    }
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+const ttpu_executor_ops ttpu_executor_graph = {
+    .name = "graph",
+    .submit = ttpu_fused_record,
+    .flush = ttpu_fused_flush,
+    .touch = ttpu_fused_touch,
+    .note_host_work = ttpu_graph_note_host_work,
+};

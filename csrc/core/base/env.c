@@ -1,0 +1,88 @@
+/* env.c - every read of the environment the engine makes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+
+#define DEFAULT_PROGRAM_CACHE 1024
+#define DEFAULT_RECOMPILE_WARN 8
+
+static const char* nonempty(const char* name) {
+  const char* v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+static int64_t program_cache_size(void) {
+  const char* env = getenv("TORCHTPU_PROGRAM_CACHE_SIZE");
+  if (!env || !*env) return DEFAULT_PROGRAM_CACHE;
+  char* end = NULL;
+  long long n = strtoll(env, &end, 10);
+  return end != env && *end == 0 && n >= 0 ? n : -1;
+}
+
+static ttpu_mode eager_mode(void) {
+  const char* mode = getenv("TORCHTPU_EAGER_MODE");
+  if (mode && !strcmp(mode, "debug")) return TTPU_MODE_DEBUG;
+  if (mode && !strcmp(mode, "fused")) return TTPU_MODE_FUSED;
+  if (mode && *mode && strcmp(mode, "strict")) return (ttpu_mode)-1;
+  return TTPU_MODE_STRICT;
+}
+
+void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
+  memset(o, 0, sizeof(*o));
+  o->initialized = TTPU_OPTIONS_FROM_ENV;
+  o->program_cache_size = program_cache_size();
+  o->mode = eager_mode();
+  const char* env = getenv("TORCHTPU_FUSED_MAX_OPS");
+  o->fused_max_ops = env && *env ? atoi(env) : 0;
+  env = getenv("TORCHTPU_RECOMPILE_WARN");
+  o->recompile_warn = env && *env ? atoi(env) : DEFAULT_RECOMPILE_WARN;
+  o->dump_dir = NULL; /* read at each compile */
+  o->debug_hlo = getenv("TORCHTPU_DEBUG_HLO") != NULL;
+  o->check_indices = -1; /* read at each check */
+  const char* off = getenv("TORCHTPU_DISK_CACHE");
+  o->disk_cache = !(off && !strcmp(off, "0"));
+  /* The default directory lives in a per-thread buffer (the struct
+   * borrows its strings): valid until this thread's next call. */
+  static _Thread_local char dflt[4096];
+  const char* dir = getenv("TORCHTPU_CACHE_DIR");
+  if (!dir) {
+    const char* xdg = getenv("XDG_CACHE_HOME");
+    const char* home = getenv("HOME");
+    dir = NULL;
+    if (xdg && *xdg) {
+      snprintf(dflt, sizeof(dflt), "%s/torchtpu", xdg);
+      dir = dflt;
+    } else if (home && *home) {
+      snprintf(dflt, sizeof(dflt), "%s/.cache/torchtpu", home);
+      dir = dflt;
+    }
+  }
+  o->cache_dir = dir;
+  const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
+  o->cache_max_bytes = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
+}
+
+const char* ttpu_env_plugin_path(void) { return nonempty("TORCHTPU_PLUGIN"); }
+const char* ttpu_env_libtpu_path(void) { return nonempty("TORCHTPU_LIBTPU"); }
+const char* ttpu_env_dump_dir(void) { return getenv("TORCHTPU_DUMP_DIR"); }
+
+int ttpu_env_check_indices(void) {
+  const char* env = getenv("TORCHTPU_CHECK_INDICES");
+  return !(env && !strcmp(env, "0"));
+}
+
+ttpu_status* ttpu_env_invalid_mode(void) {
+  return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                          "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "
+                          "fused",
+                          getenv("TORCHTPU_EAGER_MODE"));
+}
+
+ttpu_status* ttpu_env_invalid_program_cache_size(void) {
+  return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                          "TORCHTPU_PROGRAM_CACHE_SIZE=%s: expected the "
+                          "number of programs to keep loaded (0: no bound)",
+                          getenv("TORCHTPU_PROGRAM_CACHE_SIZE"));
+}

@@ -1,0 +1,25 @@
+/* env.h - the engine's reads of the environment (internal; base/env.c is
+ * the only file that calls getenv). ttpu_runtime_options_from_env reads
+ * the switches a runtime fixes at creation; the functions here read the
+ * few that are documented as read at each use. */
+#ifndef TTPU_BASE_ENV_H_
+#define TTPU_BASE_ENV_H_
+
+#include "ttpu.h"
+
+/* TORCHTPU_PLUGIN (ttpu_plugin_find), TORCHTPU_LIBTPU
+ * (ttpu_aot_find_compiler), TORCHTPU_DUMP_DIR: the value or NULL, borrowed
+ * from the environment. */
+const char* ttpu_env_plugin_path(void);
+const char* ttpu_env_libtpu_path(void);
+const char* ttpu_env_dump_dir(void);
+/* TORCHTPU_CHECK_INDICES: 0 when it is "0", else 1. */
+int ttpu_env_check_indices(void);
+
+/* The error for an invalid value of a switch ttpu_runtime_options_from_env
+ * could not take (mode = -1 or program_cache_size = -1): names the
+ * variable and its value. */
+ttpu_status* ttpu_env_invalid_mode(void);
+ttpu_status* ttpu_env_invalid_program_cache_size(void);
+
+#endif /* TTPU_BASE_ENV_H_ */

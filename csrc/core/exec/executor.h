@@ -1,0 +1,71 @@
+/* executor.h - the eager modes behind one interface (internal to exec/).
+ *
+ * An executor is what ttpu_op_run hands each op call to: strict runs it
+ * (exec/strict.c), debug runs it and waits (exec/debug.c), fused records it
+ * into a window that runs as one program at a boundary (exec/fused.c), and
+ * a graph records the ops between begin_graph and end_graph as one program
+ * (exec/graph.c). The runtime holds the current one (rt->exec);
+ * ttpu_runtime_set_mode flushes it and swaps in the mode's executor, and a
+ * graph swaps in its own until its end, whatever the mode.
+ *
+ * A new mode is a new file defining a ttpu_executor_ops, plus its line in
+ * the registry (exec/run.c).
+ *
+ * Threads: every entry is called under rt->mu except `complete`, which is
+ * called after ttpu_op_run released it. Entries left NULL do nothing. */
+#ifndef TTPU_EXEC_EXECUTOR_H_
+#define TTPU_EXEC_EXECUTOR_H_
+
+#include "runtime.h"
+
+struct ttpu_executor_ops {
+  const char* name;
+  /* Runs or records one op call (call and def borrowed for the call). */
+  ttpu_status* (*submit)(ttpu_runtime* rt, const ttpu_op_call* call,
+                         const ttpu_op_def* def);
+  /* After submit, rt->mu released: takes submit's status s (NULL on
+   * success) and returns the op's. */
+  ttpu_status* (*complete)(ttpu_runtime* rt, const ttpu_op_call* call,
+                           ttpu_status* s);
+  /* Runs every op held back; why: what ended them. */
+  ttpu_status* (*flush)(ttpu_runtime* rt, ttpu_window_end why);
+  /* Storage b is about to be read (writing 0) or written outside the
+   * executor: runs the held-back ops that b's value depends on. */
+  ttpu_status* (*touch)(ttpu_runtime* rt, const ttpu_buffer* b, int writing);
+  /* Host work (upload, download, storage copy) happened. */
+  void (*note_host_work)(ttpu_runtime* rt);
+  /* Frees what the executor keeps in rt, at ttpu_runtime_destroy (called
+   * once per registered executor, whichever is current). */
+  void (*destroy)(ttpu_runtime* rt);
+};
+
+extern const ttpu_executor_ops ttpu_executor_strict; /* exec/strict.c */
+extern const ttpu_executor_ops ttpu_executor_debug;  /* exec/debug.c */
+extern const ttpu_executor_ops ttpu_executor_fused;  /* exec/fused.c */
+extern const ttpu_executor_ops ttpu_executor_graph;  /* exec/graph.c */
+
+/* The registered executor of an eager mode, or NULL for an unknown one
+ * (exec/run.c). */
+const ttpu_executor_ops* ttpu_executor_for_mode(ttpu_mode mode);
+/* Frees every registered executor's state (exec/run.c). */
+void ttpu_executors_destroy(ttpu_runtime* rt);
+
+/* The fused window, shared by fused mode and graphs (exec/fused.c, under
+ * rt->mu). record adds the call as the window's next op; inside a graph
+ * (rt->graph.depth) the window only ends when flushed. */
+ttpu_status* ttpu_fused_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                               const ttpu_op_def* def);
+ttpu_status* ttpu_fused_flush(ttpu_runtime* rt, ttpu_window_end why);
+ttpu_status* ttpu_fused_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                              int writing);
+/* Counts host work inside a graph (rt->graph.runs). */
+void ttpu_graph_note_host_work(ttpu_runtime* rt);
+
+/* The window's storages, for a graph's capture: how many, and storage k
+ * with whether it held a value when the window began. */
+int ttpu_window_store_count(const ttpu_window* w);
+ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0);
+int ttpu_window_op_count(const ttpu_window* w);
+int ttpu_window_device(const ttpu_window* w);
+
+#endif /* TTPU_EXEC_EXECUTOR_H_ */

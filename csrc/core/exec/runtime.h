@@ -1,0 +1,78 @@
+/* runtime.h - the runtime object (private to exec/: only the .c files of
+ * exec/ include this header; the layers below see the runtime through
+ * exec/internal.h). */
+#ifndef TTPU_EXEC_RUNTIME_H_
+#define TTPU_EXEC_RUNTIME_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "../cache/disk.h"
+
+typedef struct ttpu_window ttpu_window;
+typedef struct ttpu_executor_ops ttpu_executor_ops;
+
+/* Between ttpu_runtime_begin_graph and end_graph (exec/graph.c; under mu). */
+typedef struct {
+  int depth;             /* graphs open (they nest); 0: none */
+  ttpu_mode mode_before; /* the mode the outermost graph restores */
+  char name[80];         /* the innermost graph's name */
+  int runs;              /* programs (and host work: uploads, downloads,
+                            copies) the outermost graph did so far */
+  ttpu_graph_replay** capture; /* set by end_graph_capture */
+} ttpu_graph_state;
+
+typedef struct {
+  ttpu_stats stats;
+  ttpu_buffer* rng_state; /* ui64[2] */
+  /* Storage counts beyond stats' bytes (exec/runtime.c). */
+  int64_t peak_live_buffers;
+  int64_t allocations, frees, allocated_bytes, freed_bytes;
+  /* The last event recorded on the device (retained): the next one
+   * completes after it. */
+  ttpu_event* last_event;
+  int event_callbacks; /* events' plugin callbacks yet to run (event_mu) */
+} ttpu_device_state;
+
+struct ttpu_runtime {
+  ttpu_pjrt_plugin* plugin;
+  ttpu_pjrt_client* client;
+  int device_count;
+  /* One lock for the engine's mutable state: op runs, buffer versions,
+   * cache, stats. PyTorch calls us from several threads (autograd). */
+  pthread_mutex_t mu;
+  ttpu_programs prog;     /* the program layer's state (prog/state.h) */
+  ttpu_device_state dev[TTPU_MAX_DEVICES];
+  /* Guards dev[].event_callbacks, which synchronize waits to drain, so
+   * that events are complete once it returns (exec/runtime.c). */
+  pthread_mutex_t event_mu;
+  pthread_cond_t event_cv;
+  /* Completion events of enqueued executions, awaited by synchronize. */
+  ttpu_pjrt_event** pending;
+  int* pending_device;
+  int64_t* pending_ticket; /* the execution each event completes */
+  int n_pending, cap_pending;
+  int64_t exec_ticket;   /* executions enqueued so far (their tickets) */
+  /* Executables evicted from the cache while an execution of theirs may
+   * still run: destroyed once every ticket up to theirs has completed. */
+  struct ttpu_retired* retired;
+  int n_retired, cap_retired;
+  int fork_generation;   /* the process's fork generation at creation */
+  ttpu_status* async_error; /* first asynchronous failure not yet reported */
+  ttpu_runtime_options opts; /* copied at creation, strings owned */
+  ttpu_mode mode;        /* the mode ttpu_runtime_mode reports */
+  const ttpu_executor_ops* exec; /* runs ops: the mode's, or the graph's */
+  ttpu_window* window;   /* recorded ops of fused mode and graphs
+                            (exec/fused.c) */
+  ttpu_graph_state graph;
+  char warning[1024];    /* pending warnings, "" when none */
+  /* Trace hook (exec/trace.c; under mu). */
+  ttpu_trace_fn trace_fn;
+  void* trace_user;
+  unsigned trace_what;   /* TTPU_TRACE_* bits; 0 when no hook */
+  uint64_t trace_launches; /* launches reported so far */
+  int trace_open_compiles; /* COMPILE_BEGINs awaiting their END */
+};
+
+#endif /* TTPU_EXEC_RUNTIME_H_ */

@@ -1,0 +1,141 @@
+/* program.c - the program front door: every compiled program the engine
+ * runs (one op, a fused window, a graph, a collective) comes through
+ * ttpu_prog_get: memory cache, then disk cache, then lower and compile,
+ * then the compile log, trace reports and dump. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "program.h"
+#include "../base/env.h"
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The dump directory: every compiled program's StableHLO, one file each,
+ * named by what it runs and its signature hash, so reruns overwrite
+ * rather than pile up. */
+static void dump_program(const char* dir, const ttpu_prog_request* req,
+                         const int64_t* key, size_t n_key, const char* text,
+                         size_t len) {
+  if (!dir || !*dir) return;
+  char path[4096];
+  if (req->dump_name) {
+    snprintf(path, sizeof(path), "%s/%s.mlir", dir, req->dump_name);
+  } else {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t k = 0; k < n_key; ++k) {
+      h ^= (uint64_t)key[k];
+      h *= 1099511628211ull;
+    }
+    char name[96];
+    size_t j = 0;
+    for (const char* c = req->what; *c && j + 1 < sizeof(name); ++c)
+      name[j++] = (*c == ' ' || *c == '/' || *c == '(' || *c == ')') ? '_' : *c;
+    name[j] = 0;
+    snprintf(path, sizeof(path), "%s/%s-%016llx.mlir", dir, name,
+             (unsigned long long)h);
+  }
+  FILE* f = fopen(path, "wb");
+  if (!f) return; /* a dump is a diagnostic: never fail the op for it */
+  fwrite(text, 1, len, f);
+  fclose(f);
+}
+
+ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
+                                 const int64_t* key, size_t n_key) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  ttpu_cache_entry* e = ttpu_cache_find(pg->cache, key, n_key);
+  if (e) {
+    e->hits++;
+    ttpu_rt_stats(rt, device)->cache_hits++;
+  }
+  return e;
+}
+
+int ttpu_prog_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
+                          const char* what) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  if (!ttpu_cache_was_evicted(pg->cache, key, n_key)) return 0;
+  pg->programs_reloaded++;
+  snprintf(pg->last_reason, sizeof(pg->last_reason),
+           "%s: reloaded: unloaded earlier as one of the least recently used "
+           "programs (the program cache keeps %lld; "
+           "TORCHTPU_PROGRAM_CACHE_SIZE)",
+           what, (long long)ttpu_cache_capacity(pg->cache));
+  return 1;
+}
+
+ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
+                               const int64_t* key, size_t n_key,
+                               const ttpu_prog_request* req,
+                               ttpu_cache_entry** out) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  const char* what = req->what;
+  const char* reason = req->reason;
+  int n_ops = req->n_ops;
+  ttpu_stats* st = ttpu_rt_stats(rt, device);
+  ttpu_cache_entry e = {0};
+  ttpu_rt_trace_compile_begin(rt, device, what, n_ops);
+  int from_disk = 0;
+  double t0 = now_seconds();
+  if (req->use_disk && pg->disk &&
+      ttpu_disk_load(pg->disk, ttpu_rt_client(rt), key, n_key, &e)) {
+    from_disk = 1;
+    double dt = now_seconds() - t0;
+    st->disk_hits++;
+    st->disk_load_seconds += dt;
+    ttpu_prog_log_compile(rt, what, reason, dt, 1, n_ops);
+  } else {
+    char* text = NULL;
+    size_t len = 0;
+    ttpu_status* s =
+        req->lower(req->ctx, &text, &len, &e.results, &e.n_results);
+    if (s) {
+      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
+      return ttpu_status_annotate(s, "lowering %s", what);
+    }
+    dump_program(ttpu_rt_options(rt)->dump_dir ? ttpu_rt_options(rt)->dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
+    t0 = now_seconds();
+    s = ttpu_pjrt_compile(ttpu_rt_client(rt), text, len, req->options,
+                          req->options_len, &e.exec);
+    double dt = now_seconds() - t0;
+    if (s) {
+      free(e.results);
+      s = ttpu_status_annotate(s, "compiling %s", what);
+      if (ttpu_rt_options(rt)->debug_hlo)
+        fprintf(stderr, "%.*s\n", (int)len, text);
+      free(text);
+      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
+      return s;
+    }
+    free(text);
+    st->compiles++;
+    st->compile_seconds += dt;
+    ttpu_prog_log_compile(rt, what, reason, dt, 0, n_ops);
+    int stored = req->use_disk && pg->disk
+                     ? ttpu_disk_store(pg->disk, ttpu_rt_client(rt), key, n_key, &e)
+                     : 0;
+    if (stored > 0) st->disk_writes++;
+    if (stored < 0) {
+      ttpu_rt_warn(rt,
+                   "torchtpu: cannot write the persistent compile cache (%s); "
+                   "continuing without it for this process "
+                   "(TORCHTPU_CACHE_DIR chooses another directory)",
+                   ttpu_disk_error(pg->disk));
+      ttpu_disk_close(pg->disk);
+      pg->disk = NULL;
+    }
+  }
+  ttpu_status* s = ttpu_cache_insert(pg->cache, key, n_key, &e, out);
+  if (s) {
+    ttpu_pjrt_exec_destroy(ttpu_rt_client(rt), e.exec);
+    free(e.results);
+  }
+  ttpu_rt_trace_compile_end(rt, device, what, n_ops, from_disk, s != NULL);
+  return s;
+}

@@ -1,0 +1,79 @@
+/* program.h - the program layer (internal): from a planned call, a fused
+ * window, a graph or a collective's text to a compiled, cached program,
+ * and an execution's results back to their storages.
+ *
+ * A program is found in two steps, both under rt->mu: ttpu_prog_find looks
+ * in the memory cache (the hot path: no allocation, no lowering); on a
+ * miss the caller says why (ttpu_plan_note_recompile, ttpu_prog_note_reload)
+ * and ttpu_prog_compile gets it from the disk cache or lowers and compiles
+ * it. The compile step needs only the request, never the plan, so that it
+ * can later run on a compile thread. */
+#ifndef TTPU_PROG_PROGRAM_H_
+#define TTPU_PROG_PROGRAM_H_
+
+#include "plan.h"
+
+/* Makes a program's text on a cache miss: *text malloc'ed (the caller of
+ * the callback frees it), *results too (kept by the cache entry). */
+typedef ttpu_status* (*ttpu_lower_cb)(void* ctx, char** text, size_t* len,
+                                      ttpu_result_plan** results,
+                                      int* n_results);
+
+/* One program to compile. */
+typedef struct {
+  const char* what;     /* its label: op name, "fused window (N ops)" ... */
+  int n_ops;
+  const char* reason;   /* why it compiles, for the compile log */
+  ttpu_lower_cb lower;  /* makes the text (called only on a miss) */
+  void* ctx;
+  /* Serialized CompileOptionsProto; NULL: the client's default (one
+   * replica, one partition). */
+  const void* options;
+  size_t options_len;
+  /* 0: stays out of the disk cache (programs bound to their devices). */
+  int use_disk;
+  /* The dump file's name in the dump directory (".mlir" appended); NULL:
+   * named by `what` and the key's hash. */
+  const char* dump_name;
+} ttpu_prog_request;
+
+/* The memory cache's entry for key, counted as a hit on device's stats,
+ * or NULL (under rt->mu). */
+ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
+                                 const int64_t* key, size_t n_key);
+
+/* After a memory cache miss (under rt->mu): the entry for `key` from the
+ * disk cache, else lowered with req->lower and compiled with req->options;
+ * logged, traced, dumped (the dump directory option) and inserted into the
+ * memory cache. A failed compile prints its text to stderr when the debug
+ * HLO option is on. *entry is owned by the cache. */
+ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
+                               const int64_t* key, size_t n_key,
+                               const ttpu_prog_request* req,
+                               ttpu_cache_entry** entry);
+
+/* On a memory cache miss (under rt->mu): when key is a program the cache
+ * evicted, counts the reload, sets the last compile reason to say so and
+ * returns 1 (it is no recompile: nothing about the op changed); else 0. */
+int ttpu_prog_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
+                          const char* what);
+
+/* Appends a compile to the log (prog/log.c, under rt->mu). */
+void ttpu_prog_log_compile(ttpu_runtime* rt, const char* what,
+                           const char* reason, double seconds, int from_disk,
+                           int n_ops);
+
+/* Reads a data-dependent check result; NULL when it passed (results.c). */
+ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
+                                  const ttpu_result_plan* rp,
+                                  ttpu_pjrt_buffer* buf);
+/* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
+ * the rng state, or reads it as a data-dependent check; returns the first
+ * check's error (results.c, under rt->mu). */
+ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
+                                    const ttpu_cache_entry* e,
+                                    ttpu_pjrt_buffer** outs,
+                                    ttpu_buffer* (*buffer_of)(void*, int),
+                                    void* ctx);
+
+#endif /* TTPU_PROG_PROGRAM_H_ */

@@ -1,0 +1,51 @@
+/* results.c - an execution's results handed to their storages, the rng
+ * state, or read as data-dependent checks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+#include "../base/env.h"
+
+/* A program's data-dependent error check (ttpu_l_check): the one place an
+ * op waits for its own result. The check indices option (TORCHTPU_CHECK_INDICES=0) skips the read. */
+ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
+                                const ttpu_result_plan* rp,
+                                ttpu_pjrt_buffer* buf) {
+  int check = ttpu_rt_options(rt)->check_indices;
+  if (check < 0) check = ttpu_env_check_indices();
+  if (!check) return NULL;
+  int64_t info[4];
+  ttpu_status* s = ttpu_pjrt_buffer_to_host(ttpu_rt_client(rt), buf, info, sizeof(info));
+  if (s) return s;
+  ttpu_rt_stats(rt, dev)->d2h_bytes += (int64_t)sizeof(info);
+  if (!info[0]) return NULL;
+  /* fmt was written by the lowering, which consumes at most three args */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  return ttpu_status_make(rp->check_code, rp->check_fmt, (long long)info[1],
+                          (long long)info[2], (long long)info[3]);
+#pragma GCC diagnostic pop
+}
+
+
+ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
+                                  const ttpu_cache_entry* e,
+                                  ttpu_pjrt_buffer** outs,
+                                  ttpu_buffer* (*buffer_of)(void*, int),
+                                  void* ctx) {
+  ttpu_status* s = NULL;
+  for (int r = 0; r < e->n_results; ++r) {
+    const ttpu_result_plan* rp = &e->results[r];
+    if (rp->slot == TTPU_RESULT_CHECK) {
+      ttpu_status* c = s ? NULL : ttpu_prog_read_check(rt, dev, rp, outs[r]);
+      if (c) s = c;
+      ttpu_pjrt_buffer_destroy(ttpu_rt_client(rt), outs[r]);
+      continue;
+    }
+    ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
+                                   : ttpu_rt_rng_state(rt, dev);
+    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
+  }
+  return s;
+}
