@@ -91,8 +91,8 @@ ttpu_status* ttpu_complex_div(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   if (!ttpu_dtype_is_complex(dt)) dt = out_dtype(L);
-  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_DIV, ttpu_ew_in(L, 0, dt),
-                                       ttpu_ew_in(L, 1, dt)));
+  ttpu_val x = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_DIV, x, y));
   return NULL;
 }
 

@@ -9,7 +9,6 @@
  * float32, rounded once). Scalars, ScalarLists and alpha are runtime
  * values, so a new learning rate or bias correction never recompiles. */
 #include <math.h>
-#include <string.h>
 
 #include "ttpu_lower.h"
 
