@@ -1,9 +1,9 @@
 // torchtpu._C: what the Python package needs from the glue and the engine.
-#include "distributed.h"
-#include "generator.h"
-#include "guard.h"
-#include "ops.h"
-#include "runtime.h"
+#include "distributed/distributed.h"
+#include "runtime/generator.h"
+#include "runtime/guard.h"
+#include "aten/ops.h"
+#include "runtime/runtime.h"
 
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>

@@ -21,7 +21,7 @@
 // export: this file compiles the part it uses.
 #define FMT_HEADER_ONLY 1
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
