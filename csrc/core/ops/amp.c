@@ -105,7 +105,7 @@ static ttpu_status* lower_update_scale(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_amp[] = {
-    {"_amp_foreach_non_finite_check_and_unscale_", lower_unscale, 0},
-    {"_amp_update_scale_", lower_update_scale, 0},
-    {NULL, NULL, 0},
+    {"_amp_foreach_non_finite_check_and_unscale_", lower_unscale, .flags = 0},
+    {"_amp_update_scale_", lower_update_scale, .flags = 0},
+    {0},
 };

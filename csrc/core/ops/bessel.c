@@ -545,20 +545,18 @@ static ttpu_status* lower_modified_i0(ttpu_lower* L) {
   return lower_i0(L);
 }
 
-static ttpu_status* k_common(ttpu_lower* L, int order, int scaled, const char* op) {
-  if (!full_precision_only(L, op)) return NULL;
+/* K0/K1 (param: TTPU_PARAMS(order, scaled, 0)), exponentially scaled
+ * when `scaled`. */
+static ttpu_status* k_common(ttpu_lower* L) {
+  static const char* const kernels[2][2] = {
+      {"modified_bessel_k0_cpu", "modified_bessel_k1_cpu"},
+      {"scaled_modified_bessel_k0_cpu", "scaled_modified_bessel_k1_cpu"}};
+  int order = ttpu_l_param_at(L, 0) != 0, scaled = ttpu_l_param_at(L, 1) != 0;
+  if (!full_precision_only(L, kernels[scaled][order])) return NULL;
   ttpu_l_set_out(L, 0, k_v(ttpu_l_hlo(L), ttpu_ew_in(L, 0, calc_dtype(L)), order, scaled));
   return NULL;
 }
 
-static ttpu_status* lower_k0(ttpu_lower* L) { return k_common(L, 0, 0, "modified_bessel_k0_cpu"); }
-static ttpu_status* lower_k1(ttpu_lower* L) { return k_common(L, 1, 0, "modified_bessel_k1_cpu"); }
-static ttpu_status* lower_k0e(ttpu_lower* L) {
-  return k_common(L, 0, 1, "scaled_modified_bessel_k0_cpu");
-}
-static ttpu_status* lower_k1e(ttpu_lower* L) {
-  return k_common(L, 1, 1, "scaled_modified_bessel_k1_cpu");
-}
 
 /* ------------------------------------------------------------ J0, J1, Y0, Y1 */
 
@@ -619,7 +617,8 @@ static ttpu_status* lower_j1(ttpu_lower* L) {
 
 /* Y0, Y1 on (0, 5]: a rational function plus (2/pi) log(x) J0(x)
  * (x R(x^2) + (2/pi)(J1(x) log(x) - 1/x)); -inf at 0, NaN below. */
-static ttpu_status* y_common(ttpu_lower* L, int n) {
+static ttpu_status* y_common(ttpu_lower* L) {
+  int n = (int)ttpu_l_param(L);
   if (!full_precision_only(L, n ? "bessel_y1_cpu" : "bessel_y0_cpu")) return NULL;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_ew_in(L, 0, calc_dtype(L));
@@ -637,9 +636,6 @@ static ttpu_status* y_common(ttpu_lower* L, int n) {
   ttpu_l_set_out(L, 0, sel(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), ttpu_ew_k(b, x, NAN), r));
   return NULL;
 }
-
-static ttpu_status* lower_y0(ttpu_lower* L) { return y_common(L, 0); }
-static ttpu_status* lower_y1(ttpu_lower* L) { return y_common(L, 1); }
 
 /* ------------------------------------------------------------ Airy Ai */
 
@@ -943,7 +939,8 @@ static ttpu_val igam_temme(ttpu_hlo* b, ttpu_val a, ttpu_val x, int upper, int f
  *   small-x Q       x < 3 and (a < 1 or x > a + 1)
  *   fraction for Q  the rest (x > a + 1, x >= 3)
  * the other function being 1 minus it where that loses nothing. */
-static ttpu_status* igamma_common(ttpu_lower* L, int upper) {
+static ttpu_status* igamma_common(ttpu_lower* L) {
+  int upper = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, upper ? "igammac_cpu" : "igamma_cpu")) return NULL;
@@ -984,40 +981,20 @@ static ttpu_status* igamma_common(ttpu_lower* L, int upper) {
   return NULL;
 }
 
-static ttpu_status* lower_igamma(ttpu_lower* L) { return igamma_common(L, 0); }
-static ttpu_status* lower_igammac(ttpu_lower* L) { return igamma_common(L, 1); }
-
 const ttpu_op_def ttpu_ops_bessel[] = {
-    {"i0", lower_i0, 0},
-    {"i0_", lower_i0, 0},
-    {"i0.out", lower_i0, 0},
-    {"special_i0e", lower_i0e, 0},
-    {"special_i0e.out", lower_i0e, 0},
-    {"special_modified_bessel_i0", lower_modified_i0, 0},
-    {"special_modified_bessel_i0.out", lower_modified_i0, 0},
-    {"special_modified_bessel_k0", lower_k0, 0},
-    {"special_modified_bessel_k0.out", lower_k0, 0},
-    {"special_modified_bessel_k1", lower_k1, 0},
-    {"special_modified_bessel_k1.out", lower_k1, 0},
-    {"special_scaled_modified_bessel_k0", lower_k0e, 0},
-    {"special_scaled_modified_bessel_k0.out", lower_k0e, 0},
-    {"special_scaled_modified_bessel_k1", lower_k1e, 0},
-    {"special_scaled_modified_bessel_k1.out", lower_k1e, 0},
-    {"special_bessel_j0", lower_j0, 0},
-    {"special_bessel_j0.out", lower_j0, 0},
-    {"special_bessel_j1", lower_j1, 0},
-    {"special_bessel_j1.out", lower_j1, 0},
-    {"special_bessel_y0", lower_y0, 0},
-    {"special_bessel_y0.out", lower_y0, 0},
-    {"special_bessel_y1", lower_y1, 0},
-    {"special_bessel_y1.out", lower_y1, 0},
-    {"special_airy_ai", lower_airy_ai, 0},
-    {"special_airy_ai.out", lower_airy_ai, 0},
-    {"igamma", lower_igamma, 0},
-    {"igamma_", lower_igamma, 0},
-    {"igamma.out", lower_igamma, 0},
-    {"igammac", lower_igammac, 0},
-    {"igammac_", lower_igammac, 0},
-    {"igammac.out", lower_igammac, 0},
-    {NULL, NULL, 0},
+    {"i0", lower_i0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"special_i0e", lower_i0e, .variants = TTPU_V_OUT},
+    {"special_modified_bessel_i0", lower_modified_i0, .variants = TTPU_V_OUT},
+    {"special_modified_bessel_k0", k_common, .param = TTPU_PARAMS(0, 0, 0), .variants = TTPU_V_OUT},
+    {"special_modified_bessel_k1", k_common, .param = TTPU_PARAMS(1, 0, 0), .variants = TTPU_V_OUT},
+    {"special_scaled_modified_bessel_k0", k_common, .param = TTPU_PARAMS(0, 1, 0), .variants = TTPU_V_OUT},
+    {"special_scaled_modified_bessel_k1", k_common, .param = TTPU_PARAMS(1, 1, 0), .variants = TTPU_V_OUT},
+    {"special_bessel_j0", lower_j0, .variants = TTPU_V_OUT},
+    {"special_bessel_j1", lower_j1, .variants = TTPU_V_OUT},
+    {"special_bessel_y0", y_common, .param = 0, .variants = TTPU_V_OUT},
+    {"special_bessel_y1", y_common, .param = 1, .variants = TTPU_V_OUT},
+    {"special_airy_ai", lower_airy_ai, .variants = TTPU_V_OUT},
+    {"igamma", igamma_common, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"igammac", igamma_common, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {0},
 };

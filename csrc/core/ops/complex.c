@@ -2,8 +2,9 @@
  * it: + - * / (Tensor and Scalar, complex Scalars too), neg, conj, abs,
  * angle, complex(), polar(), eq/ne, isnan, sum and mean over dims; and the
  * list of real-dtype lowerings that are right for complex values as they
- * are (copies, fills, concatenation, gathers: they only move elements).
- * See complex.h for how a complex call finds its lowering. */
+ * are (copies, fills, concatenation, gathers: they only move elements)
+ * carry TTPU_OP_COMPLEX_AS_IS in their records. See complex.h for how a
+ * complex call finds its lowering. */
 #include <math.h>
 #include <string.h>
 
@@ -58,8 +59,9 @@ static int only_out_complex(const ttpu_op_call* call) {
  * the meta kernel already gave the output). */
 static ttpu_dtype out_dtype(ttpu_lower* L) { return ttpu_l_out_type(L, 0).dtype; }
 
-/* self (op) alpha * other; reverse swaps self and other (rsub). */
-static ttpu_status* arith(ttpu_lower* L, ttpu_binop op, int reverse) {
+ttpu_status* ttpu_complex_arith(ttpu_lower* L) {
+  ttpu_binop op = (ttpu_binop)(ttpu_l_param(L) & ~TTPU_EW_REVERSED);
+  int reverse = (ttpu_l_param(L) & TTPU_EW_REVERSED) != 0;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   if (!ttpu_dtype_is_complex(dt)) dt = out_dtype(L);
@@ -75,11 +77,7 @@ static ttpu_status* arith(ttpu_lower* L, ttpu_binop op, int reverse) {
   return NULL;
 }
 
-static ttpu_status* lower_add(ttpu_lower* L) { return arith(L, TTPU_ADD, 0); }
-static ttpu_status* lower_sub(ttpu_lower* L) { return arith(L, TTPU_SUB, 0); }
-static ttpu_status* lower_rsub(ttpu_lower* L) { return arith(L, TTPU_SUB, 1); }
-static ttpu_status* lower_mul(ttpu_lower* L) { return arith(L, TTPU_MUL, 0); }
-static ttpu_status* lower_div(ttpu_lower* L) {
+ttpu_status* ttpu_complex_div(ttpu_lower* L) {
   /* a rounding mode is not defined for complex values (CPU: "div_floor_cpu"
    * / "div_trunc_cpu" not implemented for 'ComplexFloat') */
   const char* mode = ttpu_l_str(L, 2, NULL);
@@ -90,17 +88,20 @@ static ttpu_status* lower_div(ttpu_lower* L) {
                   ttpu_dtype_torch_title(out_dtype(L)));
     return NULL;
   }
-  return arith(L, TTPU_DIV, 0);
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = ttpu_ew_common(L);
+  if (!ttpu_dtype_is_complex(dt)) dt = out_dtype(L);
+  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_DIV, ttpu_ew_in(L, 0, dt),
+                                       ttpu_ew_in(L, 1, dt)));
+  return NULL;
 }
 
-/* op(self) in the result dtype: neg; sgn (z / |z|, 0 for 0) */
-static ttpu_status* unary(ttpu_lower* L, ttpu_unop op) {
+ttpu_status* ttpu_complex_unary(ttpu_lower* L) {
+  ttpu_unop op = (ttpu_unop)ttpu_l_param(L);
   ttpu_l_set_out(L, 0, ttpu_hlo_unary(ttpu_l_hlo(L), op,
                                       ttpu_ew_in(L, 0, out_dtype(L))));
   return NULL;
 }
-static ttpu_status* lower_neg(ttpu_lower* L) { return unary(L, TTPU_NEG); }
-static ttpu_status* lower_sgn(ttpu_lower* L) { return unary(L, TTPU_SIGN); }
 
 /* conj_physical: re - im*i (a real input is its own conjugate) */
 static ttpu_status* lower_conj(ttpu_lower* L) {
@@ -114,7 +115,7 @@ static ttpu_status* lower_conj(ttpu_lower* L) {
 }
 
 /* abs of a complex value is its (real) magnitude, hypot(re, im) */
-static ttpu_status* lower_abs(ttpu_lower* L) {
+ttpu_status* ttpu_complex_abs(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_l_set_out(L, 0, ttpu_hlo_unary(b, TTPU_ABS, x));
@@ -122,7 +123,7 @@ static ttpu_status* lower_abs(ttpu_lower* L) {
 }
 
 /* angle = atan2(im, re) */
-static ttpu_status* lower_angle(ttpu_lower* L) {
+ttpu_status* ttpu_complex_angle(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   if (ttpu_dtype_is_complex(ttpu_l_type(L, x).dtype)) {
@@ -176,16 +177,14 @@ static ttpu_status* lower_polar(ttpu_lower* L) {
   return NULL;
 }
 
-static ttpu_status* cmp(ttpu_lower* L, ttpu_cmp c) {
+ttpu_status* ttpu_complex_compare(ttpu_lower* L) {
+  ttpu_cmp c = (ttpu_cmp)ttpu_l_param(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   ttpu_l_set_out(L, 0, ttpu_hlo_compare(ttpu_l_hlo(L), c, ttpu_ew_in(L, 0, dt),
                                         ttpu_ew_in(L, 1, dt)));
   return NULL;
 }
-static ttpu_status* lower_eq(ttpu_lower* L) { return cmp(L, TTPU_EQ); }
-static ttpu_status* lower_ne(ttpu_lower* L) { return cmp(L, TTPU_NE); }
-
-static ttpu_status* lower_isnan(ttpu_lower* L) {
+ttpu_status* ttpu_complex_isnan(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_l_set_out(L, 0, ttpu_ew_or(b, ttpu_ew_isnan(b, ttpu_hlo_real(b, x)),
@@ -193,18 +192,7 @@ static ttpu_status* lower_isnan(ttpu_lower* L) {
   return NULL;
 }
 
-/* exp, log, sqrt, ... of complex values: StableHLO's complex functions */
-#define COMPLEX_UNARY(name, op)                                \
-  static ttpu_status* lower_##name(ttpu_lower* L) { return unary(L, op); }
-COMPLEX_UNARY(exp, TTPU_EXP)
-COMPLEX_UNARY(log, TTPU_LOG)
-COMPLEX_UNARY(sqrt, TTPU_SQRT)
-COMPLEX_UNARY(sin, TTPU_SIN)
-COMPLEX_UNARY(cos, TTPU_COS)
-COMPLEX_UNARY(tanh, TTPU_TANH)
-#undef COMPLEX_UNARY
-
-static ttpu_status* lower_reciprocal(ttpu_lower* L) {
+ttpu_status* ttpu_complex_reciprocal(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_ew_in(L, 0, out_dtype(L));
   ttpu_l_set_out(L, 0, ttpu_ew_div(b, ttpu_ew_k(b, x, 1), x));
@@ -213,7 +201,7 @@ static ttpu_status* lower_reciprocal(ttpu_lower* L) {
 
 /* Comparisons PyTorch refuses for complex values with a RuntimeError (the
  * gate's NotImplementedError would be another exception type). */
-static ttpu_status* unordered(ttpu_lower* L) {
+ttpu_status* ttpu_complex_unordered(ttpu_lower* L) {
   const char* name = ttpu_op_name(ttpu_l_call(L)->op);
   size_t n = strcspn(name, ".");
   ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT,
@@ -225,8 +213,9 @@ static ttpu_status* unordered(ttpu_lower* L) {
 
 /* mm / bmm / mv / dot: one dot_general contracting self's last dim with
  * the other's first non-batch dim (lazy conjugates arrive resolved: the
- * glue passes values). float32's precision setting covers complex64. */
-static ttpu_status* product(ttpu_lower* L, int batch) {
+ * glue passes values); bmm's operands (3-d) have one batch dim.
+ * float32's precision setting covers complex64. */
+ttpu_status* ttpu_complex_product(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   const ttpu_tensor* ta = ttpu_l_tensor_desc(L, 0, -1);
@@ -240,6 +229,7 @@ static ttpu_status* product(ttpu_lower* L, int batch) {
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
   ttpu_val y = ttpu_hlo_convert(b, ttpu_l_tensor(L, 1), ot.dtype);
   int nx = ttpu_l_type(L, x).ndim;
+  int batch = nx == 3;
   int64_t zero = 0, cx = nx - 1, cy = batch;
   ttpu_l_set_out(L, 0, ttpu_hlo_dot_general(
                            b, x, y, &zero, &zero, batch, &cx, &cy, 1, ot.dtype,
@@ -247,8 +237,6 @@ static ttpu_status* product(ttpu_lower* L, int batch) {
   return NULL;
 }
 
-static ttpu_status* lower_mm(ttpu_lower* L) { return product(L, 0); }
-static ttpu_status* lower_bmm(ttpu_lower* L) { return product(L, 1); }
 
 /* ------------------------------------------------------------ random */
 
@@ -256,7 +244,8 @@ static ttpu_status* lower_bmm(ttpu_lower* L) { return product(L, 1); }
  * tensor: as the CPU, each of the real and imaginary parts is drawn like
  * a real tensor's elements (normal_ with std/sqrt(2), so E|z - mean|^2 is
  * std^2); the normals come from Box-Muller on the device's random bits. */
-static ttpu_status* random_parts(ttpu_lower* L, int normal) {
+ttpu_status* ttpu_complex_random(ttpu_lower* L) {
+  int normal = (ttpu_l_param(L) & TTPU_CX_NORMAL) != 0;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type t = ttpu_l_out_type(L, 0);
   t.dtype = ttpu_dtype_real(t.dtype);
@@ -292,14 +281,14 @@ static ttpu_status* random_parts(ttpu_lower* L, int normal) {
   return NULL;
 }
 
-static ttpu_status* lower_uniform(ttpu_lower* L) { return random_parts(L, 0); }
-static ttpu_status* lower_normal(ttpu_lower* L) { return random_parts(L, 1); }
 
 /* ------------------------------------------------------------ reductions */
 
 /* sum / mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype) and
  * their out= forms: an empty or absent dim list reduces every dim. */
-static ttpu_status* reduce_dims(ttpu_lower* L, int mean, int all) {
+ttpu_status* ttpu_complex_reduce(ttpu_lower* L) {
+  int mean = (ttpu_l_param(L) & TTPU_CX_MEAN) != 0;
+  int all = (ttpu_l_param(L) & TTPU_CX_ALL) != 0;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), ot.dtype);
@@ -324,95 +313,22 @@ static ttpu_status* reduce_dims(ttpu_lower* L, int mean, int all) {
   return NULL;
 }
 
-static ttpu_status* lower_sum(ttpu_lower* L) { return reduce_dims(L, 0, 0); }
-static ttpu_status* lower_mean(ttpu_lower* L) { return reduce_dims(L, 1, 0); }
-static ttpu_status* lower_sum_all(ttpu_lower* L) { return reduce_dims(L, 0, 1); }
-static ttpu_status* lower_mean_all(ttpu_lower* L) { return reduce_dims(L, 1, 1); }
 
 /* ------------------------------------------------------------ tables */
 
 /* New ops (complex-only math, or ops whose real case is trivial). */
 const ttpu_op_def ttpu_ops_complex[] = {
-    {"complex.out", lower_complex, 0},
-    {"polar.out", lower_polar, 0},
-    {"conj_physical.out", lower_conj, 0},
-    {NULL, NULL, 0},
+    {"complex.out", lower_complex, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"polar.out", lower_polar, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"conj_physical.out", lower_conj, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {0},
 };
-
-/* Complex lowerings of ops whose table entry is written for real dtypes. */
-static const ttpu_op_def overrides[] = {
-    {"add.Tensor", lower_add, 0},      {"add_.Tensor", lower_add, 0},
-    {"add.out", lower_add, 0},         {"add.Scalar", lower_add, 0},
-    {"add_.Scalar", lower_add, 0},     {"sub.Tensor", lower_sub, 0},
-    {"sub_.Tensor", lower_sub, 0},     {"sub.out", lower_sub, 0},
-    {"sub.Scalar", lower_sub, 0},      {"sub_.Scalar", lower_sub, 0},
-    {"rsub.Tensor", lower_rsub, 0},    {"rsub.Scalar", lower_rsub, 0},
-    {"mul.Tensor", lower_mul, 0},      {"mul_.Tensor", lower_mul, 0},
-    {"mul.out", lower_mul, 0},         {"mul.Scalar", lower_mul, 0},
-    {"mul_.Scalar", lower_mul, 0},     {"div.Tensor", lower_div, 0},
-    {"div_.Tensor", lower_div, 0},     {"div.out", lower_div, 0},
-    {"div.Scalar", lower_div, 0},      {"div_.Scalar", lower_div, 0},
-    {"div.Tensor_mode", lower_div, 0}, {"div_.Tensor_mode", lower_div, 0},
-    {"div.out_mode", lower_div, 0},    {"neg", lower_neg, 0},
-    {"neg_", lower_neg, 0},            {"neg.out", lower_neg, 0},
-    {"abs", lower_abs, 0},             {"abs.out", lower_abs, 0},
-    {"sgn", lower_sgn, 0},             {"sgn_", lower_sgn, 0},
-    {"sgn.out", lower_sgn, 0},         {"angle", lower_angle, 0},
-    {"angle.out", lower_angle, 0},
-    {"eq.Tensor", lower_eq, 0},        {"eq.Scalar", lower_eq, 0},
-    {"eq.Tensor_out", lower_eq, 0},    {"eq.Scalar_out", lower_eq, 0},
-    {"ne.Tensor", lower_ne, 0},        {"ne.Scalar", lower_ne, 0},
-    {"ne.Tensor_out", lower_ne, 0},    {"ne.Scalar_out", lower_ne, 0},
-    {"isnan", lower_isnan, 0},         {"sum.dim_IntList", lower_sum, 0},
-    {"sum.IntList_out", lower_sum, 0}, {"mean.dim", lower_mean, 0},
-    {"mean.out", lower_mean, 0},       {"sum", lower_sum_all, 0},
-    {"exp", lower_exp, 0},             {"exp_", lower_exp, 0},
-    {"exp.out", lower_exp, 0},         {"log", lower_log, 0},
-    {"log_", lower_log, 0},            {"log.out", lower_log, 0},
-    {"sqrt", lower_sqrt, 0},           {"sqrt_", lower_sqrt, 0},
-    {"sqrt.out", lower_sqrt, 0},       {"sin", lower_sin, 0},
-    {"sin_", lower_sin, 0},            {"sin.out", lower_sin, 0},
-    {"cos", lower_cos, 0},             {"cos_", lower_cos, 0},
-    {"cos.out", lower_cos, 0},         {"tanh", lower_tanh, 0},
-    {"tanh_", lower_tanh, 0},          {"tanh.out", lower_tanh, 0},
-    {"reciprocal", lower_reciprocal, 0}, {"reciprocal_", lower_reciprocal, 0},
-    {"reciprocal.out", lower_reciprocal, 0},
-    {"maximum", unordered, 0},         {"maximum.out", unordered, 0},
-    {"minimum", unordered, 0},         {"minimum.out", unordered, 0},
-    {"fmax", unordered, 0},            {"fmax.out", unordered, 0},
-    {"fmin", unordered, 0},            {"fmin.out", unordered, 0},
-    {"uniform_", lower_uniform, 0},    {"normal_", lower_normal, 0},
-    {"mm", lower_mm, 0},               {"mm.out", lower_mm, 0},
-    {"bmm", lower_bmm, 0},             {"bmm.out", lower_bmm, 0},
-    {"mv", lower_mm, 0},               {"mv.out", lower_mm, 0},
-    {"dot", lower_mm, 0},              {"dot.out", lower_mm, 0},
-    {"mean", lower_mean_all, 0},       {NULL, NULL, 0},
-};
-
-/* Real-dtype lowerings that only move, convert or fill elements, through
- * builder ops that take complex values as they are. */
-static const char* const as_is[] = {
-    "copy_", "clone", "fill_.Scalar", "fill_.Tensor", "zero_", "cat",
-    "cat.out", "flip", "roll", "constant_pad_nd", "index_select",
-    "index_select.out", "narrow_copy", "where.self", "where.self_out",
-    "repeat", NULL,
-};
-
-extern const ttpu_op_def ttpu_ops_fft[];
 
 /* The complex lowering of def's op, before a complex out= of real
  * operands is considered. */
 static ttpu_lower_fn complex_lowering_of(const ttpu_op_def* def) {
-  /* the families written for complex values (this file's, ops/fft.c) */
-  for (const ttpu_op_def* d = ttpu_ops_complex; d->name; ++d)
-    if (d == def) return def->fn;
-  for (const ttpu_op_def* d = ttpu_ops_fft; d->name; ++d)
-    if (d == def) return def->fn;
-  for (const ttpu_op_def* d = overrides; d->name; ++d)
-    if (!strcmp(d->name, def->name)) return d->fn;
-  for (int i = 0; as_is[i]; ++i)
-    if (!strcmp(as_is[i], def->name)) return def->fn;
-  return NULL;
+  if (def->flags & TTPU_OP_COMPLEX_AS_IS) return def->fn;
+  return def->complex_fn;
 }
 
 ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def,

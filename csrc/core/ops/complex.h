@@ -1,13 +1,45 @@
 /* complex.h - how calls with complex operands are lowered (internal to
  * ops/). Most lowerings were written for real dtypes; a call with a
- * complex tensor, a complex result type or a complex Scalar runs the op's
- * complex lowering (ops/complex.c), or the op's own lowering where that is
- * known to be right for complex values (pure data movement), and fails
- * with NotImplementedError otherwise: never a silently wrong answer. */
+ * complex tensor, a complex result type or a complex Scalar runs the
+ * complex lowering its record names (complex_fn, one of those below), or
+ * the op's own lowering where the record says it is right for complex
+ * values (TTPU_OP_COMPLEX_AS_IS: pure data movement), and fails with
+ * NotImplementedError otherwise: never a silently wrong answer. */
 #ifndef TTPU_OPS_COMPLEX_H_
 #define TTPU_OPS_COMPLEX_H_
 
 #include "ttpu_lower.h"
+
+/* The complex lowerings (ops/complex.c). They read the record's param
+ * (ttpu_l_param) where noted; a record pairs them with a real lowering
+ * that reads the same param the same way, or none. */
+/* self (op) alpha * other: param a ttpu_binop (ADD, SUB, MUL), with
+ * TTPU_EW_REVERSED (ops/elementwise.h) swapping self and other (rsub). */
+ttpu_status* ttpu_complex_arith(ttpu_lower* L);
+/* true division (a rounding mode fails as the CPU's) */
+ttpu_status* ttpu_complex_div(ttpu_lower* L);
+/* param a ttpu_unop, in the result dtype: neg, sgn, exp, log, sqrt ... */
+ttpu_status* ttpu_complex_unary(ttpu_lower* L);
+ttpu_status* ttpu_complex_abs(ttpu_lower* L);
+ttpu_status* ttpu_complex_angle(ttpu_lower* L);
+/* param a ttpu_cmp (EQ, NE) */
+ttpu_status* ttpu_complex_compare(ttpu_lower* L);
+ttpu_status* ttpu_complex_isnan(ttpu_lower* L);
+ttpu_status* ttpu_complex_reciprocal(ttpu_lower* L);
+/* maximum/minimum/fmax/fmin: the CPU's RuntimeError */
+ttpu_status* ttpu_complex_unordered(ttpu_lower* L);
+/* mm, bmm, mv, dot */
+ttpu_status* ttpu_complex_product(ttpu_lower* L);
+/* uniform_ (param 0) / normal_ (TTPU_CX_NORMAL) */
+ttpu_status* ttpu_complex_random(ttpu_lower* L);
+/* sum/mean over dims; param TTPU_CX_MEAN for mean, TTPU_CX_ALL for the
+ * overloads without a dim list */
+ttpu_status* ttpu_complex_reduce(ttpu_lower* L);
+enum {
+  TTPU_CX_MEAN = 1,
+  TTPU_CX_ALL = 2,
+  TTPU_CX_NORMAL = 1,
+};
 
 /* 1 when the call has a complex tensor, result type or Scalar. */
 int ttpu_complex_call(const ttpu_op_call* call);

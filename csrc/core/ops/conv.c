@@ -614,7 +614,8 @@ static int64_t slot_digit(int64_t kk, const int64_t* k, int n, int d) {
  * ceil_mode) come from PyTorch's meta function. A fixed window is a
  * strided slice per window slot, so the CPU's scan is done literally, slot
  * by slot in row-major order: all elementwise, one fused loop for XLA. */
-static ttpu_status* lower_max_pool(ttpu_lower* L, int n) {
+static ttpu_status* lower_max_pool(ttpu_lower* L) {
+  int n = (int)ttpu_l_param(L);
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
@@ -705,9 +706,6 @@ static ttpu_status* lower_max_pool(ttpu_lower* L, int n) {
   ttpu_l_set_out(L, 1, idx);
   return NULL;
 }
-
-static ttpu_status* lower_max_pool2d(ttpu_lower* L) { return lower_max_pool(L, 2); }
-static ttpu_status* lower_max_pool3d(ttpu_lower* L) { return lower_max_pool(L, 3); }
 
 /* PyTorch's adaptive window of output o: [start, end) over in inputs. */
 static int64_t ad_start(int64_t o, int64_t out, int64_t in) {
@@ -804,6 +802,7 @@ static ttpu_status* lower_adaptive_max_pool3d(ttpu_lower* L) {
 
 /* The backward of every max pooling: grad_output scattered (added) into
  * the input plane at `indices` (arg idx_arg), as the CPU kernels do. */
+/* param: the spatial dims. */
 static ttpu_status* lower_max_pool_backward(ttpu_lower* L, int idx_arg) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
@@ -812,7 +811,7 @@ static ttpu_status* lower_max_pool_backward(ttpu_lower* L, int idx_arg) {
   /* planes: the leading dims the indices do not address (the meta
    * function has checked that grad_output and indices agree) */
   const char* name = ttpu_op_name(ttpu_l_call(L)->op);
-  int nsp = strstr(name, "3d") ? 3 : 2;
+  int nsp = (int)ttpu_l_param(L);
   int lead = out.ndim - nsp;
   if (lead < 0)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "%s: bad rank", name);
@@ -894,7 +893,7 @@ static ttpu_status* lower_avg_pool(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x), out = ttpu_l_out_type(L, 0);
-  int n = strstr(ttpu_op_name(ttpu_l_call(L)->op), "3d") ? 3 : 2;
+  int n = (int)ttpu_l_param(L);
   if (tx.dtype == TTPU_BOOL) {
     reject(L, n == 2 ? "avg_pool2d" : "avg_pool3d", tx.dtype);
     return NULL;
@@ -947,7 +946,7 @@ static ttpu_status* lower_avg_pool_backward(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val go = ttpu_l_tensor(L, 0);
   ttpu_type tg = ttpu_l_type(L, go), out = ttpu_l_out_type(L, 0);
-  int n = strstr(ttpu_op_name(ttpu_l_call(L)->op), "3d") ? 3 : 2;
+  int n = (int)ttpu_l_param(L);
   pool_geom p;
   if (!pool_geom_of(L, out, tg, n, &p)) return NULL;
   int64_t k[MAXD], s[MAXD], pad[MAXD];
@@ -1018,7 +1017,7 @@ static ttpu_status* lower_adaptive_avg_pool(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x), out = ttpu_l_out_type(L, 0);
-  int n = strstr(ttpu_op_name(ttpu_l_call(L)->op), "3d") ? 3 : 2;
+  int n = (int)ttpu_l_param(L);
   if (!require_float(L, n == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d",
                      tx.dtype))
     return NULL;
@@ -1056,7 +1055,7 @@ static ttpu_status* lower_adaptive_avg_pool_backward(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val go = ttpu_l_tensor(L, 0);
   ttpu_type tg = ttpu_l_type(L, go), out = ttpu_l_out_type(L, 0);
-  int n = strstr(ttpu_op_name(ttpu_l_call(L)->op), "3d") ? 3 : 2;
+  int n = (int)ttpu_l_param(L);
   pool_geom p;
   if (!pool_geom_of(L, out, tg, n, &p)) return NULL;
   ttpu_dtype acc = acc_dtype(out.dtype);
@@ -1093,12 +1092,12 @@ static ttpu_status* lower_adaptive_avg_pool_backward(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ upsampling */
 
-/* Spatial dims of an upsample op, from its name's trailing "Nd". */
+/* In an upsample record's param, with its spatial dims: nearest-exact. */
+#define UPSAMPLE_EXACT (1 << 8)
+
+/* Spatial dims of an upsample op (its record's param). */
 static int upsample_dims(ttpu_lower* L) {
-  const char* name = ttpu_op_name(ttpu_l_call(L)->op);
-  if (strstr(name, "1d")) return 1;
-  if (strstr(name, "3d")) return 3;
-  return 2;
+  return (int)(ttpu_l_param(L) & ~UPSAMPLE_EXACT);
 }
 
 /* A `float? scales` arg: >0 when given and positive, else 0. */
@@ -1129,7 +1128,7 @@ static int64_t nearest_src(int64_t o, int64_t in, int64_t out, double scale,
 static ttpu_status* lower_upsample_nearest(ttpu_lower* L, int backward) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   int n = upsample_dims(L);
-  int exact = strstr(ttpu_op_name(ttpu_l_call(L)->op), "exact") != NULL;
+  int exact = (ttpu_l_param(L) & UPSAMPLE_EXACT) != 0;
   ttpu_val v = ttpu_l_tensor(L, 0);
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
   /* big: the upsampled side; small: the original input */
@@ -1289,42 +1288,42 @@ static ttpu_status* lower_upsample_linear_bwd(ttpu_lower* L) {
  * ConvolutionBackward0, which calls convolution_backward), and the
  * overrideables have no meta kernel to size their outputs. */
 const ttpu_op_def ttpu_ops_conv[] = {
-    {"convolution", lower_convolution, 0},
-    {"_convolution", lower_convolution, 0},
-    {"convolution_backward", lower_convolution_backward, 0},
-    {"max_pool2d_with_indices", lower_max_pool2d, 0},
-    {"max_pool3d_with_indices", lower_max_pool3d, 0},
-    {"max_pool2d_with_indices_backward", lower_max_pool_with_indices_backward, 0},
-    {"max_pool3d_with_indices_backward", lower_max_pool_with_indices_backward, 0},
-    {"adaptive_max_pool2d", lower_adaptive_max_pool2d, 0},
-    {"adaptive_max_pool3d", lower_adaptive_max_pool3d, 0},
-    {"adaptive_max_pool2d_backward", lower_adaptive_max_pool_backward, 0},
-    {"adaptive_max_pool3d_backward", lower_adaptive_max_pool_backward, 0},
-    {"avg_pool2d", lower_avg_pool, 0},
-    {"avg_pool3d", lower_avg_pool, 0},
-    {"avg_pool2d_backward", lower_avg_pool_backward, 0},
-    {"avg_pool3d_backward", lower_avg_pool_backward, 0},
-    {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, 0},
-    {"_adaptive_avg_pool3d", lower_adaptive_avg_pool, 0},
-    {"_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward, 0},
-    {"_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward, 0},
-    {"upsample_nearest1d", lower_upsample_nearest_fwd, 0},
-    {"upsample_nearest2d", lower_upsample_nearest_fwd, 0},
-    {"upsample_nearest3d", lower_upsample_nearest_fwd, 0},
-    {"_upsample_nearest_exact1d", lower_upsample_nearest_fwd, 0},
-    {"_upsample_nearest_exact2d", lower_upsample_nearest_fwd, 0},
-    {"_upsample_nearest_exact3d", lower_upsample_nearest_fwd, 0},
-    {"upsample_nearest1d_backward", lower_upsample_nearest_bwd, 0},
-    {"upsample_nearest2d_backward", lower_upsample_nearest_bwd, 0},
-    {"upsample_nearest3d_backward", lower_upsample_nearest_bwd, 0},
-    {"_upsample_nearest_exact1d_backward", lower_upsample_nearest_bwd, 0},
-    {"_upsample_nearest_exact2d_backward", lower_upsample_nearest_bwd, 0},
-    {"_upsample_nearest_exact3d_backward", lower_upsample_nearest_bwd, 0},
-    {"upsample_linear1d", lower_upsample_linear_fwd, 0},
-    {"upsample_bilinear2d", lower_upsample_linear_fwd, 0},
-    {"upsample_trilinear3d", lower_upsample_linear_fwd, 0},
-    {"upsample_linear1d_backward", lower_upsample_linear_bwd, 0},
-    {"upsample_bilinear2d_backward", lower_upsample_linear_bwd, 0},
-    {"upsample_trilinear3d_backward", lower_upsample_linear_bwd, 0},
-    {NULL, NULL, 0},
+    {"convolution", lower_convolution, .flags = 0},
+    {"_convolution", lower_convolution, .flags = 0},
+    {"convolution_backward", lower_convolution_backward, .flags = 0},
+    {"max_pool2d_with_indices", lower_max_pool, .param = 2},
+    {"max_pool3d_with_indices", lower_max_pool, .param = 3},
+    {"max_pool2d_with_indices_backward", lower_max_pool_with_indices_backward, .param = 2},
+    {"max_pool3d_with_indices_backward", lower_max_pool_with_indices_backward, .param = 3},
+    {"adaptive_max_pool2d", lower_adaptive_max_pool2d, .flags = 0},
+    {"adaptive_max_pool3d", lower_adaptive_max_pool3d, .flags = 0},
+    {"adaptive_max_pool2d_backward", lower_adaptive_max_pool_backward, .param = 2},
+    {"adaptive_max_pool3d_backward", lower_adaptive_max_pool_backward, .param = 3},
+    {"avg_pool2d", lower_avg_pool, .param = 2},
+    {"avg_pool3d", lower_avg_pool, .param = 3},
+    {"avg_pool2d_backward", lower_avg_pool_backward, .param = 2},
+    {"avg_pool3d_backward", lower_avg_pool_backward, .param = 3},
+    {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, .param = 2},
+    {"_adaptive_avg_pool3d", lower_adaptive_avg_pool, .param = 3},
+    {"_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward, .param = 2},
+    {"_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward, .param = 3},
+    {"upsample_nearest1d", lower_upsample_nearest_fwd, .param = 1},
+    {"upsample_nearest2d", lower_upsample_nearest_fwd, .param = 2},
+    {"upsample_nearest3d", lower_upsample_nearest_fwd, .param = 3},
+    {"_upsample_nearest_exact1d", lower_upsample_nearest_fwd, .param = 1 | UPSAMPLE_EXACT},
+    {"_upsample_nearest_exact2d", lower_upsample_nearest_fwd, .param = 2 | UPSAMPLE_EXACT},
+    {"_upsample_nearest_exact3d", lower_upsample_nearest_fwd, .param = 3 | UPSAMPLE_EXACT},
+    {"upsample_nearest1d_backward", lower_upsample_nearest_bwd, .param = 1},
+    {"upsample_nearest2d_backward", lower_upsample_nearest_bwd, .param = 2},
+    {"upsample_nearest3d_backward", lower_upsample_nearest_bwd, .param = 3},
+    {"_upsample_nearest_exact1d_backward", lower_upsample_nearest_bwd, .param = 1 | UPSAMPLE_EXACT},
+    {"_upsample_nearest_exact2d_backward", lower_upsample_nearest_bwd, .param = 2 | UPSAMPLE_EXACT},
+    {"_upsample_nearest_exact3d_backward", lower_upsample_nearest_bwd, .param = 3 | UPSAMPLE_EXACT},
+    {"upsample_linear1d", lower_upsample_linear_fwd, .param = 1},
+    {"upsample_bilinear2d", lower_upsample_linear_fwd, .param = 2},
+    {"upsample_trilinear3d", lower_upsample_linear_fwd, .param = 3},
+    {"upsample_linear1d_backward", lower_upsample_linear_bwd, .param = 1},
+    {"upsample_bilinear2d_backward", lower_upsample_linear_bwd, .param = 2},
+    {"upsample_trilinear3d_backward", lower_upsample_linear_bwd, .param = 3},
+    {0},
 };

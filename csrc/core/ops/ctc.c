@@ -399,7 +399,7 @@ static ttpu_status* lower_ctc_loss_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_ctc[] = {
-    {"_ctc_loss", lower_ctc_loss, 0},
-    {"_ctc_loss_backward", lower_ctc_loss_backward, 0},
-    {NULL, NULL, 0},
+    {"_ctc_loss", lower_ctc_loss, .flags = 0},
+    {"_ctc_loss_backward", lower_ctc_loss_backward, .flags = 0},
+    {0},
 };

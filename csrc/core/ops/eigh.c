@@ -235,7 +235,7 @@ static ttpu_status* lower_eigh(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_eigh[] = {
-    {"_linalg_eigh", lower_eigh, 0},
-    {"_linalg_eigh.eigenvalues", lower_eigh, 0},
-    {NULL, NULL, 0},
+    {"_linalg_eigh", lower_eigh, .flags = 0},
+    {"_linalg_eigh.eigenvalues", lower_eigh, .flags = 0},
+    {0},
 };

@@ -7,6 +7,7 @@
  * elementwise.h shared with unary.c and activation.c. */
 #include <math.h>
 
+#include "complex.h"
 #include "elementwise.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -154,7 +155,9 @@ static void operands(ttpu_lower* L, ttpu_dtype dt, ttpu_val* x, ttpu_val* y) {
 }
 
 /* self (op) alpha * other; rsub swaps self and other. alpha is arg 2. */
-static ttpu_status* add_like(ttpu_lower* L, ttpu_binop op, int reverse) {
+static ttpu_status* add_like(ttpu_lower* L) {
+  ttpu_binop op = (ttpu_binop)(ttpu_l_param(L) & ~TTPU_EW_REVERSED);
+  int reverse = (ttpu_l_param(L) & TTPU_EW_REVERSED) != 0;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   ttpu_val x, y;
@@ -183,10 +186,6 @@ static ttpu_status* add_like(ttpu_lower* L, ttpu_binop op, int reverse) {
   ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, op, x, y));
   return NULL;
 }
-
-static ttpu_status* lower_add(ttpu_lower* L) { return add_like(L, TTPU_ADD, 0); }
-static ttpu_status* lower_sub(ttpu_lower* L) { return add_like(L, TTPU_SUB, 0); }
-static ttpu_status* lower_rsub(ttpu_lower* L) { return add_like(L, TTPU_SUB, 1); }
 
 static ttpu_status* lower_mul(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
@@ -239,8 +238,17 @@ static ttpu_val floordiv_int(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
   return ttpu_hlo_select(b, fix, ttpu_ew_addk(b, q, -1), q);
 }
 
-/* div with rounding mode NULL (true division), "trunc" or "floor". */
-static ttpu_status* div_mode(ttpu_lower* L, const char* mode) {
+/* Where div_mode's rounding mode comes from (its param). */
+enum { DIV_TRUE, DIV_FLOOR, DIV_MODE_ARG };
+
+/* div with rounding mode NULL (true division), "trunc" or "floor": none
+ * (div), "floor" (floor_divide) or arg 2 (div.Tensor_mode / Scalar_mode,
+ * None: true division). */
+static ttpu_status* div_mode(ttpu_lower* L) {
+  int from = (int)ttpu_l_param(L);
+  const char* mode = from == DIV_FLOOR      ? "floor"
+                     : from == DIV_MODE_ARG ? ttpu_l_str(L, 2, NULL)
+                                            : NULL;
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x, y;
   if (!mode) {
@@ -267,22 +275,13 @@ static ttpu_status* div_mode(ttpu_lower* L, const char* mode) {
   return NULL;
 }
 
-static ttpu_status* lower_div(ttpu_lower* L) { return div_mode(L, NULL); }
-/* div.Tensor_mode / Scalar_mode: rounding_mode is arg 2 (None: true div) */
-static ttpu_status* lower_div_mode(ttpu_lower* L) {
-  return div_mode(L, ttpu_l_str(L, 2, NULL));
-}
-static ttpu_status* lower_floor_divide(ttpu_lower* L) {
-  return div_mode(L, "floor");
-}
 
 /* remainder (Python's %, sign of the divisor) and fmod (C's, sign of the
  * dividend). */
-static ttpu_status* rem_like(ttpu_lower* L, int python) {
+static ttpu_status* rem_like(ttpu_lower* L) {
+  int python = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_NUM, python ? "remainder_cpu" : "fmod_cpu"))
-    return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
   if (!ttpu_dtype_is_float(dt)) ttpu_ew_check_int_divisor(L, y);
@@ -297,9 +296,6 @@ static ttpu_status* rem_like(ttpu_lower* L, int python) {
   ttpu_l_set_out(L, 0, m);
   return NULL;
 }
-
-static ttpu_status* lower_remainder(ttpu_lower* L) { return rem_like(L, 1); }
-static ttpu_status* lower_fmod(ttpu_lower* L) { return rem_like(L, 0); }
 
 /* Integer power as CPU's powi: exponentiation by squaring, wrapping, over
  * every bit of the exponent (the plugin's own integer power is not exact
@@ -338,7 +334,6 @@ static ttpu_val pow_values(ttpu_hlo* b, ttpu_val x, ttpu_val e) {
 /* pow.Tensor_Tensor / pow.Scalar / pow_.Tensor */
 static ttpu_status* lower_pow(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_NUM, "pow")) return NULL;
   ttpu_val x, e;
   operands(L, dt, &x, &e);
   ttpu_l_set_out(L, 0, pow_values(ttpu_l_hlo(L), x, e));
@@ -352,7 +347,6 @@ static ttpu_status* lower_pow(ttpu_lower* L) {
 static ttpu_status* lower_pow_scalar(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_NUM, "pow")) return NULL;
   ttpu_val x, e;
   operands(L, dt, &x, &e);
   if (!ttpu_dtype_is_float(dt)) {
@@ -399,7 +393,8 @@ static ttpu_status* lower_minimum(ttpu_lower* L) {
 }
 
 /* fmax/fmin: a NaN loses to a number. */
-static ttpu_status* fmax_like(ttpu_lower* L, ttpu_binop op) {
+static ttpu_status* fmax_like(ttpu_lower* L) {
+  ttpu_binop op = (ttpu_binop)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x, y;
   operands(L, ttpu_ew_common(L), &x, &y);
@@ -412,15 +407,11 @@ static ttpu_status* fmax_like(ttpu_lower* L, ttpu_binop op) {
   return NULL;
 }
 
-static ttpu_status* lower_fmax(ttpu_lower* L) { return fmax_like(L, TTPU_MAX); }
-static ttpu_status* lower_fmin(ttpu_lower* L) { return fmax_like(L, TTPU_MIN); }
-
 /* hypot as std::hypot: scaled so that neither square overflows, and an
  * infinity wins over a NaN. */
 static ttpu_status* lower_hypot(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "hypot_cpu")) return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
   x = ttpu_hlo_unary(b, TTPU_ABS, x);
@@ -472,11 +463,10 @@ static ttpu_status* lower_xlogy(ttpu_lower* L) {
 }
 
 /* logaddexp(2): max + log1p(exp(-|x - y|)), equal infinities kept. */
-static ttpu_status* logaddexp_like(ttpu_lower* L, int base2) {
+static ttpu_status* logaddexp_like(ttpu_lower* L) {
+  int base2 = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, base2 ? "logaddexp2_cpu" : "logaddexp_cpu"))
-    return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
   const double ln2 = 0.693147180559945309417232121458176568;
@@ -496,9 +486,6 @@ static ttpu_status* logaddexp_like(ttpu_lower* L, int base2) {
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
-
-static ttpu_status* lower_logaddexp(ttpu_lower* L) { return logaddexp_like(L, 0); }
-static ttpu_status* lower_logaddexp2(ttpu_lower* L) { return logaddexp_like(L, 1); }
 
 /* heaviside(x, values): values where x == 0, else x > 0. */
 static ttpu_status* lower_heaviside(ttpu_lower* L) {
@@ -543,10 +530,9 @@ static ttpu_status* lower_bitwise_not(ttpu_lower* L) {
 /* Shifts: StableHLO's out-of-range rules are CPU's (a shift by >= the bit
  * width or by a negative amount gives 0, or the sign for arithmetic right
  * shifts). */
-static ttpu_status* shift(ttpu_lower* L, int left) {
+static ttpu_status* shift(ttpu_lower* L) {
+  int left = (int)ttpu_l_param(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_INT, left ? "lshift_cpu" : "rshift_cpu"))
-    return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
   ttpu_binop op = left ? TTPU_SHL : is_unsigned(dt) ? TTPU_SHR_L : TTPU_SHR_A;
@@ -554,12 +540,10 @@ static ttpu_status* shift(ttpu_lower* L, int left) {
   return NULL;
 }
 
-static ttpu_status* lower_lshift(ttpu_lower* L) { return shift(L, 1); }
-static ttpu_status* lower_rshift(ttpu_lower* L) { return shift(L, 0); }
-
 /* ------------------------------------------------------------ logical */
 
-static ttpu_status* logical(ttpu_lower* L, int which) {
+static ttpu_status* logical(ttpu_lower* L) {
+  int which = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_ew_in(L, 0, TTPU_BOOL);
   ttpu_val r;
@@ -574,26 +558,15 @@ static ttpu_status* logical(ttpu_lower* L, int which) {
   return NULL;
 }
 
-static ttpu_status* lower_logical_and(ttpu_lower* L) { return logical(L, 0); }
-static ttpu_status* lower_logical_or(ttpu_lower* L) { return logical(L, 1); }
-static ttpu_status* lower_logical_xor(ttpu_lower* L) { return logical(L, 2); }
-static ttpu_status* lower_logical_not(ttpu_lower* L) { return logical(L, 3); }
-
 /* ------------------------------------------------------------ comparison */
 
-static ttpu_status* compare(ttpu_lower* L, ttpu_cmp c) {
+static ttpu_status* compare(ttpu_lower* L) {
+  ttpu_cmp c = (ttpu_cmp)ttpu_l_param(L);
   ttpu_val x, y;
   operands(L, ttpu_ew_common(L), &x, &y);
   ttpu_l_set_out(L, 0, ttpu_hlo_compare(ttpu_l_hlo(L), c, x, y));
   return NULL;
 }
-
-static ttpu_status* lower_eq(ttpu_lower* L) { return compare(L, TTPU_EQ); }
-static ttpu_status* lower_ne(ttpu_lower* L) { return compare(L, TTPU_NE); }
-static ttpu_status* lower_lt(ttpu_lower* L) { return compare(L, TTPU_LT); }
-static ttpu_status* lower_le(ttpu_lower* L) { return compare(L, TTPU_LE); }
-static ttpu_status* lower_gt(ttpu_lower* L) { return compare(L, TTPU_GT); }
-static ttpu_status* lower_ge(ttpu_lower* L) { return compare(L, TTPU_GE); }
 
 /* ------------------------------------------------------------ selection */
 
@@ -609,7 +582,9 @@ static ttpu_status* lower_where(ttpu_lower* L) {
 
 /* clamp(self, min?, max?) for Scalar and Tensor bounds alike:
  * min(max(x, lo), hi), so lo > hi gives hi; NaN anywhere gives NaN. */
-static ttpu_status* clamp_args(ttpu_lower* L, int lo_arg, int hi_arg) {
+static ttpu_status* clamp_args(ttpu_lower* L) {
+  int lo_arg = (int)ttpu_l_param_at(L, 0);
+  int hi_arg = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   int tensor_bounds = ttpu_l_kind(L, lo_arg) == TTPU_ARG_TENSOR ||
@@ -626,10 +601,6 @@ static ttpu_status* clamp_args(ttpu_lower* L, int lo_arg, int hi_arg) {
   ttpu_l_set_out(L, 0, x);
   return NULL;
 }
-
-static ttpu_status* lower_clamp(ttpu_lower* L) { return clamp_args(L, 1, 2); }
-static ttpu_status* lower_clamp_min(ttpu_lower* L) { return clamp_args(L, 1, -1); }
-static ttpu_status* lower_clamp_max(ttpu_lower* L) { return clamp_args(L, -1, 1); }
 
 /* masked_fill(self, mask, value): value converted to self's dtype as CPU
  * does (a float truncated into an integer tensor). */
@@ -663,7 +634,8 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
 
 /* addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2 (in
  * CPU's order of evaluation). */
-static ttpu_status* addc(ttpu_lower* L, int divide) {
+static ttpu_status* addc(ttpu_lower* L) {
+  int divide = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   /* `value` takes no part in promotion (2.5 is 2 for integer tensors) */
   ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
@@ -679,224 +651,113 @@ static ttpu_status* addc(ttpu_lower* L, int divide) {
   return NULL;
 }
 
-static ttpu_status* lower_addcmul(ttpu_lower* L) { return addc(L, 0); }
-static ttpu_status* lower_addcdiv(ttpu_lower* L) { return addc(L, 1); }
-
 /* Functional, in-place and out= overloads share a lowering: the operands
  * are the same leading arguments, and the framework writes output 0
  * wherever it lives. */
 const ttpu_op_def ttpu_ops_elementwise[] = {
-    {"add.Tensor", lower_add, 0},
-    {"add_.Tensor", lower_add, 0},
-    {"add.out", lower_add, 0},
-    {"add.Scalar", lower_add, 0},
-    {"add_.Scalar", lower_add, 0},
-    {"add.Scalar_out", lower_add, 0},
-    {"sub.Tensor", lower_sub, 0},
-    {"sub_.Tensor", lower_sub, 0},
-    {"sub.out", lower_sub, 0},
-    {"sub.Scalar", lower_sub, 0},
-    {"sub_.Scalar", lower_sub, 0},
-    {"sub.Scalar_out", lower_sub, 0},
-    {"rsub.Tensor", lower_rsub, 0},
-    {"rsub.Scalar", lower_rsub, 0},
-    {"rsub.Tensor_out", lower_rsub, 0},
-    {"rsub.Scalar_out", lower_rsub, 0},
-    {"mul.Tensor", lower_mul, 0},
-    {"mul_.Tensor", lower_mul, 0},
-    {"mul.out", lower_mul, 0},
-    {"mul.Scalar", lower_mul, 0},
-    {"mul_.Scalar", lower_mul, 0},
-    {"mul.Scalar_out", lower_mul, 0},
-    {"div.Tensor", lower_div, 0},
-    {"div_.Tensor", lower_div, 0},
-    {"div.out", lower_div, 0},
-    {"div.Scalar", lower_div, 0},
-    {"div_.Scalar", lower_div, 0},
-    {"div.Scalar_out", lower_div, 0},
-    {"div.Tensor_mode", lower_div_mode, 0},
-    {"div_.Tensor_mode", lower_div_mode, 0},
-    {"div.out_mode", lower_div_mode, 0},
-    {"div.Scalar_mode", lower_div_mode, 0},
-    {"div_.Scalar_mode", lower_div_mode, 0},
-    {"div.Scalar_mode_out", lower_div_mode, 0},
-    {"floor_divide", lower_floor_divide, 0},
-    {"floor_divide_.Tensor", lower_floor_divide, 0},
-    {"floor_divide.out", lower_floor_divide, 0},
-    {"floor_divide.Scalar", lower_floor_divide, 0},
-    {"floor_divide_.Scalar", lower_floor_divide, 0},
-    {"floor_divide.Scalar_out", lower_floor_divide, 0},
-    {"remainder.Tensor", lower_remainder, 0},
-    {"remainder_.Tensor", lower_remainder, 0},
-    {"remainder.Tensor_out", lower_remainder, 0},
-    {"remainder.Scalar", lower_remainder, 0},
-    {"remainder_.Scalar", lower_remainder, 0},
-    {"remainder.Scalar_out", lower_remainder, 0},
-    {"remainder.Scalar_Tensor", lower_remainder, 0},
-    {"remainder.Scalar_Tensor_out", lower_remainder, 0},
-    {"fmod.Tensor", lower_fmod, 0},
-    {"fmod_.Tensor", lower_fmod, 0},
-    {"fmod.Tensor_out", lower_fmod, 0},
-    {"fmod.Scalar", lower_fmod, 0},
-    {"fmod_.Scalar", lower_fmod, 0},
-    {"fmod.Scalar_out", lower_fmod, 0},
-    {"pow.Tensor_Tensor", lower_pow, 0},
-    {"pow_.Tensor", lower_pow, 0},
-    {"pow.Tensor_Tensor_out", lower_pow, 0},
-    {"pow.Scalar", lower_pow, 0},
-    {"pow.Scalar_out", lower_pow, 0},
-    {"pow.Tensor_Scalar", lower_pow_scalar, 0},
-    {"pow_.Scalar", lower_pow_scalar, 0},
-    {"pow.Tensor_Scalar_out", lower_pow_scalar, 0},
-    {"atan2", lower_atan2, 0},
-    {"atan2_", lower_atan2, 0},
-    {"atan2.out", lower_atan2, 0},
-    {"maximum", lower_maximum, 0},
-    {"maximum.out", lower_maximum, 0},
-    {"minimum", lower_minimum, 0},
-    {"minimum.out", lower_minimum, 0},
-    {"fmax", lower_fmax, 0},
-    {"fmax.out", lower_fmax, 0},
-    {"fmin", lower_fmin, 0},
-    {"fmin.out", lower_fmin, 0},
-    {"hypot", lower_hypot, 0},
-    {"hypot_", lower_hypot, 0},
-    {"hypot.out", lower_hypot, 0},
-    {"copysign.Tensor", lower_copysign, 0},
-    {"copysign_.Tensor", lower_copysign, 0},
-    {"copysign.out", lower_copysign, 0},
-    {"copysign.Scalar", lower_copysign, 0},
-    {"copysign_.Scalar", lower_copysign, 0},
-    {"copysign.Scalar_out", lower_copysign, 0},
-    {"xlogy.Tensor", lower_xlogy, 0},
-    {"xlogy_.Tensor", lower_xlogy, 0},
-    {"xlogy.OutTensor", lower_xlogy, 0},
-    {"xlogy.Scalar_Self", lower_xlogy, 0},
-    {"xlogy.OutScalar_Self", lower_xlogy, 0},
-    {"xlogy.Scalar_Other", lower_xlogy, 0},
-    {"xlogy_.Scalar_Other", lower_xlogy, 0},
-    {"xlogy.OutScalar_Other", lower_xlogy, 0},
-    {"logaddexp", lower_logaddexp, 0},
-    {"logaddexp.out", lower_logaddexp, 0},
-    {"logaddexp2", lower_logaddexp2, 0},
-    {"logaddexp2.out", lower_logaddexp2, 0},
-    {"heaviside", lower_heaviside, 0},
-    {"heaviside_", lower_heaviside, 0},
-    {"heaviside.out", lower_heaviside, 0},
-    {"bitwise_and.Tensor", lower_bitwise_and, 0},
-    {"bitwise_and_.Tensor", lower_bitwise_and, 0},
-    {"bitwise_and.Tensor_out", lower_bitwise_and, 0},
-    {"bitwise_and.Scalar", lower_bitwise_and, 0},
-    {"bitwise_and_.Scalar", lower_bitwise_and, 0},
-    {"bitwise_and.Scalar_out", lower_bitwise_and, 0},
-    {"bitwise_and.Scalar_Tensor", lower_bitwise_and, 0},
-    {"bitwise_and.Scalar_Tensor_out", lower_bitwise_and, 0},
-    {"bitwise_or.Tensor", lower_bitwise_or, 0},
-    {"bitwise_or_.Tensor", lower_bitwise_or, 0},
-    {"bitwise_or.Tensor_out", lower_bitwise_or, 0},
-    {"bitwise_or.Scalar", lower_bitwise_or, 0},
-    {"bitwise_or_.Scalar", lower_bitwise_or, 0},
-    {"bitwise_or.Scalar_out", lower_bitwise_or, 0},
-    {"bitwise_or.Scalar_Tensor", lower_bitwise_or, 0},
-    {"bitwise_or.Scalar_Tensor_out", lower_bitwise_or, 0},
-    {"bitwise_xor.Tensor", lower_bitwise_xor, 0},
-    {"bitwise_xor_.Tensor", lower_bitwise_xor, 0},
-    {"bitwise_xor.Tensor_out", lower_bitwise_xor, 0},
-    {"bitwise_xor.Scalar", lower_bitwise_xor, 0},
-    {"bitwise_xor_.Scalar", lower_bitwise_xor, 0},
-    {"bitwise_xor.Scalar_out", lower_bitwise_xor, 0},
-    {"bitwise_xor.Scalar_Tensor", lower_bitwise_xor, 0},
-    {"bitwise_xor.Scalar_Tensor_out", lower_bitwise_xor, 0},
-    {"bitwise_not", lower_bitwise_not, 0},
-    {"bitwise_not_", lower_bitwise_not, 0},
-    {"bitwise_not.out", lower_bitwise_not, 0},
-    {"bitwise_left_shift.Tensor", lower_lshift, 0},
-    {"bitwise_left_shift_.Tensor", lower_lshift, 0},
-    {"bitwise_left_shift.Tensor_out", lower_lshift, 0},
-    {"bitwise_left_shift.Tensor_Scalar", lower_lshift, 0},
-    {"bitwise_left_shift_.Tensor_Scalar", lower_lshift, 0},
-    {"bitwise_left_shift.Tensor_Scalar_out", lower_lshift, 0},
-    {"bitwise_left_shift.Scalar_Tensor", lower_lshift, 0},
-    {"bitwise_left_shift.Scalar_Tensor_out", lower_lshift, 0},
-    {"bitwise_right_shift.Tensor", lower_rshift, 0},
-    {"bitwise_right_shift_.Tensor", lower_rshift, 0},
-    {"bitwise_right_shift.Tensor_out", lower_rshift, 0},
-    {"bitwise_right_shift.Tensor_Scalar", lower_rshift, 0},
-    {"bitwise_right_shift_.Tensor_Scalar", lower_rshift, 0},
-    {"bitwise_right_shift.Tensor_Scalar_out", lower_rshift, 0},
-    {"bitwise_right_shift.Scalar_Tensor", lower_rshift, 0},
-    {"bitwise_right_shift.Scalar_Tensor_out", lower_rshift, 0},
-    {"__lshift__.Tensor", lower_lshift, 0},
-    {"__lshift__.Scalar", lower_lshift, 0},
-    {"__ilshift__.Tensor", lower_lshift, 0},
-    {"__ilshift__.Scalar", lower_lshift, 0},
-    {"__rshift__.Tensor", lower_rshift, 0},
-    {"__rshift__.Scalar", lower_rshift, 0},
-    {"__irshift__.Tensor", lower_rshift, 0},
-    {"__irshift__.Scalar", lower_rshift, 0},
-    {"logical_and", lower_logical_and, 0},
-    {"logical_and_", lower_logical_and, 0},
-    {"logical_and.out", lower_logical_and, 0},
-    {"logical_or", lower_logical_or, 0},
-    {"logical_or_", lower_logical_or, 0},
-    {"logical_or.out", lower_logical_or, 0},
-    {"logical_xor", lower_logical_xor, 0},
-    {"logical_xor_", lower_logical_xor, 0},
-    {"logical_xor.out", lower_logical_xor, 0},
-    {"logical_not", lower_logical_not, 0},
-    {"logical_not_", lower_logical_not, 0},
-    {"logical_not.out", lower_logical_not, 0},
-#define TTPU_CMP_DEFS(name)                           \
-  {#name ".Tensor", lower_##name, 0},                 \
-  {#name "_.Tensor", lower_##name, 0},                \
-  {#name ".Tensor_out", lower_##name, 0},             \
-  {#name ".Scalar", lower_##name, 0},                 \
-  {#name "_.Scalar", lower_##name, 0},                \
-  {#name ".Scalar_out", lower_##name, 0}
-    TTPU_CMP_DEFS(eq),
-    TTPU_CMP_DEFS(ne),
-    TTPU_CMP_DEFS(lt),
-    TTPU_CMP_DEFS(le),
-    TTPU_CMP_DEFS(gt),
-    TTPU_CMP_DEFS(ge),
+    {"add.Tensor", add_like, .param = TTPU_ADD, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_arith},
+    {"add.Scalar", add_like, .param = TTPU_ADD, .variants = TTPU_V_INPLACE, .complex_fn = ttpu_complex_arith},
+    {"add.Scalar_out", add_like, .param = TTPU_ADD},
+    {"sub.Tensor", add_like, .param = TTPU_SUB, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_arith},
+    {"sub.Scalar", add_like, .param = TTPU_SUB, .variants = TTPU_V_INPLACE, .complex_fn = ttpu_complex_arith},
+    {"sub.Scalar_out", add_like, .param = TTPU_SUB},
+    {"rsub.Tensor", add_like, .param = TTPU_SUB | TTPU_EW_REVERSED, .complex_fn = ttpu_complex_arith},
+    {"rsub.Scalar", add_like, .param = TTPU_SUB | TTPU_EW_REVERSED, .complex_fn = ttpu_complex_arith},
+    {"rsub.Tensor_out", add_like, .param = TTPU_SUB | TTPU_EW_REVERSED},
+    {"rsub.Scalar_out", add_like, .param = TTPU_SUB | TTPU_EW_REVERSED},
+    {"mul.Tensor", lower_mul, .param = TTPU_MUL, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_arith},
+    {"mul.Scalar", lower_mul, .param = TTPU_MUL, .variants = TTPU_V_INPLACE, .complex_fn = ttpu_complex_arith},
+    {"mul.Scalar_out", lower_mul, .param = TTPU_MUL},
+    {"div.Tensor", div_mode, .param = DIV_TRUE, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_div},
+    {"div.Scalar", div_mode, .param = DIV_TRUE, .variants = TTPU_V_INPLACE, .complex_fn = ttpu_complex_div},
+    {"div.Scalar_out", div_mode, .param = DIV_TRUE},
+    {"div.Tensor_mode", div_mode, .param = DIV_MODE_ARG, .variants = TTPU_V_INPLACE, .complex_fn = ttpu_complex_div},
+    {"div.out_mode", div_mode, .param = DIV_MODE_ARG, .complex_fn = ttpu_complex_div},
+    {"div.Scalar_mode", div_mode, .param = DIV_MODE_ARG, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"floor_divide", div_mode, .param = DIV_FLOOR, .variants = TTPU_V_OUT},
+    {"floor_divide_.Tensor", div_mode, .param = DIV_FLOOR},
+    {"floor_divide.Scalar", div_mode, .param = DIV_FLOOR, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"remainder.Tensor", rem_like, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "remainder_cpu"},
+    {"remainder.Scalar", rem_like, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "remainder_cpu"},
+    {"remainder.Scalar_Tensor", rem_like, .param = 1, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "remainder_cpu"},
+    {"fmod.Tensor", rem_like, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "fmod_cpu"},
+    {"fmod.Scalar", rem_like, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "fmod_cpu"},
+    {"pow.Tensor_Tensor", lower_pow, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"pow_.Tensor", lower_pow, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"pow.Scalar", lower_pow, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"pow.Tensor_Scalar", lower_pow_scalar, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"pow_.Scalar", lower_pow_scalar, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"atan2", lower_atan2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"maximum", lower_maximum, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_unordered},
+    {"minimum", lower_minimum, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_unordered},
+    {"fmax", fmax_like, .param = TTPU_MAX, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_unordered},
+    {"fmin", fmax_like, .param = TTPU_MIN, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_unordered},
+    {"hypot", lower_hypot, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "hypot_cpu"},
+    {"copysign.Tensor", lower_copysign, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"copysign.Scalar", lower_copysign, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"xlogy.Tensor", lower_xlogy, .variants = TTPU_V_INPLACE},
+    {"xlogy.OutTensor", lower_xlogy, .flags = 0},
+    {"xlogy.Scalar_Self", lower_xlogy, .flags = 0},
+    {"xlogy.OutScalar_Self", lower_xlogy, .flags = 0},
+    {"xlogy.Scalar_Other", lower_xlogy, .variants = TTPU_V_INPLACE},
+    {"xlogy.OutScalar_Other", lower_xlogy, .flags = 0},
+    {"logaddexp", logaddexp_like, .param = 0, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "logaddexp_cpu"},
+    {"logaddexp2", logaddexp_like, .param = 1, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "logaddexp2_cpu"},
+    {"heaviside", lower_heaviside, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"bitwise_and.Tensor", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_and.Scalar", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_and.Scalar_Tensor", lower_bitwise_and, .variants = TTPU_V_OV_OUT},
+    {"bitwise_or.Tensor", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_or.Scalar", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_or.Scalar_Tensor", lower_bitwise_or, .variants = TTPU_V_OV_OUT},
+    {"bitwise_xor.Tensor", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_xor.Scalar", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"bitwise_xor.Scalar_Tensor", lower_bitwise_xor, .variants = TTPU_V_OV_OUT},
+    {"bitwise_not", lower_bitwise_not, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"bitwise_left_shift.Tensor", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"bitwise_left_shift.Tensor_Scalar", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"bitwise_left_shift.Scalar_Tensor", shift, .param = 1, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"bitwise_right_shift.Tensor", shift, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"bitwise_right_shift.Tensor_Scalar", shift, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"bitwise_right_shift.Scalar_Tensor", shift, .param = 0, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"__lshift__.Tensor", shift, .param = 1, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"__lshift__.Scalar", shift, .param = 1, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"__ilshift__.Tensor", shift, .param = 1, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"__ilshift__.Scalar", shift, .param = 1, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
+    {"__rshift__.Tensor", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"__rshift__.Scalar", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"__irshift__.Tensor", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"__irshift__.Scalar", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
+    {"logical_and", logical, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_or", logical, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_xor", logical, .param = 2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_not", logical, .param = 3, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+#define TTPU_CMP_DEFS(name, cmp, ...)                                   \
+  {#name ".Tensor", compare, .param = cmp, .variants = TTPU_V_OV_OUT,   \
+   __VA_ARGS__},                                                        \
+  {#name "_.Tensor", compare, .param = cmp},                            \
+  {#name ".Scalar", compare, .param = cmp, .variants = TTPU_V_OV_OUT,   \
+   __VA_ARGS__},                                                        \
+  {#name "_.Scalar", compare, .param = cmp}
+    TTPU_CMP_DEFS(eq, TTPU_EQ, .complex_fn = ttpu_complex_compare),
+    TTPU_CMP_DEFS(ne, TTPU_NE, .complex_fn = ttpu_complex_compare),
+    TTPU_CMP_DEFS(lt, TTPU_LT, .flags = 0),
+    TTPU_CMP_DEFS(le, TTPU_LE, .flags = 0),
+    TTPU_CMP_DEFS(gt, TTPU_GT, .flags = 0),
+    TTPU_CMP_DEFS(ge, TTPU_GE, .flags = 0),
 #undef TTPU_CMP_DEFS
-    {"where.self", lower_where, 0},
-    {"where.self_out", lower_where, 0},
-    {"clamp", lower_clamp, 0},
-    {"clamp_", lower_clamp, 0},
-    {"clamp.out", lower_clamp, 0},
-    {"clamp.Tensor", lower_clamp, 0},
-    {"clamp_.Tensor", lower_clamp, 0},
-    {"clamp.Tensor_out", lower_clamp, 0},
-    {"clamp_min", lower_clamp_min, 0},
-    {"clamp_min_", lower_clamp_min, 0},
-    {"clamp_min.out", lower_clamp_min, 0},
-    {"clamp_min.Tensor", lower_clamp_min, 0},
-    {"clamp_min_.Tensor", lower_clamp_min, 0},
-    {"clamp_min.Tensor_out", lower_clamp_min, 0},
-    {"clamp_max", lower_clamp_max, 0},
-    {"clamp_max_", lower_clamp_max, 0},
-    {"clamp_max.out", lower_clamp_max, 0},
-    {"clamp_max.Tensor", lower_clamp_max, 0},
-    {"clamp_max_.Tensor", lower_clamp_max, 0},
-    {"clamp_max.Tensor_out", lower_clamp_max, 0},
-    {"masked_fill.Scalar", lower_masked_fill, 0},
-    {"masked_fill_.Scalar", lower_masked_fill, 0},
-    {"masked_fill.Scalar_out", lower_masked_fill, 0},
-    {"masked_fill.Tensor", lower_masked_fill, 0},
-    {"masked_fill_.Tensor", lower_masked_fill, 0},
-    {"masked_fill.Tensor_out", lower_masked_fill, 0},
-    {"lerp.Scalar", lower_lerp, 0},
-    {"lerp_.Scalar", lower_lerp, 0},
-    {"lerp.Scalar_out", lower_lerp, 0},
-    {"lerp.Tensor", lower_lerp, 0},
-    {"lerp_.Tensor", lower_lerp, 0},
-    {"lerp.Tensor_out", lower_lerp, 0},
-    {"addcmul", lower_addcmul, 0},
-    {"addcmul_", lower_addcmul, 0},
-    {"addcmul.out", lower_addcmul, 0},
-    {"addcdiv", lower_addcdiv, 0},
-    {"addcdiv_", lower_addcdiv, 0},
-    {"addcdiv.out", lower_addcdiv, 0},
-    {NULL, NULL, 0},
+    {"where.self", lower_where, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OV_OUT},
+    {"clamp", clamp_args, .param = TTPU_PARAMS(1, 2, 0), .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"clamp.Tensor", clamp_args, .param = TTPU_PARAMS(1, 2, 0), .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"clamp_min", clamp_args, .param = TTPU_PARAMS(1, -1, 0), .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"clamp_min.Tensor", clamp_args, .param = TTPU_PARAMS(1, -1, 0), .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"clamp_max", clamp_args, .param = TTPU_PARAMS(-1, 1, 0), .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"clamp_max.Tensor", clamp_args, .param = TTPU_PARAMS(-1, 1, 0), .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"masked_fill.Scalar", lower_masked_fill, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"masked_fill.Tensor", lower_masked_fill, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"lerp.Scalar", lower_lerp, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"lerp.Tensor", lower_lerp, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"addcmul", addc, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"addcdiv", addc, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {0},
 };

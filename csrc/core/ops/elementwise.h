@@ -15,12 +15,17 @@
 
 /* Element kinds an op accepts, as the CPU kernel's dispatch does. */
 enum {
-  TTPU_EW_BOOL = 1,
-  TTPU_EW_INT = 2,
-  TTPU_EW_FLOAT = 4,
+  TTPU_EW_BOOL = TTPU_K_BOOL,
+  TTPU_EW_INT = TTPU_K_INT,
+  TTPU_EW_FLOAT = TTPU_K_FLOAT,
   TTPU_EW_NUM = TTPU_EW_INT | TTPU_EW_FLOAT,
   TTPU_EW_ALL = TTPU_EW_BOOL | TTPU_EW_INT | TTPU_EW_FLOAT,
 };
+
+/* In the param of add/sub (ops/elementwise.c) and of
+ * ttpu_complex_arith: the operands swapped (rsub). The rest is the
+ * ttpu_binop. */
+#define TTPU_EW_REVERSED ((int64_t)1 << 16)
 
 /* float32 for half/bfloat16, else dt. */
 ttpu_dtype ttpu_ew_opmath(ttpu_dtype dt);

@@ -470,10 +470,10 @@ static ttpu_status* lower_psw_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_embedding_bag[] = {
-    {"_embedding_bag", lower_embedding_bag, 0},
-    {"_embedding_bag_forward_only", lower_embedding_bag, 0},
-    {"_embedding_bag_backward", lower_embedding_bag_backward, 0},
-    {"_embedding_bag_dense_backward", lower_embedding_bag_dense_backward, 0},
-    {"_embedding_bag_per_sample_weights_backward", lower_psw_backward, 0},
-    {NULL, NULL, 0},
+    {"_embedding_bag", lower_embedding_bag, .flags = 0},
+    {"_embedding_bag_forward_only", lower_embedding_bag, .flags = 0},
+    {"_embedding_bag_backward", lower_embedding_bag_backward, .flags = 0},
+    {"_embedding_bag_dense_backward", lower_embedding_bag_dense_backward, .flags = 0},
+    {"_embedding_bag_per_sample_weights_backward", lower_psw_backward, .flags = 0},
+    {0},
 };

@@ -193,11 +193,8 @@ static ttpu_status* lower_c2c(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_fft[] = {
-    {"_fft_r2c", lower_r2c, 0},
-    {"_fft_r2c.out", lower_r2c, 0},
-    {"_fft_c2r", lower_c2r, 0},
-    {"_fft_c2r.out", lower_c2r, 0},
-    {"_fft_c2c", lower_c2c, 0},
-    {"_fft_c2c.out", lower_c2c, 0},
-    {NULL, NULL, 0},
+    {"_fft_r2c", lower_r2c, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"_fft_c2r", lower_c2r, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"_fft_c2c", lower_c2c, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -112,12 +112,6 @@ static ttpu_dtype opmath(ttpu_dtype ct) {
   return ct == TTPU_BF16 || ct == TTPU_F16 ? TTPU_F32 : ct;
 }
 
-static int op_is(ttpu_lower* L, const char* suffix) {
-  const char* name = ttpu_op_name(ttpu_l_call(L)->op);
-  size_t n = strlen(name), m = strlen(suffix);
-  return n >= m && !strcmp(name + n - m, suffix);
-}
-
 /* ------------------------------------------------------------ values */
 
 /* Value of `arg` for element k as dtype dt, broadcast to t's dims. */
@@ -221,10 +215,15 @@ static ttpu_val apply_bin(ttpu_lower* L, fbin op, ttpu_val x, ttpu_val y,
   return TTPU_VAL_ERROR;
 }
 
-/* _foreach_<op>[_].{List,Scalar,ScalarList,Tensor}(self, other[, alpha]) */
-static ttpu_status* foreach_binary(ttpu_lower* L, fbin op) {
+/* In foreach_binary's param, with the fbin: the .Tensor overload. */
+#define FB_TENSOR (1 << 8)
+
+/* _foreach_<op>[_].{List,Scalar,ScalarList,Tensor}(self, other[, alpha]);
+ * param: the fbin, | FB_TENSOR for .Tensor. */
+static ttpu_status* foreach_binary(ttpu_lower* L) {
+  fbin op = (fbin)(ttpu_l_param(L) & ~FB_TENSOR);
   int n = ttpu_l_count(L, 0);
-  int tensor_schema = op_is(L, ".Tensor");
+  int tensor_schema = (ttpu_l_param(L) & FB_TENSOR) != 0;
   int scalar_exponent = ttpu_l_kind(L, 1) == TTPU_ARG_SCALAR ||
                         ttpu_l_kind(L, 1) == TTPU_ARG_SCALARS;
   int has_alpha = (op == FB_ADD || op == FB_SUB) && !ttpu_l_is_none(L, 2);
@@ -249,16 +248,6 @@ static ttpu_status* foreach_binary(ttpu_lower* L, fbin op) {
   }
   return NULL;
 }
-
-#define FOREACH_BIN(fn, op) \
-  static ttpu_status* fn(ttpu_lower* L) { return foreach_binary(L, op); }
-FOREACH_BIN(lower_add, FB_ADD)
-FOREACH_BIN(lower_sub, FB_SUB)
-FOREACH_BIN(lower_mul, FB_MUL)
-FOREACH_BIN(lower_div, FB_DIV)
-FOREACH_BIN(lower_maximum, FB_MAX)
-FOREACH_BIN(lower_minimum, FB_MIN)
-FOREACH_BIN(lower_pow, FB_POW)
 
 /* _foreach_pow.ScalarAndTensor(Scalar self, Tensor[] exponent) */
 static ttpu_status* lower_pow_scalar_and_tensor(ttpu_lower* L) {
@@ -310,7 +299,8 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
 
 /* _foreach_addcmul / addcdiv[_].{Scalar,ScalarList}(self, t1, t2, value):
  * self + value * t1 (*|/) t2, in CPU's order. */
-static ttpu_status* foreach_addc(ttpu_lower* L, ttpu_binop op) {
+static ttpu_status* foreach_addc(ttpu_lower* L) {
+  ttpu_binop op = (ttpu_binop)ttpu_l_param(L);
   int n = ttpu_l_count(L, 0);
   ttpu_hlo* b = ttpu_l_hlo(L);
   for (int k = 0; k < n; ++k) {
@@ -329,9 +319,6 @@ static ttpu_status* foreach_addc(ttpu_lower* L, ttpu_binop op) {
   }
   return NULL;
 }
-
-static ttpu_status* lower_addcmul(ttpu_lower* L) { return foreach_addc(L, TTPU_MUL); }
-static ttpu_status* lower_addcdiv(ttpu_lower* L) { return foreach_addc(L, TTPU_DIV); }
 
 /* ------------------------------------------------------------ unary */
 
@@ -395,7 +382,9 @@ static ttpu_val apply_unary(ttpu_lower* L, funary op, ttpu_val x,
   return TTPU_VAL_ERROR;
 }
 
-static ttpu_status* foreach_unary(ttpu_lower* L, funary op) {
+/* _foreach_<op>[_](self); param: the funary. */
+static ttpu_status* foreach_unary(ttpu_lower* L) {
+  funary op = (funary)ttpu_l_param(L);
   int n = ttpu_l_count(L, 0);
   for (int k = 0; k < n; ++k) {
     if (empty_element(L, k)) continue;
@@ -409,33 +398,6 @@ static ttpu_status* foreach_unary(ttpu_lower* L, funary op) {
   }
   return NULL;
 }
-
-#define FOREACH_UN(fn, op) \
-  static ttpu_status* fn(ttpu_lower* L) { return foreach_unary(L, op); }
-FOREACH_UN(lower_sqrt, FU_SQRT)
-FOREACH_UN(lower_rsqrt, FU_RSQRT)
-FOREACH_UN(lower_exp, FU_EXP)
-FOREACH_UN(lower_expm1, FU_EXPM1)
-FOREACH_UN(lower_log, FU_LOG)
-FOREACH_UN(lower_log1p, FU_LOG1P)
-FOREACH_UN(lower_log2, FU_LOG2)
-FOREACH_UN(lower_log10, FU_LOG10)
-FOREACH_UN(lower_sin, FU_SIN)
-FOREACH_UN(lower_cos, FU_COS)
-FOREACH_UN(lower_tan, FU_TAN)
-FOREACH_UN(lower_tanh, FU_TANH)
-FOREACH_UN(lower_sigmoid, FU_SIGMOID)
-FOREACH_UN(lower_erf, FU_ERF)
-FOREACH_UN(lower_reciprocal, FU_RECIPROCAL)
-FOREACH_UN(lower_neg, FU_NEG)
-FOREACH_UN(lower_abs, FU_ABS)
-FOREACH_UN(lower_sign, FU_SIGN)
-FOREACH_UN(lower_floor, FU_FLOOR)
-FOREACH_UN(lower_ceil, FU_CEIL)
-FOREACH_UN(lower_round, FU_ROUND)
-FOREACH_UN(lower_trunc, FU_TRUNC)
-FOREACH_UN(lower_frac, FU_FRAC)
-FOREACH_UN(lower_zero, FU_ZERO)
 
 /* ------------------------------------------------------------ norm */
 
@@ -503,67 +465,62 @@ static ttpu_status* lower_norm(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ table */
 
-#define BIN_OVERLOADS(name, fn)                  \
-  {"_foreach_" name ".List", fn, 0},             \
-  {"_foreach_" name ".Scalar", fn, 0},           \
-  {"_foreach_" name ".ScalarList", fn, 0},       \
-  {"_foreach_" name "_.List", fn, 0},            \
-  {"_foreach_" name "_.Scalar", fn, 0},          \
-  {"_foreach_" name "_.ScalarList", fn, 0}
+#define BIN_OVERLOADS(name, op)                                       \
+  {"_foreach_" name ".List", foreach_binary, .param = op,             \
+   .variants = TTPU_V_INPLACE},                                       \
+  {"_foreach_" name ".Scalar", foreach_binary, .param = op,           \
+   .variants = TTPU_V_INPLACE},                                       \
+  {"_foreach_" name ".ScalarList", foreach_binary, .param = op,       \
+   .variants = TTPU_V_INPLACE}
 
-#define UN_OVERLOADS(name, fn) \
-  {"_foreach_" name, fn, 0}, {"_foreach_" name "_", fn, 0}
+#define UN_OVERLOADS(name, op) \
+  {"_foreach_" name, foreach_unary, .param = op, .variants = TTPU_V_INPLACE}
 
 const ttpu_op_def ttpu_ops_foreach[] = {
-    BIN_OVERLOADS("add", lower_add),
-    {"_foreach_add.Tensor", lower_add, 0},
-    {"_foreach_add_.Tensor", lower_add, 0},
-    BIN_OVERLOADS("sub", lower_sub),
-    BIN_OVERLOADS("mul", lower_mul),
-    {"_foreach_mul.Tensor", lower_mul, 0},
-    {"_foreach_mul_.Tensor", lower_mul, 0},
-    BIN_OVERLOADS("div", lower_div),
-    {"_foreach_div.Tensor", lower_div, 0},
-    {"_foreach_div_.Tensor", lower_div, 0},
-    BIN_OVERLOADS("maximum", lower_maximum),
-    BIN_OVERLOADS("minimum", lower_minimum),
-    BIN_OVERLOADS("clamp_min", lower_maximum),
-    BIN_OVERLOADS("clamp_max", lower_minimum),
-    BIN_OVERLOADS("pow", lower_pow),
-    {"_foreach_pow.ScalarAndTensor", lower_pow_scalar_and_tensor, 0},
-    BIN_OVERLOADS("lerp", lower_lerp),
-    {"_foreach_addcmul.Scalar", lower_addcmul, 0},
-    {"_foreach_addcmul.ScalarList", lower_addcmul, 0},
-    {"_foreach_addcmul_.Scalar", lower_addcmul, 0},
-    {"_foreach_addcmul_.ScalarList", lower_addcmul, 0},
-    {"_foreach_addcdiv.Scalar", lower_addcdiv, 0},
-    {"_foreach_addcdiv.ScalarList", lower_addcdiv, 0},
-    {"_foreach_addcdiv_.Scalar", lower_addcdiv, 0},
-    {"_foreach_addcdiv_.ScalarList", lower_addcdiv, 0},
-    UN_OVERLOADS("sqrt", lower_sqrt),
-    UN_OVERLOADS("rsqrt", lower_rsqrt),
-    UN_OVERLOADS("exp", lower_exp),
-    UN_OVERLOADS("expm1", lower_expm1),
-    UN_OVERLOADS("log", lower_log),
-    UN_OVERLOADS("log1p", lower_log1p),
-    UN_OVERLOADS("log2", lower_log2),
-    UN_OVERLOADS("log10", lower_log10),
-    UN_OVERLOADS("sin", lower_sin),
-    UN_OVERLOADS("cos", lower_cos),
-    UN_OVERLOADS("tan", lower_tan),
-    UN_OVERLOADS("tanh", lower_tanh),
-    UN_OVERLOADS("sigmoid", lower_sigmoid),
-    UN_OVERLOADS("erf", lower_erf),
-    UN_OVERLOADS("reciprocal", lower_reciprocal),
-    UN_OVERLOADS("neg", lower_neg),
-    UN_OVERLOADS("abs", lower_abs),
-    UN_OVERLOADS("sign", lower_sign),
-    UN_OVERLOADS("floor", lower_floor),
-    UN_OVERLOADS("ceil", lower_ceil),
-    UN_OVERLOADS("round", lower_round),
-    UN_OVERLOADS("trunc", lower_trunc),
-    UN_OVERLOADS("frac", lower_frac),
-    {"_foreach_zero_", lower_zero, 0},
-    {"_foreach_norm.Scalar", lower_norm, 0},
-    {NULL, NULL, 0},
+    BIN_OVERLOADS("add", FB_ADD),
+    {"_foreach_add.Tensor", foreach_binary, .param = FB_ADD | FB_TENSOR, .variants = TTPU_V_INPLACE},
+    BIN_OVERLOADS("sub", FB_SUB),
+    BIN_OVERLOADS("mul", FB_MUL),
+    {"_foreach_mul.Tensor", foreach_binary, .param = FB_MUL | FB_TENSOR, .variants = TTPU_V_INPLACE},
+    BIN_OVERLOADS("div", FB_DIV),
+    {"_foreach_div.Tensor", foreach_binary, .param = FB_DIV | FB_TENSOR, .variants = TTPU_V_INPLACE},
+    BIN_OVERLOADS("maximum", FB_MAX),
+    BIN_OVERLOADS("minimum", FB_MIN),
+    BIN_OVERLOADS("clamp_min", FB_MAX),
+    BIN_OVERLOADS("clamp_max", FB_MIN),
+    BIN_OVERLOADS("pow", FB_POW),
+    {"_foreach_pow.ScalarAndTensor", lower_pow_scalar_and_tensor, .flags = 0},
+    {"_foreach_lerp.List", lower_lerp, .variants = TTPU_V_INPLACE},
+    {"_foreach_lerp.Scalar", lower_lerp, .variants = TTPU_V_INPLACE},
+    {"_foreach_lerp.ScalarList", lower_lerp, .variants = TTPU_V_INPLACE},
+    {"_foreach_addcmul.Scalar", foreach_addc, .param = TTPU_MUL, .variants = TTPU_V_INPLACE},
+    {"_foreach_addcmul.ScalarList", foreach_addc, .param = TTPU_MUL, .variants = TTPU_V_INPLACE},
+    {"_foreach_addcdiv.Scalar", foreach_addc, .param = TTPU_DIV, .variants = TTPU_V_INPLACE},
+    {"_foreach_addcdiv.ScalarList", foreach_addc, .param = TTPU_DIV, .variants = TTPU_V_INPLACE},
+    UN_OVERLOADS("sqrt", FU_SQRT),
+    UN_OVERLOADS("rsqrt", FU_RSQRT),
+    UN_OVERLOADS("exp", FU_EXP),
+    UN_OVERLOADS("expm1", FU_EXPM1),
+    UN_OVERLOADS("log", FU_LOG),
+    UN_OVERLOADS("log1p", FU_LOG1P),
+    UN_OVERLOADS("log2", FU_LOG2),
+    UN_OVERLOADS("log10", FU_LOG10),
+    UN_OVERLOADS("sin", FU_SIN),
+    UN_OVERLOADS("cos", FU_COS),
+    UN_OVERLOADS("tan", FU_TAN),
+    UN_OVERLOADS("tanh", FU_TANH),
+    UN_OVERLOADS("sigmoid", FU_SIGMOID),
+    UN_OVERLOADS("erf", FU_ERF),
+    UN_OVERLOADS("reciprocal", FU_RECIPROCAL),
+    UN_OVERLOADS("neg", FU_NEG),
+    UN_OVERLOADS("abs", FU_ABS),
+    UN_OVERLOADS("sign", FU_SIGN),
+    UN_OVERLOADS("floor", FU_FLOOR),
+    UN_OVERLOADS("ceil", FU_CEIL),
+    UN_OVERLOADS("round", FU_ROUND),
+    UN_OVERLOADS("trunc", FU_TRUNC),
+    UN_OVERLOADS("frac", FU_FRAC),
+    {"_foreach_zero_", foreach_unary, .param = FU_ZERO},
+    {"_foreach_norm.Scalar", lower_norm, .flags = 0},
+    {0},
 };

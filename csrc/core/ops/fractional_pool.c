@@ -80,7 +80,8 @@ static ttpu_val window_starts(ttpu_hlo* b, const interval_math* m, ttpu_val u,
 
 /* fractional_max_pool{2,3}d(self, kernel_size, output_size, random_samples)
  * and the .output form: outputs (output, indices). */
-static ttpu_status* lower_fractional_max_pool(ttpu_lower* L, int nsp) {
+static ttpu_status* lower_fractional_max_pool(ttpu_lower* L) {
+  int nsp = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
@@ -182,13 +183,11 @@ static ttpu_status* lower_fractional_max_pool(ttpu_lower* L, int nsp) {
   return NULL;
 }
 
-static ttpu_status* lower_fmp2d(ttpu_lower* L) { return lower_fractional_max_pool(L, 2); }
-static ttpu_status* lower_fmp3d(ttpu_lower* L) { return lower_fractional_max_pool(L, 3); }
-
 /* *_backward(grad_output, self, kernel_size, output_size, indices): the
  * gradient added into each plane at the picked positions. bfloat16/half
  * accumulate in float32 and round once. */
-static ttpu_status* lower_fmp_backward(ttpu_lower* L, int nsp) {
+static ttpu_status* lower_fmp_backward(ttpu_lower* L) {
+  int nsp = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
   ttpu_val g = ttpu_l_tensor(L, 0), ind = ttpu_l_tensor(L, 4);
@@ -217,17 +216,14 @@ static ttpu_status* lower_fmp_backward(ttpu_lower* L, int nsp) {
   return NULL;
 }
 
-static ttpu_status* lower_fmp2d_backward(ttpu_lower* L) { return lower_fmp_backward(L, 2); }
-static ttpu_status* lower_fmp3d_backward(ttpu_lower* L) { return lower_fmp_backward(L, 3); }
-
 const ttpu_op_def ttpu_ops_fractional_pool[] = {
-    {"fractional_max_pool2d", lower_fmp2d, 0},
-    {"fractional_max_pool2d.output", lower_fmp2d, 0},
-    {"fractional_max_pool3d", lower_fmp3d, 0},
-    {"fractional_max_pool3d.output", lower_fmp3d, 0},
-    {"fractional_max_pool2d_backward", lower_fmp2d_backward, 0},
-    {"fractional_max_pool2d_backward.grad_input", lower_fmp2d_backward, 0},
-    {"fractional_max_pool3d_backward", lower_fmp3d_backward, 0},
-    {"fractional_max_pool3d_backward.grad_input", lower_fmp3d_backward, 0},
-    {NULL, NULL, 0},
+    {"fractional_max_pool2d", lower_fractional_max_pool, .param = 2},
+    {"fractional_max_pool2d.output", lower_fractional_max_pool, .param = 2},
+    {"fractional_max_pool3d", lower_fractional_max_pool, .param = 3},
+    {"fractional_max_pool3d.output", lower_fractional_max_pool, .param = 3},
+    {"fractional_max_pool2d_backward", lower_fmp_backward, .param = 2},
+    {"fractional_max_pool2d_backward.grad_input", lower_fmp_backward, .param = 2},
+    {"fractional_max_pool3d_backward", lower_fmp_backward, .param = 3},
+    {"fractional_max_pool3d_backward.grad_input", lower_fmp_backward, .param = 3},
+    {0},
 };

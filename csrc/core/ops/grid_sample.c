@@ -521,13 +521,9 @@ static ttpu_status* lower_grid_sampler_bwd(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_grid_sample[] = {
-    {"grid_sampler_2d", lower_grid_sampler, 0},
-    {"grid_sampler_2d.out", lower_grid_sampler, 0},
-    {"grid_sampler_3d", lower_grid_sampler, 0},
-    {"grid_sampler_3d.out", lower_grid_sampler, 0},
-    {"grid_sampler_2d_backward", lower_grid_sampler_bwd, 0},
-    {"grid_sampler_2d_backward.out", lower_grid_sampler_bwd, 0},
-    {"grid_sampler_3d_backward", lower_grid_sampler_bwd, 0},
-    {"grid_sampler_3d_backward.out", lower_grid_sampler_bwd, 0},
-    {NULL, NULL, 0},
+    {"grid_sampler_2d", lower_grid_sampler, .variants = TTPU_V_OUT},
+    {"grid_sampler_3d", lower_grid_sampler, .variants = TTPU_V_OUT},
+    {"grid_sampler_2d_backward", lower_grid_sampler_bwd, .variants = TTPU_V_OUT},
+    {"grid_sampler_3d_backward", lower_grid_sampler_bwd, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -210,7 +210,8 @@ static ttpu_status* lower_histogram_bins_tensor(ttpu_lower* L) {
 /* _histogramdd_bin_edges(self, bins, *, range=None, weight=None,
  * density=False) -> Tensor[] and _histogramdd_from_bin_cts(same) -> hist:
  * the equal-width edges of each dim, and the histogram over them. */
-static ttpu_status* lower_histogramdd_cts(ttpu_lower* L, int want_edges) {
+static ttpu_status* lower_histogramdd_cts(ttpu_lower* L) {
+  int want_edges = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   int64_t n, dims;
   int nb = 0, nr = 0;
@@ -231,8 +232,6 @@ static ttpu_status* lower_histogramdd_cts(ttpu_lower* L, int want_edges) {
   }
   return NULL;
 }
-static ttpu_status* lower_histogramdd_bin_edges(ttpu_lower* L) { return lower_histogramdd_cts(L, 1); }
-static ttpu_status* lower_histogramdd_from_bin_cts(ttpu_lower* L) { return lower_histogramdd_cts(L, 0); }
 
 /* _histogramdd_from_bin_tensors(self, bins: Tensor[], *, weight=None,
  * density=False) -> hist */
@@ -251,12 +250,10 @@ static ttpu_status* lower_histogramdd_from_bin_tensors(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_histogram[] = {
-    {"histogram.bin_ct", lower_histogram_bin_ct, 0},
-    {"histogram.bin_ct_out", lower_histogram_bin_ct, 0},
-    {"histogram.bins_tensor", lower_histogram_bins_tensor, 0},
-    {"histogram.bins_tensor_out", lower_histogram_bins_tensor, 0},
-    {"_histogramdd_bin_edges", lower_histogramdd_bin_edges, 0},
-    {"_histogramdd_from_bin_cts", lower_histogramdd_from_bin_cts, 0},
-    {"_histogramdd_from_bin_tensors", lower_histogramdd_from_bin_tensors, 0},
-    {NULL, NULL, 0},
+    {"histogram.bin_ct", lower_histogram_bin_ct, .variants = TTPU_V_OV_OUT},
+    {"histogram.bins_tensor", lower_histogram_bins_tensor, .variants = TTPU_V_OV_OUT},
+    {"_histogramdd_bin_edges", lower_histogramdd_cts, .param = 1},
+    {"_histogramdd_from_bin_cts", lower_histogramdd_cts, .param = 0},
+    {"_histogramdd_from_bin_tensors", lower_histogramdd_from_bin_tensors, .flags = 0},
+    {0},
 };

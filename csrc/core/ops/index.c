@@ -496,7 +496,8 @@ static ttpu_status* lower_index_reduce(ttpu_lower* L) {
 /* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices,
  * output_size, stride, padding): each value goes to its flat index within
  * its plane of the output's last k dims; the rest is zero. */
-static ttpu_status* max_unpool(ttpu_lower* L, int k) {
+static ttpu_status* max_unpool(ttpu_lower* L) {
+  int k = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   if (!ttpu_dtype_is_float(ot.dtype)) {
@@ -532,9 +533,6 @@ static ttpu_status* max_unpool(ttpu_lower* L, int k) {
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
-
-static ttpu_status* lower_max_unpool2d(ttpu_lower* L) { return max_unpool(L, 2); }
-static ttpu_status* lower_max_unpool3d(ttpu_lower* L) { return max_unpool(L, 3); }
 
 /* scatter.src / scatter.value (and in place) */
 static ttpu_status* lower_scatter(ttpu_lower* L) {
@@ -1161,49 +1159,30 @@ static ttpu_status* lower_repeat_interleave(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_index[] = {
-    {"index_select", lower_index_select, 0},
-    {"index_select.out", lower_index_select, 0},
-    {"index_add", lower_index_add, 0},
-    {"index_add_", lower_index_add, 0},
-    {"index_add.out", lower_index_add, 0},
-    {"index_copy", lower_index_copy, 0},
-    {"index_copy_", lower_index_copy, 0},
-    {"index_fill.int_Scalar", lower_index_fill, 0},
-    {"index_fill_.int_Scalar", lower_index_fill, 0},
-    {"index_fill.int_Tensor", lower_index_fill, 0},
-    {"index_fill_.int_Tensor", lower_index_fill, 0},
-    {"gather", lower_gather, 0},
-    {"gather.out", lower_gather, 0},
-    {"scatter.src", lower_scatter, 0},
-    {"scatter_.src", lower_scatter, 0},
-    {"scatter.value", lower_scatter, 0},
-    {"scatter_.value", lower_scatter, 0},
-    {"scatter.reduce", lower_scatter_reduce_str, 0},
-    {"scatter_.reduce", lower_scatter_reduce_str, 0},
-    {"scatter.value_reduce", lower_scatter_reduce_str, 0},
-    {"scatter_.value_reduce", lower_scatter_reduce_str, 0},
-    {"max_unpool2d", lower_max_unpool2d, 0},
-    {"max_unpool2d.out", lower_max_unpool2d, 0},
-    {"max_unpool3d", lower_max_unpool3d, 0},
-    {"max_unpool3d.out", lower_max_unpool3d, 0},
-    {"index_reduce", lower_index_reduce, 0},
-    {"index_reduce_", lower_index_reduce, 0},
-    {"index_reduce.out", lower_index_reduce, 0},
-    {"scatter_add", lower_scatter_add, 0},
-    {"scatter_add_", lower_scatter_add, 0},
-    {"scatter_reduce.two", lower_scatter_reduce, 0},
-    {"scatter_reduce_.two", lower_scatter_reduce, 0},
-    {"index.Tensor", lower_index, 0},
-    {"_index_put_impl_", lower_index_put, 0},
-    {"masked_scatter", lower_masked_scatter, 0},
-    {"masked_scatter_", lower_masked_scatter, 0},
-    {"masked_scatter_backward", lower_masked_scatter_backward, 0},
-    {"take", lower_take, 0},
-    {"put", lower_put, 0},
-    {"put_", lower_put, 0},
-    {"embedding_dense_backward", lower_embedding_backward, 0},
-    {"embedding_renorm_", lower_embedding_renorm, 0},
-    {"nonzero_static", lower_nonzero_static, 0},
-    {"repeat_interleave.Tensor", lower_repeat_interleave, 0},
-    {NULL, NULL, 0},
+    {"index_select", lower_index_select, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"index_add", lower_index_add, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"index_copy", lower_index_copy, .variants = TTPU_V_INPLACE},
+    {"index_fill.int_Scalar", lower_index_fill, .variants = TTPU_V_INPLACE},
+    {"index_fill.int_Tensor", lower_index_fill, .variants = TTPU_V_INPLACE},
+    {"gather", lower_gather, .variants = TTPU_V_OUT},
+    {"scatter.src", lower_scatter, .variants = TTPU_V_INPLACE},
+    {"scatter.value", lower_scatter, .variants = TTPU_V_INPLACE},
+    {"scatter.reduce", lower_scatter_reduce_str, .variants = TTPU_V_INPLACE},
+    {"scatter.value_reduce", lower_scatter_reduce_str, .variants = TTPU_V_INPLACE},
+    {"max_unpool2d", max_unpool, .param = 2, .variants = TTPU_V_OUT},
+    {"max_unpool3d", max_unpool, .param = 3, .variants = TTPU_V_OUT},
+    {"index_reduce", lower_index_reduce, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"scatter_add", lower_scatter_add, .variants = TTPU_V_INPLACE},
+    {"scatter_reduce.two", lower_scatter_reduce, .variants = TTPU_V_INPLACE},
+    {"index.Tensor", lower_index, .flags = 0},
+    {"_index_put_impl_", lower_index_put, .flags = 0},
+    {"masked_scatter", lower_masked_scatter, .variants = TTPU_V_INPLACE},
+    {"masked_scatter_backward", lower_masked_scatter_backward, .flags = 0},
+    {"take", lower_take, .flags = 0},
+    {"put", lower_put, .variants = TTPU_V_INPLACE},
+    {"embedding_dense_backward", lower_embedding_backward, .flags = 0},
+    {"embedding_renorm_", lower_embedding_renorm, .flags = 0},
+    {"nonzero_static", lower_nonzero_static, .flags = 0},
+    {"repeat_interleave.Tensor", lower_repeat_interleave, .flags = 0},
+    {0},
 };

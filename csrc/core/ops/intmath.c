@@ -59,7 +59,8 @@ static ttpu_val gcd_values(ttpu_hlo* b, ttpu_val x, ttpu_val y, ttpu_dtype dt) {
   return fin[1];
 }
 
-static ttpu_status* gcd_like(ttpu_lower* L, int lcm) {
+static ttpu_status* gcd_like(ttpu_lower* L) {
+  int lcm = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
   if (!ttpu_ew_accepts(L, dt, TTPU_EW_INT, lcm ? "lcm_cpu" : "gcd_cpu"))
@@ -86,9 +87,6 @@ static ttpu_status* gcd_like(ttpu_lower* L, int lcm) {
   ttpu_l_set_out(L, 0, ttpu_hlo_convert(b, l, dt));
   return NULL;
 }
-
-static ttpu_status* lower_gcd(ttpu_lower* L) { return gcd_like(L, 0); }
-static ttpu_status* lower_lcm(ttpu_lower* L) { return gcd_like(L, 1); }
 
 /* ------------------------------------------------------------ hash_tensor */
 
@@ -203,13 +201,8 @@ static ttpu_status* lower_hash_tensor(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_intmath[] = {
-    {"gcd", lower_gcd, 0},
-    {"gcd_", lower_gcd, 0},
-    {"gcd.out", lower_gcd, 0},
-    {"lcm", lower_lcm, 0},
-    {"lcm_", lower_lcm, 0},
-    {"lcm.out", lower_lcm, 0},
-    {"hash_tensor", lower_hash_tensor, 0},
-    {"hash_tensor.out", lower_hash_tensor, 0},
-    {NULL, NULL, 0},
+    {"gcd", gcd_like, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"lcm", gcd_like, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"hash_tensor", lower_hash_tensor, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -152,7 +152,8 @@ static ttpu_status* lower_col2im(ttpu_lower* L) {
 /* triu_indices / tril_indices(row, col, offset=0, *, dtype, ...): the
  * (2, N) coordinates of the triangle in row-major order. Every position of
  * the row x col grid is tested; the k-th kept one goes to column k. */
-static ttpu_status* tri_indices(ttpu_lower* L, int upper) {
+static ttpu_status* tri_indices(ttpu_lower* L) {
+  int upper = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   int64_t rows = ttpu_l_int(L, 0, 0), cols = ttpu_l_int(L, 1, 0), off = ttpu_l_int(L, 2, 0);
@@ -180,20 +181,12 @@ static ttpu_status* tri_indices(ttpu_lower* L, int upper) {
   return NULL;
 }
 
-static ttpu_status* lower_triu_indices(ttpu_lower* L) { return tri_indices(L, 1); }
-static ttpu_status* lower_tril_indices(ttpu_lower* L) { return tri_indices(L, 0); }
-
 const ttpu_op_def ttpu_ops_layout[] = {
-    {"triu_indices", lower_triu_indices, 0},
-    {"triu_indices.out", lower_triu_indices, 0},
-    {"tril_indices", lower_tril_indices, 0},
-    {"tril_indices.out", lower_tril_indices, 0},
-    {"channel_shuffle", lower_channel_shuffle, 0},
-    {"channel_shuffle.out", lower_channel_shuffle, 0},
-    {"native_channel_shuffle", lower_channel_shuffle, 0},
-    {"im2col", lower_im2col, 0},
-    {"im2col.out", lower_im2col, 0},
-    {"col2im", lower_col2im, 0},
-    {"col2im.out", lower_col2im, 0},
-    {NULL, NULL, 0},
+    {"triu_indices", tri_indices, .param = 1, .variants = TTPU_V_OUT},
+    {"tril_indices", tri_indices, .param = 0, .variants = TTPU_V_OUT},
+    {"channel_shuffle", lower_channel_shuffle, .variants = TTPU_V_OUT},
+    {"native_channel_shuffle", lower_channel_shuffle, .flags = 0},
+    {"im2col", lower_im2col, .variants = TTPU_V_OUT},
+    {"col2im", lower_col2im, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -8,6 +8,7 @@
  * way). Mapping torch.set_float32_matmul_precision("high"/"medium") onto
  * HIGH/DEFAULT comes later, with the glue passing the setting down.
  * bf16/f16 products accumulate in f32 and round once, as the CPU does. */
+#include "complex.h"
 #include "ttpu_lower.h"
 
 /* The type products accumulate in. */
@@ -170,27 +171,14 @@ static ttpu_status* lower_addbmm(ttpu_lower* L) {
  * (self/operands first, beta and alpha at 3 and 4, out last), so one
  * lowering serves all three. */
 const ttpu_op_def ttpu_ops_linalg[] = {
-    {"mm", lower_mm, 0},
-    {"mm.out", lower_mm, 0},
-    {"bmm", lower_bmm, 0},
-    {"bmm.out", lower_bmm, 0},
-    {"mv", lower_mv, 0},
-    {"mv.out", lower_mv, 0},
-    {"dot", lower_dot, 0},
-    {"dot.out", lower_dot, 0},
-    {"vdot", lower_dot, 0},
-    {"vdot.out", lower_dot, 0},
-    {"addmm", lower_addmm, 0},
-    {"addmm_", lower_addmm, 0},
-    {"addmm.out", lower_addmm, 0},
-    {"addmv", lower_addmv, 0},
-    {"addmv_", lower_addmv, 0},
-    {"addmv.out", lower_addmv, 0},
-    {"baddbmm", lower_baddbmm, 0},
-    {"baddbmm_", lower_baddbmm, 0},
-    {"baddbmm.out", lower_baddbmm, 0},
-    {"addbmm", lower_addbmm, 0},
-    {"addbmm_", lower_addbmm, 0},
-    {"addbmm.out", lower_addbmm, 0},
-    {NULL, NULL, 0},
+    {"mm", lower_mm, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
+    {"bmm", lower_bmm, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
+    {"mv", lower_mv, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
+    {"dot", lower_dot, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
+    {"vdot", lower_dot, .variants = TTPU_V_OUT},
+    {"addmm", lower_addmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"addmv", lower_addmv, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"baddbmm", lower_baddbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"addbmm", lower_addbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {0},
 };

@@ -31,6 +31,7 @@ const ttpu_op_call* ttpu_l_call(ttpu_lower* L) { return L->call; }
 int ttpu_l_nargs(ttpu_lower* L) { return L->call->n_args; }
 ttpu_dtype ttpu_l_common_dtype(ttpu_lower* L) { return L->call->common_dtype; }
 int ttpu_l_nout(ttpu_lower* L) { return L->call->n_outputs; }
+int64_t ttpu_l_param(ttpu_lower* L) { return L->p->def->param; }
 
 static const ttpu_arg* arg_at(ttpu_lower* L, int a) {
   if (a < 0 || a >= L->call->n_args) return NULL;
@@ -718,7 +719,8 @@ static ttpu_status* lower_op(ttpu_lower* L) {
                               "complex dtypes on device 'tpu'",
                               ttpu_op_name(call->op));
   }
-  ttpu_status* s = fn(L);
+  ttpu_status* s = ttpu_op_check_kinds(p->def, call);
+  if (!s) s = fn(L);
   if (!s) s = ttpu_hlo_take_status(L->b);
   if (s) return s;
 

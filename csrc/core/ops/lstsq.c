@@ -349,6 +349,6 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_lstsq[] = {
-    {"linalg_lstsq.out", lower_lstsq, 0},
-    {NULL, NULL, 0},
+    {"linalg_lstsq.out", lower_lstsq, .flags = 0},
+    {0},
 };

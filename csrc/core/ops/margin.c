@@ -223,13 +223,12 @@ static ttpu_status* lower_multilabel_margin_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_margin[] = {
-    {"multi_margin_loss", lower_multi_margin, 0},
-    {"multi_margin_loss.out", lower_multi_margin, 0},
-    {"multi_margin_loss_backward", lower_multi_margin_backward, 0},
-    {"multi_margin_loss_backward.grad_input", lower_multi_margin_backward, 0},
-    {"multilabel_margin_loss_forward", lower_multilabel_margin, 0},
-    {"multilabel_margin_loss_forward.output", lower_multilabel_margin, 0},
-    {"multilabel_margin_loss_backward", lower_multilabel_margin_backward, 0},
-    {"multilabel_margin_loss_backward.grad_input", lower_multilabel_margin_backward, 0},
-    {NULL, NULL, 0},
+    {"multi_margin_loss", lower_multi_margin, .variants = TTPU_V_OUT},
+    {"multi_margin_loss_backward", lower_multi_margin_backward, .flags = 0},
+    {"multi_margin_loss_backward.grad_input", lower_multi_margin_backward, .flags = 0},
+    {"multilabel_margin_loss_forward", lower_multilabel_margin, .flags = 0},
+    {"multilabel_margin_loss_forward.output", lower_multilabel_margin, .flags = 0},
+    {"multilabel_margin_loss_backward", lower_multilabel_margin_backward, .flags = 0},
+    {"multilabel_margin_loss_backward.grad_input", lower_multilabel_margin_backward, .flags = 0},
+    {0},
 };

@@ -144,7 +144,6 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_matrix_exp[] = {
-    {"linalg_matrix_exp", lower_matrix_exp, 0},
-    {"linalg_matrix_exp.out", lower_matrix_exp, 0},
-    {NULL, NULL, 0},
+    {"linalg_matrix_exp", lower_matrix_exp, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -116,7 +116,8 @@ static void check_none(ttpu_lower* L, ttpu_val bad, ttpu_val shown,
 
 /* _softmax/_log_softmax(self, int dim, bool half_to_float): the output
  * dtype (f32 when half_to_float) comes from the meta kernel. */
-static ttpu_status* lower_softmax_like(ttpu_lower* L, int log) {
+static ttpu_status* lower_softmax_like(ttpu_lower* L) {
+  int log = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -137,9 +138,6 @@ static ttpu_status* lower_softmax_like(ttpu_lower* L, int log) {
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
-
-static ttpu_status* lower_softmax(ttpu_lower* L) { return lower_softmax_like(L, 0); }
-static ttpu_status* lower_log_softmax(ttpu_lower* L) { return lower_softmax_like(L, 1); }
 
 /* _softmax_backward_data / _log_softmax_backward_data(grad_output, output,
  * int dim, ScalarType input_dtype) */
@@ -707,7 +705,8 @@ static ttpu_status* lower_bce_logits(ttpu_lower* L) {
 
 /* smooth_l1_loss(self, target, int reduction, float beta) and
  * huber_loss(self, target, int reduction, float delta). */
-static ttpu_status* lower_smooth_like(ttpu_lower* L, int huber) {
+static ttpu_status* lower_smooth_like(ttpu_lower* L) {
+  int huber = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype acc = loss_acc(L);
   double beta = ttpu_l_float(L, 3, 1.0);
@@ -729,9 +728,6 @@ static ttpu_status* lower_smooth_like(ttpu_lower* L, int huber) {
   set_out(L, 0, reduce_loss(L, loss, ttpu_l_int(L, 2, RED_MEAN)));
   return NULL;
 }
-
-static ttpu_status* lower_smooth_l1(ttpu_lower* L) { return lower_smooth_like(L, 0); }
-static ttpu_status* lower_huber(ttpu_lower* L) { return lower_smooth_like(L, 1); }
 
 /* smooth_l1_loss_backward / huber_loss_backward(grad_output, self, target,
  * int reduction, float beta|delta) */
@@ -867,36 +863,36 @@ static ttpu_status* lower_nll_loss_bwd(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_nn[] = {
-    {"_softmax", lower_softmax, 0},
-    {"_log_softmax", lower_log_softmax, 0},
-    {"_softmax_backward_data", lower_softmax_bwd, 0},
-    {"_log_softmax_backward_data", lower_log_softmax_bwd, 0},
-    {"native_layer_norm", lower_layer_norm, 0},
-    {"native_layer_norm_backward", lower_layer_norm_bwd, 0},
-    {"native_batch_norm", lower_native_batch_norm, 0},
-    {"_native_batch_norm_legit", lower_native_batch_norm, 0},
-    {"_native_batch_norm_legit_functional", lower_native_batch_norm, 0},
-    {"_native_batch_norm_legit.no_stats", lower_bn_legit_no_stats, 0},
-    {"_native_batch_norm_legit_no_training", lower_bn_legit_no_training, 0},
-    {"_batch_norm_with_update", lower_bn_with_update, 0},
-    {"_batch_norm_with_update_functional", lower_bn_with_update, 0},
-    {"_batch_norm_no_update", lower_bn_no_update, 0},
-    {"native_batch_norm_backward", lower_batch_norm_bwd, 0},
-    {"batch_norm_backward", lower_batch_norm_bwd, 0},
-    {"native_group_norm", lower_group_norm, 0},
-    {"native_group_norm_backward", lower_group_norm_bwd, 0},
-    {"nll_loss_forward", lower_nll_loss, 0},
-    {"nll_loss2d_forward", lower_nll_loss, 0},
-    {"nll_loss_backward", lower_nll_loss_bwd, 0},
-    {"nll_loss2d_backward", lower_nll_loss_bwd, 0},
-    {"mse_loss", lower_mse_loss, 0},
-    {"mse_loss_backward", lower_mse_loss_bwd, 0},
-    {"binary_cross_entropy", lower_bce, 0},
-    {"binary_cross_entropy_backward", lower_bce_bwd, 0},
-    {"binary_cross_entropy_with_logits", lower_bce_logits, 0},
-    {"smooth_l1_loss", lower_smooth_l1, 0},
-    {"smooth_l1_loss_backward", lower_smooth_l1_bwd, 0},
-    {"huber_loss", lower_huber, 0},
-    {"huber_loss_backward", lower_huber_bwd, 0},
-    {NULL, NULL, 0},
+    {"_softmax", lower_softmax_like, .param = 0},
+    {"_log_softmax", lower_softmax_like, .param = 1},
+    {"_softmax_backward_data", lower_softmax_bwd, .flags = 0},
+    {"_log_softmax_backward_data", lower_log_softmax_bwd, .flags = 0},
+    {"native_layer_norm", lower_layer_norm, .flags = 0},
+    {"native_layer_norm_backward", lower_layer_norm_bwd, .flags = 0},
+    {"native_batch_norm", lower_native_batch_norm, .flags = 0},
+    {"_native_batch_norm_legit", lower_native_batch_norm, .flags = 0},
+    {"_native_batch_norm_legit_functional", lower_native_batch_norm, .flags = 0},
+    {"_native_batch_norm_legit.no_stats", lower_bn_legit_no_stats, .flags = 0},
+    {"_native_batch_norm_legit_no_training", lower_bn_legit_no_training, .flags = 0},
+    {"_batch_norm_with_update", lower_bn_with_update, .flags = 0},
+    {"_batch_norm_with_update_functional", lower_bn_with_update, .flags = 0},
+    {"_batch_norm_no_update", lower_bn_no_update, .flags = 0},
+    {"native_batch_norm_backward", lower_batch_norm_bwd, .flags = 0},
+    {"batch_norm_backward", lower_batch_norm_bwd, .flags = 0},
+    {"native_group_norm", lower_group_norm, .flags = 0},
+    {"native_group_norm_backward", lower_group_norm_bwd, .flags = 0},
+    {"nll_loss_forward", lower_nll_loss, .flags = 0},
+    {"nll_loss2d_forward", lower_nll_loss, .flags = 0},
+    {"nll_loss_backward", lower_nll_loss_bwd, .flags = 0},
+    {"nll_loss2d_backward", lower_nll_loss_bwd, .flags = 0},
+    {"mse_loss", lower_mse_loss, .flags = 0},
+    {"mse_loss_backward", lower_mse_loss_bwd, .flags = 0},
+    {"binary_cross_entropy", lower_bce, .flags = 0},
+    {"binary_cross_entropy_backward", lower_bce_bwd, .flags = 0},
+    {"binary_cross_entropy_with_logits", lower_bce_logits, .flags = 0},
+    {"smooth_l1_loss", lower_smooth_like, .param = 0},
+    {"smooth_l1_loss_backward", lower_smooth_l1_bwd, .flags = 0},
+    {"huber_loss", lower_smooth_like, .param = 1},
+    {"huber_loss_backward", lower_huber_bwd, .flags = 0},
+    {0},
 };

@@ -184,10 +184,10 @@ POLY(laguerre, LAGUERRE, 0)
 POLY(legendre, LEGENDRE, 0)
 
 /* Each polynomial in its Tensor/Scalar forms and out= variants. */
-#define POLY_DEFS(aten, fn)                        \
-  {aten, fn, 0}, {aten ".out", fn, 0},             \
-  {aten ".x_scalar", fn, 0}, {aten ".x_scalar_out", fn, 0}, \
-  {aten ".n_scalar", fn, 0}, {aten ".n_scalar_out", fn, 0}
+#define POLY_DEFS(aten, fn)                                    \
+  {aten, fn, .variants = TTPU_V_OUT},                          \
+  {aten ".x_scalar", fn, .variants = TTPU_V_OV_OUT},           \
+  {aten ".n_scalar", fn, .variants = TTPU_V_OV_OUT}
 
 const ttpu_op_def ttpu_ops_polynomial[] = {
     POLY_DEFS("special_chebyshev_polynomial_t", lower_cheb_t),
@@ -202,5 +202,5 @@ const ttpu_op_def ttpu_ops_polynomial[] = {
     POLY_DEFS("special_hermite_polynomial_he", lower_hermite_he),
     POLY_DEFS("special_laguerre_polynomial_l", lower_laguerre),
     POLY_DEFS("special_legendre_polynomial_p", lower_legendre),
-    {NULL, NULL, 0},
+    {0},
 };

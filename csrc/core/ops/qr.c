@@ -228,13 +228,10 @@ static ttpu_status* lower_linalg_qr(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_qr[] = {
-    {"geqrf", lower_geqrf, 0},
-    {"geqrf.a", lower_geqrf, 0},
-    {"linalg_householder_product", lower_householder_product, 0},
-    {"linalg_householder_product.out", lower_householder_product, 0},
-    {"ormqr", lower_ormqr, 0},
-    {"ormqr.out", lower_ormqr, 0},
-    {"linalg_qr", lower_linalg_qr, 0},
-    {"linalg_qr.out", lower_linalg_qr, 0},
-    {NULL, NULL, 0},
+    {"geqrf", lower_geqrf, .flags = 0},
+    {"geqrf.a", lower_geqrf, .flags = 0},
+    {"linalg_householder_product", lower_householder_product, .variants = TTPU_V_OUT},
+    {"ormqr", lower_ormqr, .variants = TTPU_V_OUT},
+    {"linalg_qr", lower_linalg_qr, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "complex.h"
 #include "ttpu_lower.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -735,28 +736,25 @@ static ttpu_status* lower_multinomial(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_random[] = {
-    {"uniform_", lower_uniform_, TTPU_OP_RANDOM},
-    {"normal_", lower_normal_, TTPU_OP_RANDOM},
-    {"normal.Tensor_float", lower_normal_tensor_float, TTPU_OP_RANDOM},
-    {"normal.float_Tensor", lower_normal_float_tensor, TTPU_OP_RANDOM},
-    {"normal.Tensor_Tensor", lower_normal_tensor_tensor, TTPU_OP_RANDOM},
-    {"normal.Tensor_float_out", lower_normal_tensor_float, TTPU_OP_RANDOM},
-    {"normal.float_Tensor_out", lower_normal_float_tensor, TTPU_OP_RANDOM},
-    {"normal.Tensor_Tensor_out", lower_normal_tensor_tensor, TTPU_OP_RANDOM},
-    {"log_normal_", lower_log_normal_, TTPU_OP_RANDOM},
-    {"exponential_", lower_exponential_, TTPU_OP_RANDOM},
-    {"cauchy_", lower_cauchy_, TTPU_OP_RANDOM},
-    {"geometric_", lower_geometric_, TTPU_OP_RANDOM},
-    {"bernoulli_.float", lower_bernoulli_float, TTPU_OP_RANDOM},
-    {"bernoulli.p", lower_bernoulli_float, TTPU_OP_RANDOM},
-    {"bernoulli_.Tensor", lower_bernoulli_tensor, TTPU_OP_RANDOM},
-    {"bernoulli.out", lower_bernoulli_out, TTPU_OP_RANDOM},
-    {"random_", lower_random_, TTPU_OP_RANDOM},
-    {"random_.from", lower_random_from, TTPU_OP_RANDOM},
-    {"random_.to", lower_random_to, TTPU_OP_RANDOM},
-    {"randperm.generator_out", lower_randperm_out, TTPU_OP_RANDOM},
-    {"multinomial", lower_multinomial, TTPU_OP_RANDOM},
-    {"native_dropout", lower_native_dropout, TTPU_OP_RANDOM},
-    {"native_dropout_backward", lower_native_dropout_backward, 0},
-    {NULL, NULL, 0},
+    {"uniform_", lower_uniform_, .flags = TTPU_OP_RANDOM, .complex_fn = ttpu_complex_random},
+    {"normal_", lower_normal_, .flags = TTPU_OP_RANDOM, .param = TTPU_CX_NORMAL, .complex_fn = ttpu_complex_random},
+    {"normal.Tensor_float", lower_normal_tensor_float, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_OV_OUT},
+    {"normal.float_Tensor", lower_normal_float_tensor, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_OV_OUT},
+    {"normal.Tensor_Tensor", lower_normal_tensor_tensor, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_OV_OUT},
+    {"log_normal_", lower_log_normal_, .flags = TTPU_OP_RANDOM},
+    {"exponential_", lower_exponential_, .flags = TTPU_OP_RANDOM},
+    {"cauchy_", lower_cauchy_, .flags = TTPU_OP_RANDOM},
+    {"geometric_", lower_geometric_, .flags = TTPU_OP_RANDOM},
+    {"bernoulli_.float", lower_bernoulli_float, .flags = TTPU_OP_RANDOM},
+    {"bernoulli.p", lower_bernoulli_float, .flags = TTPU_OP_RANDOM},
+    {"bernoulli_.Tensor", lower_bernoulli_tensor, .flags = TTPU_OP_RANDOM},
+    {"bernoulli.out", lower_bernoulli_out, .flags = TTPU_OP_RANDOM},
+    {"random_", lower_random_, .flags = TTPU_OP_RANDOM},
+    {"random_.from", lower_random_from, .flags = TTPU_OP_RANDOM},
+    {"random_.to", lower_random_to, .flags = TTPU_OP_RANDOM},
+    {"randperm.generator_out", lower_randperm_out, .flags = TTPU_OP_RANDOM},
+    {"multinomial", lower_multinomial, .flags = TTPU_OP_RANDOM},
+    {"native_dropout", lower_native_dropout, .flags = TTPU_OP_RANDOM},
+    {"native_dropout_backward", lower_native_dropout_backward, .flags = 0},
+    {0},
 };

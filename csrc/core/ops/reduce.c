@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "complex.h"
 #include "ttpu_lower.h"
 
 /* bf16/f16 accumulate in f32, as PyTorch's CPU kernels do. */
@@ -126,10 +127,20 @@ static ttpu_status* lower_prod_dim(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ max/min */
 
-/* amax/amin(self, int[1] dim=[], keepdim); max/min(self) reduce all. */
-static ttpu_status* lower_extreme(ttpu_lower* L, int is_max, int has_dim) {
+/* amax/amin(self, int[1] dim=[], keepdim); max/min(self) reduce all.
+ * param: TTPU_PARAMS(is_max, has_dim, 0). max()/min() of every element
+ * have no identity to return for none (the meta kernel gives them a 0-d
+ * result all the same). */
+static ttpu_status* lower_extreme(ttpu_lower* L) {
+  int is_max = ttpu_l_param_at(L, 0), has_dim = ttpu_l_param_at(L, 1);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
+  if (!has_dim && ttpu_type_numel(&tx) == 0)
+    return ttpu_status_make(
+        TTPU_INVALID_ARGUMENT,
+        "%s(): Expected reduction dim to be specified for input.numel() == "
+        "0. Specify the reduction dim with the 'dim' argument.",
+        is_max ? "max" : "min");
   int mask[TTPU_MAX_DIMS];
   if (has_dim)
     dim_mask(L, 1, tx.ndim, 1, mask);
@@ -140,22 +151,6 @@ static ttpu_status* lower_extreme(ttpu_lower* L, int is_max, int has_dim) {
   return NULL;
 }
 
-static ttpu_status* lower_amax(ttpu_lower* L) { return lower_extreme(L, 1, 1); }
-static ttpu_status* lower_amin(ttpu_lower* L) { return lower_extreme(L, 0, 1); }
-/* max()/min() of every element have no identity to return for none (the
- * meta kernel gives them a 0-d result all the same). */
-static ttpu_status* extreme_all(ttpu_lower* L, int is_max) {
-  ttpu_type tx = ttpu_l_type(L, ttpu_l_tensor(L, 0));
-  if (ttpu_type_numel(&tx) == 0)
-    return ttpu_status_make(
-        TTPU_INVALID_ARGUMENT,
-        "%s(): Expected reduction dim to be specified for input.numel() == "
-        "0. Specify the reduction dim with the 'dim' argument.",
-        is_max ? "max" : "min");
-  return lower_extreme(L, is_max, 0);
-}
-static ttpu_status* lower_max(ttpu_lower* L) { return extreme_all(L, 1); }
-static ttpu_status* lower_min(ttpu_lower* L) { return extreme_all(L, 0); }
 
 /* Value and first index of the extreme along dim (NaN wins). A 0-d input
  * is its own extreme at index 0. */
@@ -171,7 +166,8 @@ static void arg_extreme(ttpu_lower* L, ttpu_val x, int64_t dim, int is_max,
 }
 
 /* max.dim/min.dim(self, int dim, keepdim) -> (values, indices) */
-static ttpu_status* lower_extreme_dim(ttpu_lower* L, int is_max) {
+static ttpu_status* lower_extreme_dim(ttpu_lower* L) {
+  int is_max = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
@@ -182,11 +178,9 @@ static ttpu_status* lower_extreme_dim(ttpu_lower* L, int is_max) {
   return NULL;
 }
 
-static ttpu_status* lower_max_dim(ttpu_lower* L) { return lower_extreme_dim(L, 1); }
-static ttpu_status* lower_min_dim(ttpu_lower* L) { return lower_extreme_dim(L, 0); }
-
 /* argmax/argmin(self, int? dim=None, keepdim): None flattens. */
-static ttpu_status* lower_argextreme(ttpu_lower* L, int is_max) {
+static ttpu_status* lower_argextreme(ttpu_lower* L) {
+  int is_max = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
@@ -208,9 +202,6 @@ static ttpu_status* lower_argextreme(ttpu_lower* L, int is_max) {
   return NULL;
 }
 
-static ttpu_status* lower_argmax(ttpu_lower* L) { return lower_argextreme(L, 1); }
-static ttpu_status* lower_argmin(ttpu_lower* L) { return lower_argextreme(L, 0); }
-
 /* aminmax(self, *, int? dim=None, keepdim) -> (min, max) */
 static ttpu_status* lower_aminmax(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
@@ -231,7 +222,9 @@ static ttpu_status* lower_aminmax(ttpu_lower* L) {
  * correction, keepdim). Two passes (mean, then squared deviations) in the
  * accumulation dtype; the divisor max(N - correction, 0) is computed at
  * run time because correction is a runtime Scalar. */
-static ttpu_status* lower_var_like(ttpu_lower* L, int take_sqrt, int with_mean) {
+static ttpu_status* lower_var_like(ttpu_lower* L) {
+  int take_sqrt = (int)ttpu_l_param_at(L, 0);
+  int with_mean = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
   ttpu_dtype acc = acc_of(out.dtype);
@@ -258,17 +251,14 @@ static ttpu_status* lower_var_like(ttpu_lower* L, int take_sqrt, int with_mean) 
   return NULL;
 }
 
-static ttpu_status* lower_var(ttpu_lower* L) { return lower_var_like(L, 0, 0); }
-static ttpu_status* lower_std(ttpu_lower* L) { return lower_var_like(L, 1, 0); }
-static ttpu_status* lower_var_mean(ttpu_lower* L) { return lower_var_like(L, 0, 1); }
-static ttpu_status* lower_std_mean(ttpu_lower* L) { return lower_var_like(L, 1, 1); }
-
 /* ------------------------------------------------------------ any/all */
 
 /* any/all(self), .dim(self, int dim, keepdim), .dims(self, int[]? dim,
  * keepdim): None reduces every dim, an empty list none (as on CPU). The
  * output is bool, or uint8 for uint8 input. */
-static ttpu_status* lower_any_all(ttpu_lower* L, int is_any, int has_dim) {
+static ttpu_status* lower_any_all(ttpu_lower* L) {
+  int is_any = (int)ttpu_l_param_at(L, 0);
+  int has_dim = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
@@ -282,11 +272,6 @@ static ttpu_status* lower_any_all(ttpu_lower* L, int is_any, int has_dim) {
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ttpu_l_out_type(L, 0)));
   return NULL;
 }
-
-static ttpu_status* lower_any(ttpu_lower* L) { return lower_any_all(L, 1, 0); }
-static ttpu_status* lower_any_dim(ttpu_lower* L) { return lower_any_all(L, 1, 1); }
-static ttpu_status* lower_all(ttpu_lower* L) { return lower_any_all(L, 0, 0); }
-static ttpu_status* lower_all_dim(ttpu_lower* L) { return lower_any_all(L, 0, 1); }
 
 /* count_nonzero(self, int? dim=None), .dim_IntList(self, int[] dim): None
  * and an empty list both count over every dim, as on CPU. */
@@ -385,9 +370,14 @@ static ttpu_val vector_norm(ttpu_lower* L, ttpu_val x, ttpu_val p,
   return r;
 }
 
-/* Shared by the norm overloads: p at p_arg (None = 2), dims at dim_arg
- * (-1: all dims). The input is cast to the output dtype first (dtype=). */
-static ttpu_status* lower_norm_at(ttpu_lower* L, int p_arg, int dim_arg) {
+/* The norm overloads: p at arg 1 (None = 2), dims at arg param (-1: all
+ * dims). The input is cast to the output dtype first (dtype=).
+ * linalg_vector_norm(self, Scalar ord=2, int[1]? dim, keepdim, *, dtype),
+ * norm.ScalarOpt_dim(self, p?, int[1] dim, keepdim) and _dim_dtype: 2;
+ * norm.Scalar(self, Scalar p=2), norm.ScalarOpt_dtype(self, p?, *, dtype):
+ * -1. */
+static ttpu_status* lower_norm_at(ttpu_lower* L) {
+  const int p_arg = 1, dim_arg = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
   ttpu_val x = input_for_out(L, 0);
@@ -400,56 +390,44 @@ static ttpu_status* lower_norm_at(ttpu_lower* L, int p_arg, int dim_arg) {
   return NULL;
 }
 
-/* linalg_vector_norm(self, Scalar ord=2, int[1]? dim, keepdim, *, dtype) */
-static ttpu_status* lower_linalg_vector_norm(ttpu_lower* L) {
-  return lower_norm_at(L, 1, 2);
-}
-/* norm.Scalar(self, Scalar p=2); norm.ScalarOpt_dtype(self, p?, *, dtype) */
-static ttpu_status* lower_norm_all(ttpu_lower* L) { return lower_norm_at(L, 1, -1); }
-/* norm.ScalarOpt_dim(self, p?, int[1] dim, keepdim) and _dim_dtype */
-static ttpu_status* lower_norm_dim(ttpu_lower* L) { return lower_norm_at(L, 1, 2); }
 
 const ttpu_op_def ttpu_ops_reduce[] = {
-    {"sum", lower_sum, 0},
-    {"sum.dim_IntList", lower_sum_dim, 0},
-    {"sum.IntList_out", lower_sum_dim, 0},
-    {"nansum", lower_nansum, 0},
-    {"mean", lower_mean, 0},
-    {"mean.dim", lower_mean_dim, 0},
-    {"prod", lower_prod, 0},
-    {"prod.dim_int", lower_prod_dim, 0},
-    {"amax", lower_amax, 0},
-    {"amax.out", lower_amax, 0},
-    {"amin", lower_amin, 0},
-    {"amin.out", lower_amin, 0},
-    {"max", lower_max, 0},
-    {"min", lower_min, 0},
-    {"max.dim", lower_max_dim, 0},
-    {"min.dim", lower_min_dim, 0},
-    {"argmax", lower_argmax, 0},
-    {"argmin", lower_argmin, 0},
-    {"aminmax", lower_aminmax, 0},
-    {"var.correction", lower_var, 0},
-    {"std.correction", lower_std, 0},
-    {"var_mean.correction", lower_var_mean, 0},
-    {"std_mean.correction", lower_std_mean, 0},
-    {"any", lower_any, 0},
-    {"any.dim", lower_any_dim, 0},
-    {"any.dims", lower_any_dim, 0},
-    {"all", lower_all, 0},
-    {"all.dim", lower_all_dim, 0},
-    {"all.dims", lower_all_dim, 0},
-    {"count_nonzero", lower_count_nonzero, 0},
-    {"count_nonzero.dim_IntList", lower_count_nonzero, 0},
-    {"logsumexp", lower_logsumexp, 0},
-    {"cumsum", lower_cumsum, 0},
-    {"cumsum_", lower_cumsum, 0},
-    {"cumprod", lower_cumprod, 0},
-    {"cumprod_", lower_cumprod, 0},
-    {"linalg_vector_norm", lower_linalg_vector_norm, 0},
-    {"norm.Scalar", lower_norm_all, 0},
-    {"norm.ScalarOpt_dtype", lower_norm_all, 0},
-    {"norm.ScalarOpt_dim", lower_norm_dim, 0},
-    {"norm.ScalarOpt_dim_dtype", lower_norm_dim, 0},
-    {NULL, NULL, 0},
+    {"sum", lower_sum, .param = TTPU_CX_ALL, .complex_fn = ttpu_complex_reduce},
+    {"sum.dim_IntList", lower_sum_dim, .complex_fn = ttpu_complex_reduce},
+    {"sum.IntList_out", lower_sum_dim, .complex_fn = ttpu_complex_reduce},
+    {"nansum", lower_nansum, .flags = 0},
+    {"mean", lower_mean, .param = TTPU_CX_MEAN | TTPU_CX_ALL, .complex_fn = ttpu_complex_reduce},
+    {"mean.dim", lower_mean_dim, .param = TTPU_CX_MEAN, .complex_fn = ttpu_complex_reduce},
+    {"prod", lower_prod, .flags = 0},
+    {"prod.dim_int", lower_prod_dim, .flags = 0},
+    {"amax", lower_extreme, .param = TTPU_PARAMS(1, 1, 0), .variants = TTPU_V_OUT},
+    {"amin", lower_extreme, .param = TTPU_PARAMS(0, 1, 0), .variants = TTPU_V_OUT},
+    {"max", lower_extreme, .param = TTPU_PARAMS(1, 0, 0)},
+    {"min", lower_extreme, .param = TTPU_PARAMS(0, 0, 0)},
+    {"max.dim", lower_extreme_dim, .param = 1},
+    {"min.dim", lower_extreme_dim, .param = 0},
+    {"argmax", lower_argextreme, .param = 1},
+    {"argmin", lower_argextreme, .param = 0},
+    {"aminmax", lower_aminmax, .flags = 0},
+    {"var.correction", lower_var_like, .param = TTPU_PARAMS(0, 0, 0)},
+    {"std.correction", lower_var_like, .param = TTPU_PARAMS(1, 0, 0)},
+    {"var_mean.correction", lower_var_like, .param = TTPU_PARAMS(0, 1, 0)},
+    {"std_mean.correction", lower_var_like, .param = TTPU_PARAMS(1, 1, 0)},
+    {"any", lower_any_all, .param = TTPU_PARAMS(1, 0, 0)},
+    {"any.dim", lower_any_all, .param = TTPU_PARAMS(1, 1, 0)},
+    {"any.dims", lower_any_all, .param = TTPU_PARAMS(1, 1, 0)},
+    {"all", lower_any_all, .param = TTPU_PARAMS(0, 0, 0)},
+    {"all.dim", lower_any_all, .param = TTPU_PARAMS(0, 1, 0)},
+    {"all.dims", lower_any_all, .param = TTPU_PARAMS(0, 1, 0)},
+    {"count_nonzero", lower_count_nonzero, .flags = 0},
+    {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = 0},
+    {"logsumexp", lower_logsumexp, .flags = 0},
+    {"cumsum", lower_cumsum, .variants = TTPU_V_INPLACE},
+    {"cumprod", lower_cumprod, .variants = TTPU_V_INPLACE},
+    {"linalg_vector_norm", lower_norm_at, .param = 2},
+    {"norm.Scalar", lower_norm_at, .param = -1},
+    {"norm.ScalarOpt_dtype", lower_norm_at, .param = -1},
+    {"norm.ScalarOpt_dim", lower_norm_at, .param = 2},
+    {"norm.ScalarOpt_dim_dtype", lower_norm_at, .param = 2},
+    {0},
 };

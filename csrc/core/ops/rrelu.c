@@ -57,10 +57,7 @@ static ttpu_status* lower_rrelu_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_rrelu[] = {
-    {"rrelu_with_noise", lower_rrelu, TTPU_OP_RANDOM},
-    {"rrelu_with_noise_", lower_rrelu, TTPU_OP_RANDOM},
-    {"rrelu_with_noise.out", lower_rrelu, TTPU_OP_RANDOM},
-    {"rrelu_with_noise_backward", lower_rrelu_backward, 0},
-    {"rrelu_with_noise_backward.out", lower_rrelu_backward, 0},
-    {NULL, NULL, 0},
+    {"rrelu_with_noise", lower_rrelu, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"rrelu_with_noise_backward", lower_rrelu_backward, .variants = TTPU_V_OUT},
+    {0},
 };

@@ -19,7 +19,8 @@ static ttpu_val at_least_1d(ttpu_hlo* b, ttpu_val x) {
  * seen the value stays NaN and the index moves to each later NaN. That
  * index is the last j <= i where x[j] equals the running extreme at j
  * itself, a running max of such positions. */
-static ttpu_status* cum_extreme(ttpu_lower* L, int is_max) {
+static ttpu_status* cum_extreme(ttpu_lower* L) {
+  int is_max = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ov = ttpu_l_out_type(L, 0), oi = ttpu_l_out_type(L, 1);
   ttpu_val x = at_least_1d(b, ttpu_l_tensor(L, 0));
@@ -51,9 +52,6 @@ static ttpu_status* cum_extreme(ttpu_lower* L, int is_max) {
   ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, idx, oi));
   return NULL;
 }
-
-static ttpu_status* lower_cummax(ttpu_lower* L) { return cum_extreme(L, 1); }
-static ttpu_status* lower_cummin(ttpu_lower* L) { return cum_extreme(L, 0); }
 
 /* x shifted by k along dim, the first k positions filled with fill. */
 static ttpu_val shifted(ttpu_hlo* b, ttpu_val x, int dim, int64_t k, ttpu_val fill) {
@@ -100,9 +98,8 @@ static ttpu_status* lower_logcumsumexp(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_scan[] = {
-    {"_cummax_helper", lower_cummax, 0},
-    {"_cummin_helper", lower_cummin, 0},
-    {"_logcumsumexp", lower_logcumsumexp, 0},
-    {"_logcumsumexp.out", lower_logcumsumexp, 0},
-    {NULL, NULL, 0},
+    {"_cummax_helper", cum_extreme, .param = 1},
+    {"_cummin_helper", cum_extreme, .param = 0},
+    {"_logcumsumexp", lower_logcumsumexp, .variants = TTPU_V_OUT},
+    {0},
 };

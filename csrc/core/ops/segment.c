@@ -370,7 +370,7 @@ static ttpu_status* lower_segment_reduce_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_segment[] = {
-    {"segment_reduce", lower_segment_reduce, 0},
-    {"_segment_reduce_backward", lower_segment_reduce_backward, 0},
-    {NULL, NULL, 0},
+    {"segment_reduce", lower_segment_reduce, .flags = 0},
+    {"_segment_reduce_backward", lower_segment_reduce_backward, .flags = 0},
+    {0},
 };

@@ -150,15 +150,11 @@ static ttpu_status* lower_histc(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_setops[] = {
-    {"histc", lower_histc, 0},
-    {"histc.out", lower_histc, 0},
-    {"isin.Tensor_Tensor", lower_isin, 0},
-    {"isin.Tensor_Tensor_out", lower_isin, 0},
-    {"isin.Tensor_Scalar", lower_isin, 0},
-    {"isin.Tensor_Scalar_out", lower_isin, 0},
-    {"isin.Scalar_Tensor", lower_isin, 0},
-    {"isin.Scalar_Tensor_out", lower_isin, 0},
-    {"mode", lower_mode, 0},
-    {"mode.values", lower_mode, 0},
-    {NULL, NULL, 0},
+    {"histc", lower_histc, .variants = TTPU_V_OUT},
+    {"isin.Tensor_Tensor", lower_isin, .variants = TTPU_V_OV_OUT},
+    {"isin.Tensor_Scalar", lower_isin, .variants = TTPU_V_OV_OUT},
+    {"isin.Scalar_Tensor", lower_isin, .variants = TTPU_V_OV_OUT},
+    {"mode", lower_mode, .flags = 0},
+    {"mode.values", lower_mode, .flags = 0},
+    {0},
 };

@@ -219,8 +219,10 @@ static int pad_map(int64_t n, int64_t lo, int64_t hi, pad_mode mode,
 
 /* The k padded dims (the last k) of a value, each as a gather (forward) or
  * its adjoint (backward) with the constant position map. */
-static ttpu_status* pad_common(ttpu_lower* L, pad_mode mode, int k,
-                               int backward) {
+static ttpu_status* pad_common(ttpu_lower* L) {
+  pad_mode mode = (pad_mode)ttpu_l_param_at(L, 0);
+  int k = (int)ttpu_l_param_at(L, 1);
+  int backward = (int)ttpu_l_param_at(L, 2);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -269,24 +271,12 @@ static ttpu_status* pad_common(ttpu_lower* L, pad_mode mode, int k,
   return NULL;
 }
 
-static ttpu_status* lower_reflection_pad1d(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 1, 0); }
-static ttpu_status* lower_reflection_pad2d(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 2, 0); }
-static ttpu_status* lower_reflection_pad3d(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 3, 0); }
-static ttpu_status* lower_replication_pad1d(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 1, 0); }
-static ttpu_status* lower_replication_pad2d(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 2, 0); }
-static ttpu_status* lower_replication_pad3d(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 3, 0); }
-static ttpu_status* lower_reflection_pad1d_bw(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 1, 1); }
-static ttpu_status* lower_reflection_pad2d_bw(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 2, 1); }
-static ttpu_status* lower_reflection_pad3d_bw(ttpu_lower* L) { return pad_common(L, PAD_REFLECT, 3, 1); }
-static ttpu_status* lower_replication_pad1d_bw(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 1, 1); }
-static ttpu_status* lower_replication_pad2d_bw(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 2, 1); }
-static ttpu_status* lower_replication_pad3d_bw(ttpu_lower* L) { return pad_common(L, PAD_REPLICATE, 3, 1); }
-
 /* ------------------------------------------------------------ triangles */
 
 /* triu/tril(Tensor self, SymInt diagonal=0) (+ in place, .out): keeps
  * col - row >= diagonal (triu) or <= diagonal (tril) of the last 2 dims. */
-static ttpu_status* tri_common(ttpu_lower* L, int upper) {
+static ttpu_status* tri_common(ttpu_lower* L) {
+  int upper = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -310,9 +300,6 @@ static ttpu_status* tri_common(ttpu_lower* L, int upper) {
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
   return NULL;
 }
-
-static ttpu_status* lower_triu(ttpu_lower* L) { return tri_common(L, 1); }
-static ttpu_status* lower_tril(ttpu_lower* L) { return tri_common(L, 0); }
 
 /* ------------------------------------------------------------ slicing */
 
@@ -478,36 +465,30 @@ static ttpu_status* lower_eye(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_shape[] = {
-    {"cat", lower_cat, 0},
-    {"cat.out", lower_cat, 0},
-    {"flip", lower_flip, 0},
-    {"roll", lower_roll, 0},
-    {"repeat", lower_repeat, 0},
-    {"constant_pad_nd", lower_constant_pad, 0},
-    {"reflection_pad1d", lower_reflection_pad1d, 0},
-    {"reflection_pad2d", lower_reflection_pad2d, 0},
-    {"reflection_pad3d", lower_reflection_pad3d, 0},
-    {"replication_pad1d", lower_replication_pad1d, 0},
-    {"replication_pad2d", lower_replication_pad2d, 0},
-    {"replication_pad3d", lower_replication_pad3d, 0},
-    {"reflection_pad1d_backward", lower_reflection_pad1d_bw, 0},
-    {"reflection_pad2d_backward", lower_reflection_pad2d_bw, 0},
-    {"reflection_pad3d_backward", lower_reflection_pad3d_bw, 0},
-    {"replication_pad1d_backward", lower_replication_pad1d_bw, 0},
-    {"replication_pad2d_backward", lower_replication_pad2d_bw, 0},
-    {"replication_pad3d_backward", lower_replication_pad3d_bw, 0},
-    {"triu", lower_triu, 0},
-    {"triu_", lower_triu, 0},
-    {"triu.out", lower_triu, 0},
-    {"tril", lower_tril, 0},
-    {"tril_", lower_tril, 0},
-    {"tril.out", lower_tril, 0},
-    {"narrow_copy", lower_narrow_copy, 0},
-    {"unfold_backward", lower_unfold_backward, 0},
-    {"arange.start_out", lower_arange, 0},
-    {"linspace.out", lower_linspace, 0},
-    {"logspace.out", lower_logspace, 0},
-    {"eye.out", lower_eye, 0},
-    {"eye.m_out", lower_eye, 0},
-    {NULL, NULL, 0},
+    {"cat", lower_cat, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"flip", lower_flip, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"roll", lower_roll, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"repeat", lower_repeat, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"constant_pad_nd", lower_constant_pad, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"reflection_pad1d", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 1, 0)},
+    {"reflection_pad2d", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 2, 0)},
+    {"reflection_pad3d", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 3, 0)},
+    {"replication_pad1d", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 1, 0)},
+    {"replication_pad2d", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 2, 0)},
+    {"replication_pad3d", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 3, 0)},
+    {"reflection_pad1d_backward", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 1, 1)},
+    {"reflection_pad2d_backward", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 2, 1)},
+    {"reflection_pad3d_backward", pad_common, .param = TTPU_PARAMS(PAD_REFLECT, 3, 1)},
+    {"replication_pad1d_backward", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 1, 1)},
+    {"replication_pad2d_backward", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 2, 1)},
+    {"replication_pad3d_backward", pad_common, .param = TTPU_PARAMS(PAD_REPLICATE, 3, 1)},
+    {"triu", tri_common, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"tril", tri_common, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"narrow_copy", lower_narrow_copy, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"unfold_backward", lower_unfold_backward, .flags = 0},
+    {"arange.start_out", lower_arange, .flags = 0},
+    {"linspace.out", lower_linspace, .flags = 0},
+    {"logspace.out", lower_logspace, .flags = 0},
+    {"eye.m_out", lower_eye, .variants = TTPU_V_OUT},
+    {0},
 };

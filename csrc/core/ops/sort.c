@@ -186,7 +186,8 @@ static void median_along(ttpu_hlo* b, ttpu_val x, int dim, int ignore_nan,
 
 /* median.dim / nanmedian.dim(Tensor self, int dim, bool keepdim=False)
  * -> (values, indices) */
-static ttpu_status* median_dim(ttpu_lower* L, int ignore_nan) {
+static ttpu_status* median_dim(ttpu_lower* L) {
+  int ignore_nan = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int nd = ttpu_l_type(L, x).ndim;
@@ -202,12 +203,10 @@ static ttpu_status* median_dim(ttpu_lower* L, int ignore_nan) {
   return NULL;
 }
 
-static ttpu_status* lower_median_dim(ttpu_lower* L) { return median_dim(L, 0); }
-static ttpu_status* lower_nanmedian_dim(ttpu_lower* L) { return median_dim(L, 1); }
-
 /* median / nanmedian(Tensor self): over all elements; an empty input
  * gives NaN, as CPU. */
-static ttpu_status* median_all(ttpu_lower* L, int ignore_nan) {
+static ttpu_status* median_all(ttpu_lower* L) {
+  int ignore_nan = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -223,9 +222,6 @@ static ttpu_status* median_all(ttpu_lower* L, int ignore_nan) {
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, v, ot));
   return NULL;
 }
-
-static ttpu_status* lower_median(ttpu_lower* L) { return median_all(L, 0); }
-static ttpu_status* lower_nanmedian(ttpu_lower* L) { return median_all(L, 1); }
 
 /* ------------------------------------------------------------ searchsorted */
 
@@ -337,18 +333,18 @@ static ttpu_status* lower_bucketize(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_sort[] = {
-    {"sort.stable", lower_sort, 0},
-    {"sort.values_stable", lower_sort, 0},
-    {"topk", lower_topk, 0},
-    {"topk.values", lower_topk, 0},
-    {"kthvalue", lower_kthvalue, 0},
-    {"median", lower_median, 0},
-    {"median.dim", lower_median_dim, 0},
-    {"nanmedian", lower_nanmedian, 0},
-    {"nanmedian.dim", lower_nanmedian_dim, 0},
-    {"searchsorted.Tensor", lower_searchsorted, 0},
-    {"searchsorted.Scalar", lower_searchsorted, 0},
-    {"bucketize.Tensor", lower_bucketize, 0},
-    {"bucketize.Scalar", lower_bucketize, 0},
-    {NULL, NULL, 0},
+    {"sort.stable", lower_sort, .flags = 0},
+    {"sort.values_stable", lower_sort, .flags = 0},
+    {"topk", lower_topk, .flags = 0},
+    {"topk.values", lower_topk, .flags = 0},
+    {"kthvalue", lower_kthvalue, .flags = 0},
+    {"median", median_all, .param = 0},
+    {"median.dim", median_dim, .param = 0},
+    {"nanmedian", median_all, .param = 1},
+    {"nanmedian.dim", median_dim, .param = 1},
+    {"searchsorted.Tensor", lower_searchsorted, .flags = 0},
+    {"searchsorted.Scalar", lower_searchsorted, .flags = 0},
+    {"bucketize.Tensor", lower_bucketize, .flags = 0},
+    {"bucketize.Scalar", lower_bucketize, .flags = 0},
+    {0},
 };

@@ -7,6 +7,7 @@
  * promotes them. */
 #include <math.h>
 
+#include "complex.h"
 #include "elementwise.h"
 
 static const double kPi = 3.14159265358979323846264338327950288;
@@ -77,7 +78,9 @@ static ttpu_status* lower_digamma(ttpu_lower* L) {
 }
 
 /* polygamma(int n, Tensor self) and polygamma_(Tensor self, int n). */
-static ttpu_status* polygamma_common(ttpu_lower* L, int n_arg, int x_arg) {
+static ttpu_status* polygamma_common(ttpu_lower* L) {
+  int n_arg = (int)ttpu_l_param_at(L, 0);
+  int x_arg = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   int64_t n = ttpu_l_int(L, n_arg, 0);
   ttpu_val x = float_in(L, x_arg);
@@ -97,9 +100,6 @@ static ttpu_status* polygamma_common(ttpu_lower* L, int n_arg, int x_arg) {
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
-
-static ttpu_status* lower_polygamma(ttpu_lower* L) { return polygamma_common(L, 0, 1); }
-static ttpu_status* lower_polygamma_(ttpu_lower* L) { return polygamma_common(L, 1, 0); }
 
 /* Hurwitz zeta(x, q) = sum_k (k + q)^-x, as the CPU's Cephes-based
  * kernel: x == 1 is +inf, x < 1 is NaN, and q a non-positive integer
@@ -335,49 +335,26 @@ static ttpu_status* lower_spherical_j0(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_special[] = {
-    {"special_log_ndtr", lower_log_ndtr, 0},
-    {"special_log_ndtr.out", lower_log_ndtr, 0},
-    {"special_erfcx", lower_erfcx, 0},
-    {"special_erfcx.out", lower_erfcx, 0},
-    {"special_ndtri", lower_ndtri, 0},
-    {"special_ndtri.out", lower_ndtri, 0},
-    {"special_spherical_bessel_j0", lower_spherical_j0, 0},
-    {"special_spherical_bessel_j0.out", lower_spherical_j0, 0},
-    {"special_modified_bessel_i1", lower_i1, 0},
-    {"special_modified_bessel_i1.out", lower_i1, 0},
-    {"frexp.Tensor", lower_frexp, 0},
-    {"frexp.Tensor_out", lower_frexp, 0},
-    {"lgamma", lower_lgamma, 0},
-    {"lgamma_", lower_lgamma, 0},
-    {"lgamma.out", lower_lgamma, 0},
-    {"digamma", lower_digamma, 0},
-    {"digamma_", lower_digamma, 0},
-    {"digamma.out", lower_digamma, 0},
-    {"polygamma", lower_polygamma, 0},
-    {"polygamma.out", lower_polygamma, 0},
-    {"polygamma_", lower_polygamma_, 0},
-    {"special_zeta", lower_zeta, 0},
-    {"special_zeta.out", lower_zeta, 0},
-    {"special_zeta.self_scalar", lower_zeta, 0},
-    {"special_zeta.self_scalar_out", lower_zeta, 0},
-    {"special_zeta.other_scalar", lower_zeta, 0},
-    {"special_zeta.other_scalar_out", lower_zeta, 0},
-    {"special_i1e", lower_i1e, 0},
-    {"special_i1e.out", lower_i1e, 0},
-    {"special_i1", lower_i1, 0},
-    {"special_i1.out", lower_i1, 0},
-    {"nextafter", lower_nextafter, 0},
-    {"nextafter_", lower_nextafter, 0},
-    {"nextafter.out", lower_nextafter, 0},
-    {"special_xlog1py", lower_xlog1py, 0},
-    {"special_xlog1py.out", lower_xlog1py, 0},
-    {"special_xlog1py.self_scalar", lower_xlog1py, 0},
-    {"special_xlog1py.self_scalar_out", lower_xlog1py, 0},
-    {"special_xlog1py.other_scalar", lower_xlog1py, 0},
-    {"special_xlog1py.other_scalar_out", lower_xlog1py, 0},
-    {"special_entr", lower_entr, 0},
-    {"special_entr.out", lower_entr, 0},
-    {"angle", lower_angle, 0},
-    {"angle.out", lower_angle, 0},
-    {NULL, NULL, 0},
+    {"special_log_ndtr", lower_log_ndtr, .variants = TTPU_V_OUT},
+    {"special_erfcx", lower_erfcx, .variants = TTPU_V_OUT},
+    {"special_ndtri", lower_ndtri, .variants = TTPU_V_OUT},
+    {"special_spherical_bessel_j0", lower_spherical_j0, .variants = TTPU_V_OUT},
+    {"special_modified_bessel_i1", lower_i1, .variants = TTPU_V_OUT},
+    {"frexp.Tensor", lower_frexp, .variants = TTPU_V_OV_OUT},
+    {"lgamma", lower_lgamma, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"digamma", lower_digamma, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"polygamma", polygamma_common, .param = TTPU_PARAMS(0, 1, 0), .variants = TTPU_V_OUT},
+    {"polygamma_", polygamma_common, .param = TTPU_PARAMS(1, 0, 0)},
+    {"special_zeta", lower_zeta, .variants = TTPU_V_OUT},
+    {"special_zeta.self_scalar", lower_zeta, .variants = TTPU_V_OV_OUT},
+    {"special_zeta.other_scalar", lower_zeta, .variants = TTPU_V_OV_OUT},
+    {"special_i1e", lower_i1e, .variants = TTPU_V_OUT},
+    {"special_i1", lower_i1, .variants = TTPU_V_OUT},
+    {"nextafter", lower_nextafter, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"special_xlog1py", lower_xlog1py, .variants = TTPU_V_OUT},
+    {"special_xlog1py.self_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},
+    {"special_xlog1py.other_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},
+    {"special_entr", lower_entr, .variants = TTPU_V_OUT},
+    {"angle", lower_angle, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_angle},
+    {0},
 };

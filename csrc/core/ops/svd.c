@@ -192,7 +192,7 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_svd[] = {
-    {"_linalg_svd", lower_svd, 0},
-    {"_linalg_svd.U", lower_svd, 0},
-    {NULL, NULL, 0},
+    {"_linalg_svd", lower_svd, .flags = 0},
+    {"_linalg_svd.U", lower_svd, .flags = 0},
+    {0},
 };

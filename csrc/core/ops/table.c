@@ -1,9 +1,14 @@
-/* table.c - the one lowering table: every op family's definitions, looked
- * up by ATen overload name. Adding a family: define its array in its own
- * file and list it in `families` below. */
+/* table.c - the one lowering table: every op family's records, expanded
+ * once (each record's derived in-place and out= overloads after it) into a
+ * flat array indexed by op id, and a hash of the names. Adding a family:
+ * define its array in its own file and list it in `families` below. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ttpu_lower.h"
+#include "complex.h"
 
 extern const ttpu_op_def ttpu_ops_copy[];
 extern const ttpu_op_def ttpu_ops_elementwise[];
@@ -93,37 +98,139 @@ static const ttpu_op_def* const families[] = {
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
-/* Ids are positions in the concatenation of the families, in order. The
- * table is immutable, so lookups need no lock. */
-static const ttpu_op_def* def_at(int op) {
-  if (op < 0) return NULL;
-  for (size_t f = 0; f < N_FAMILIES; ++f) {
-    int n = 0;
-    while (families[f][n].name) ++n;
-    if (op < n) return &families[f][op];
-    op -= n;
-  }
-  return NULL;
+/* The expanded table: built once (pthread_once), then immutable, so
+ * lookups take no lock. Derived records own their names (`names`); both
+ * live for the process. */
+static ttpu_op_def* all;
+static int n_all;
+static char* names;        /* the derived names, back to back */
+static int* slots;         /* open-addressed hash of names: id + 1, 0 empty */
+static size_t n_slots;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static uint64_t hash_name(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; ++s) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
 }
 
-const ttpu_op_def* ttpu_op_def_get(int op) { return def_at(op); }
+/* The name of variant v of "op.OV" / "op" into buf (room for n), or 0
+ * when the variant has no such name. */
+static int variant_name(const char* base, int v, char* buf, size_t n) {
+  const char* dot = strchr(base, '.');
+  int op_len = dot ? (int)(dot - base) : (int)strlen(base);
+  const char* ov = dot ? dot + 1 : NULL;
+  int k;
+  if (v == TTPU_V_INPLACE)
+    k = ov ? snprintf(buf, n, "%.*s_.%s", op_len, base, ov)
+           : snprintf(buf, n, "%s_", base);
+  else if (v == TTPU_V_OUT)
+    k = snprintf(buf, n, "%.*s.out", op_len, base);
+  else if (ov)
+    k = snprintf(buf, n, "%s_out", base);
+  else
+    return 0;
+  return k > 0 && (size_t)k < n;
+}
+
+static const int kVariants[] = {TTPU_V_INPLACE, TTPU_V_OUT, TTPU_V_OV_OUT};
+#define N_VARIANTS (int)(sizeof(kVariants) / sizeof(kVariants[0]))
+#define NAME_MAX_LEN 128
+
+static void build(void) {
+  int n = 0;
+  size_t chars = 0;
+  for (size_t f = 0; f < N_FAMILIES; ++f)
+    for (const ttpu_op_def* d = families[f]; d->name; ++d) {
+      ++n;
+      for (int v = 0; v < N_VARIANTS; ++v)
+        if (d->variants & kVariants[v]) {
+          ++n;
+          chars += strlen(d->name) + 8;
+        }
+    }
+  ttpu_op_def* t = calloc((size_t)n, sizeof(*t));
+  char* nm = malloc(chars ? chars : 1);
+  size_t ns = 16;
+  while (ns < 2 * (size_t)n) ns *= 2;
+  int* hs = calloc(ns, sizeof(*hs));
+  if (!t || !nm || !hs) {
+    free(t);
+    free(nm);
+    free(hs);
+    return; /* an empty table: every lookup fails */
+  }
+  int k = 0;
+  char* w = nm;
+  for (size_t f = 0; f < N_FAMILIES; ++f)
+    for (const ttpu_op_def* d = families[f]; d->name; ++d) {
+      t[k] = *d;
+      t[k++].variants = 0;
+      for (int v = 0; v < N_VARIANTS; ++v) {
+        char buf[NAME_MAX_LEN];
+        if (!(d->variants & kVariants[v]) ||
+            !variant_name(d->name, kVariants[v], buf, sizeof(buf)))
+          continue;
+        size_t len = strlen(buf) + 1;
+        memcpy(w, buf, len);
+        t[k] = *d;
+        t[k].variants = 0;
+        t[k++].name = w;
+        w += len;
+      }
+    }
+  for (int id = 0; id < k; ++id) {
+    size_t h = (size_t)hash_name(t[id].name) & (ns - 1);
+    while (hs[h]) h = (h + 1) & (ns - 1);
+    hs[h] = id + 1;
+  }
+  names = nm;
+  slots = hs;
+  n_slots = ns;
+  n_all = k;
+  all = t;
+}
+
+static void ensure_built(void) { pthread_once(&once, build); }
+
+const ttpu_op_def* ttpu_op_def_get(int op) {
+  ensure_built();
+  return op >= 0 && op < n_all ? &all[op] : NULL;
+}
 
 int ttpu_op_count(void) {
-  int n = 0;
-  for (size_t f = 0; f < N_FAMILIES; ++f)
-    for (int k = 0; families[f][k].name; ++k) ++n;
-  return n;
+  ensure_built();
+  return n_all;
 }
 
 const char* ttpu_op_name(int op) {
-  const ttpu_op_def* d = def_at(op);
+  const ttpu_op_def* d = ttpu_op_def_get(op);
   return d ? d->name : "?";
 }
 
 int ttpu_op_lookup(const char* name) {
-  int id = 0;
-  for (size_t f = 0; f < N_FAMILIES; ++f)
-    for (int k = 0; families[f][k].name; ++k, ++id)
-      if (!strcmp(families[f][k].name, name)) return id;
+  ensure_built();
+  if (!name || !n_slots) return -1;
+  for (size_t h = (size_t)hash_name(name) & (n_slots - 1); slots[h];
+       h = (h + 1) & (n_slots - 1))
+    if (!strcmp(all[slots[h] - 1].name, name)) return slots[h] - 1;
   return -1;
+}
+
+ttpu_status* ttpu_op_check_kinds(const ttpu_op_def* def,
+                                 const ttpu_op_call* call) {
+  if (!def || !def->kinds) return NULL;
+  ttpu_dtype dt = call->common_dtype;
+  if (dt == TTPU_DTYPE_NONE && call->n_outputs > 0) dt = call->outputs[0].dtype;
+  if (dt == TTPU_DTYPE_NONE || ttpu_dtype_is_complex(dt)) return NULL;
+  /* A complex call checks only where it runs the real lowering. */
+  if (ttpu_complex_call(call) && ttpu_complex_lowering(def, call) != def->fn)
+    return NULL;
+  int kind = dt == TTPU_BOOL ? TTPU_K_BOOL
+             : ttpu_dtype_is_float(dt) ? TTPU_K_FLOAT
+                                       : TTPU_K_INT;
+  if (def->kinds & kind) return NULL;
+  return ttpu_status_make(TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
+                          def->kernel ? def->kernel : def->name,
+                          ttpu_dtype_torch_title(dt));
 }

@@ -4,11 +4,14 @@
  * ...) and exports one table, e.g.
  *
  *   const ttpu_op_def ttpu_ops_elementwise[] = {
- *     {"add.Tensor", lower_add, 0},
+ *     {"add.Tensor", add_like, .param = TTPU_ADD,
+ *      .variants = TTPU_V_INPLACE | TTPU_V_OUT},
  *     {NULL, NULL, 0},
  *   };
  *
- * which ops/table.c lists. A lowering reads its inputs as logical values
+ * which ops/table.c lists. One record stands for one op and, through
+ * `variants`, for its in-place and out= overloads where their names follow
+ * ATen's rule; table.c expands the records into one flat table, once. A lowering reads its inputs as logical values
  * (the framework has already turned each strided view into a value of the
  * view's sizes and dtype) and sets one value per call output, of the
  * output's sizes. If its dtype differs from the output's, the framework
@@ -34,14 +37,54 @@ typedef struct ttpu_lower ttpu_lower;
 typedef ttpu_status* (*ttpu_lower_fn)(ttpu_lower* L);
 
 enum {
-  TTPU_OP_RANDOM = 1,  /* takes and advances the device's rng state */
+  TTPU_OP_RANDOM = 1,      /* takes and advances the device's rng state */
+  TTPU_OP_COMPLEX_AS_IS = 2, /* fn is right for complex values as it is */
 };
 
+/* Overloads a record also stands for, named from its own name "op.OV"
+ * (or "op" without an overload name) as ATen names them. */
+enum {
+  TTPU_V_INPLACE = 1, /* "op_.OV" / "op_" */
+  TTPU_V_OUT = 2,     /* "op.out" */
+  TTPU_V_OV_OUT = 4,  /* "op.OV_out" (needs an overload name) */
+};
+
+/* Dtype kinds, for a record's `kinds`. */
+enum {
+  TTPU_K_BOOL = 1,
+  TTPU_K_INT = 2,
+  TTPU_K_FLOAT = 4,
+  TTPU_K_NUM = TTPU_K_INT | TTPU_K_FLOAT,
+};
+
+/* One op's record. Tables are static and immutable; table.c's expanded
+ * copies live for the process, so a record may be read from any thread. */
 typedef struct {
   const char* name;   /* ATen overload name: "add.Tensor", "relu" */
   ttpu_lower_fn fn;
-  int flags;
+  int flags;          /* TTPU_OP_* */
+  /* What fn reads through ttpu_l_param (the binop of a shared binary
+   * lowering, the rank of a pooling...); a complex_fn reads it too. */
+  int64_t param;
+  int variants;       /* TTPU_V_*: overloads expanded from this record */
+  /* The dtype kinds the CPU kernel dispatches (0: every kind). A real
+   * call whose result type (the call's common dtype, else output 0's) is
+   * of another kind fails before fn runs with NotImplementedError
+   * "\"<kernel>\" not implemented for '<dtype>'", as the CPU does. */
+  int kinds;
+  const char* kernel;
+  /* The lowering of calls with complex values (ops/complex.h), NULL for
+   * none unless TTPU_OP_COMPLEX_AS_IS. */
+  ttpu_lower_fn complex_fn;
 } ttpu_op_def;
+
+/* The record of op id `op` (expanded table), or NULL when out of range.
+ * O(1); the table is built once, thread-safely, on first use. */
+const ttpu_op_def* ttpu_op_def_get(int op);
+/* The refusal of a call whose result type is not of def's kinds, before
+ * its lowering runs (NULL: accepted). Caller owns the status. */
+ttpu_status* ttpu_op_check_kinds(const ttpu_op_def* def,
+                                 const ttpu_op_call* call);
 
 /* The builder to emit into. */
 ttpu_hlo* ttpu_l_hlo(ttpu_lower* L);
@@ -49,6 +92,17 @@ const ttpu_op_call* ttpu_l_call(ttpu_lower* L);
 int ttpu_l_nargs(ttpu_lower* L);
 ttpu_arg_kind ttpu_l_kind(ttpu_lower* L, int arg);
 int ttpu_l_is_none(ttpu_lower* L, int arg);  /* NONE, or arg out of range */
+/* The record's parameter (ttpu_op_def.param) of the op being lowered. */
+int64_t ttpu_l_param(ttpu_lower* L);
+/* A parameter of up to three small ints (each in [-32768, 32767]), and
+ * its k-th part. */
+#define TTPU_PARAMS(a, b, c)                              \
+  ((int64_t)(uint16_t)(int16_t)(a) |                      \
+   ((int64_t)(uint16_t)(int16_t)(b) << 16) |              \
+   ((int64_t)(uint16_t)(int16_t)(c) << 32))
+static inline int ttpu_l_param_at(ttpu_lower* L, int k) {
+  return (int16_t)(uint16_t)((uint64_t)ttpu_l_param(L) >> (16 * k));
+}
 
 /* Tensor args: the logical value of the view. */
 ttpu_val ttpu_l_tensor(ttpu_lower* L, int arg);

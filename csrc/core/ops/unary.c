@@ -6,6 +6,7 @@
  * promotes them. */
 #include <math.h>
 
+#include "complex.h"
 #include "elementwise.h"
 
 typedef ttpu_val (*unary_fn)(ttpu_hlo* b, ttpu_val x);
@@ -17,12 +18,10 @@ static ttpu_status* float_unary(ttpu_lower* L, unary_fn f) {
   return NULL;
 }
 
-/* A function that keeps the input's dtype (neg, abs, floor ...), for the
- * kinds the CPU kernel dispatches. */
-static ttpu_status* same_unary(ttpu_lower* L, unary_fn f, int kinds,
-                               const char* name) {
+/* A function that keeps the input's dtype (neg, abs, floor ...); the
+ * records name the kinds the CPU kernel dispatches. */
+static ttpu_status* same_unary(ttpu_lower* L, unary_fn f) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, kinds, name)) return NULL;
   ttpu_l_set_out(L, 0, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, ttpu_ew_opmath(dt))));
   return NULL;
 }
@@ -36,13 +35,13 @@ static ttpu_status* same_unary(ttpu_lower* L, unary_fn f, int kinds,
     return float_unary(L, f_##name);                             \
   }
 
-#define SAME_UNARY(name, kinds, cpu_name, expr)                  \
+#define SAME_UNARY(name, expr)                                   \
   static ttpu_val f_##name(ttpu_hlo* b, ttpu_val x) {            \
     (void)b;                                                     \
     return expr;                                                 \
   }                                                              \
   static ttpu_status* lower_##name(ttpu_lower* L) {              \
-    return same_unary(L, f_##name, kinds, cpu_name);             \
+    return same_unary(L, f_##name);                              \
   }
 
 static const double kLn2 = 0.693147180559945309417232121458176568;
@@ -263,14 +262,14 @@ FLOAT_UNARY(rad2deg, ttpu_ew_mulk(b, x, 180 / kPi))
 FLOAT_UNARY(sinc, sinc_v(b, x))
 
 /* ---- dtype-preserving functions */
-SAME_UNARY(neg, TTPU_EW_NUM, "neg_cpu", un(b, TTPU_NEG, x))
-SAME_UNARY(abs, TTPU_EW_NUM, "abs_cpu", un(b, TTPU_ABS, x))
-SAME_UNARY(sign, TTPU_EW_ALL, "sign_cpu", sign_v(b, x))
-SAME_UNARY(floor, TTPU_EW_NUM, "floor_vml_cpu", un(b, TTPU_FLOOR, x))
-SAME_UNARY(ceil, TTPU_EW_NUM, "ceil_vml_cpu", un(b, TTPU_CEIL, x))
-SAME_UNARY(round, TTPU_EW_NUM, "round_vml_cpu", un(b, TTPU_ROUND_EVEN, x))
-SAME_UNARY(trunc, TTPU_EW_NUM, "trunc_vml_cpu", trunc_v(b, x))
-SAME_UNARY(frac, TTPU_EW_FLOAT, "frac_cpu", ttpu_ew_sub(b, x, trunc_v(b, x)))
+SAME_UNARY(neg, un(b, TTPU_NEG, x))
+SAME_UNARY(abs, un(b, TTPU_ABS, x))
+SAME_UNARY(sign, sign_v(b, x))
+SAME_UNARY(floor, un(b, TTPU_FLOOR, x))
+SAME_UNARY(ceil, un(b, TTPU_CEIL, x))
+SAME_UNARY(round, un(b, TTPU_ROUND_EVEN, x))
+SAME_UNARY(trunc, trunc_v(b, x))
+SAME_UNARY(frac, ttpu_ew_sub(b, x, trunc_v(b, x)))
 
 /* round.decimals(self, *, decimals): float tensors only on CPU. */
 static ttpu_status* lower_round_decimals(ttpu_lower* L) {
@@ -294,7 +293,8 @@ static ttpu_val all_false(ttpu_hlo* b, ttpu_val x) {
 }
 
 /* which: 0 isinf, 1 isposinf, 2 isneginf */
-static ttpu_status* isinf_like(ttpu_lower* L, int which) {
+static ttpu_status* isinf_like(ttpu_lower* L) {
+  int which = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = input_as_is(L);
   const ttpu_type* t = ttpu_hlo_type(b, x);
@@ -310,10 +310,6 @@ static ttpu_status* isinf_like(ttpu_lower* L, int which) {
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
-
-static ttpu_status* lower_isinf(ttpu_lower* L) { return isinf_like(L, 0); }
-static ttpu_status* lower_isposinf(ttpu_lower* L) { return isinf_like(L, 1); }
-static ttpu_status* lower_isneginf(ttpu_lower* L) { return isinf_like(L, 2); }
 
 static ttpu_status* lower_isnan(ttpu_lower* L) {
   ttpu_l_set_out(L, 0, ttpu_ew_isnan(ttpu_l_hlo(L), input_as_is(L)));
@@ -403,68 +399,60 @@ static ttpu_status* lower_logit_backward(ttpu_lower* L) {
   return NULL;
 }
 
-#define UNARY_DEFS(name)                 \
-  {#name, lower_##name, 0},              \
-  {#name "_", lower_##name, 0},          \
-  {#name ".out", lower_##name, 0}
+#define UNARY_DEFS(name, ...) \
+  {#name, lower_##name, .variants = TTPU_V_INPLACE | TTPU_V_OUT, __VA_ARGS__}
 
 const ttpu_op_def ttpu_ops_unary[] = {
-    UNARY_DEFS(exp),
-    UNARY_DEFS(exp2),
-    UNARY_DEFS(expm1),
-    UNARY_DEFS(log),
-    UNARY_DEFS(log2),
-    UNARY_DEFS(log10),
-    UNARY_DEFS(log1p),
-    UNARY_DEFS(sqrt),
-    UNARY_DEFS(rsqrt),
-    UNARY_DEFS(reciprocal),
-    UNARY_DEFS(sin),
-    UNARY_DEFS(cos),
-    UNARY_DEFS(tan),
-    UNARY_DEFS(asin),
-    UNARY_DEFS(acos),
-    UNARY_DEFS(atan),
-    UNARY_DEFS(sinh),
-    UNARY_DEFS(cosh),
-    UNARY_DEFS(tanh),
-    UNARY_DEFS(asinh),
-    UNARY_DEFS(acosh),
-    UNARY_DEFS(atanh),
-    UNARY_DEFS(erf),
-    UNARY_DEFS(erfc),
-    UNARY_DEFS(erfinv),
-    UNARY_DEFS(sigmoid),
-    UNARY_DEFS(deg2rad),
-    UNARY_DEFS(rad2deg),
-    UNARY_DEFS(sinc),
-    UNARY_DEFS(neg),
-    UNARY_DEFS(abs),
-    UNARY_DEFS(sign),
-    {"sgn", lower_sign, 0},
-    {"sgn_", lower_sign, 0},
-    {"sgn.out", lower_sign, 0},
-    UNARY_DEFS(floor),
-    UNARY_DEFS(ceil),
-    UNARY_DEFS(round),
-    {"round.decimals", lower_round_decimals, 0},
-    {"round_.decimals", lower_round_decimals, 0},
-    {"round.decimals_out", lower_round_decimals, 0},
-    UNARY_DEFS(trunc),
-    UNARY_DEFS(frac),
-    {"isnan", lower_isnan, 0},
-    {"isnan.out", lower_isnan, 0},
-    {"isinf", lower_isinf, 0},
-    {"isinf.out", lower_isinf, 0},
-    {"isposinf", lower_isposinf, 0},
-    {"isposinf.out", lower_isposinf, 0},
-    {"isneginf", lower_isneginf, 0},
-    {"isneginf.out", lower_isneginf, 0},
-    {"signbit", lower_signbit, 0},
-    {"signbit.out", lower_signbit, 0},
-    UNARY_DEFS(nan_to_num),
-    UNARY_DEFS(logit),
-    {"logit_backward", lower_logit_backward, 0},
-    {"logit_backward.grad_input", lower_logit_backward, 0},
-    {NULL, NULL, 0},
+    UNARY_DEFS(exp, .param = TTPU_EXP, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(exp2, .flags = 0),
+    UNARY_DEFS(expm1, .flags = 0),
+    UNARY_DEFS(log, .param = TTPU_LOG, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(log2, .flags = 0),
+    UNARY_DEFS(log10, .flags = 0),
+    UNARY_DEFS(log1p, .flags = 0),
+    UNARY_DEFS(sqrt, .param = TTPU_SQRT, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(rsqrt, .flags = 0),
+    UNARY_DEFS(reciprocal, .complex_fn = ttpu_complex_reciprocal),
+    UNARY_DEFS(sin, .param = TTPU_SIN, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(cos, .param = TTPU_COS, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(tan, .flags = 0),
+    UNARY_DEFS(asin, .flags = 0),
+    UNARY_DEFS(acos, .flags = 0),
+    UNARY_DEFS(atan, .flags = 0),
+    UNARY_DEFS(sinh, .flags = 0),
+    UNARY_DEFS(cosh, .flags = 0),
+    UNARY_DEFS(tanh, .param = TTPU_TANH, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(asinh, .flags = 0),
+    UNARY_DEFS(acosh, .flags = 0),
+    UNARY_DEFS(atanh, .flags = 0),
+    UNARY_DEFS(erf, .flags = 0),
+    UNARY_DEFS(erfc, .flags = 0),
+    UNARY_DEFS(erfinv, .flags = 0),
+    UNARY_DEFS(sigmoid, .flags = 0),
+    UNARY_DEFS(deg2rad, .flags = 0),
+    UNARY_DEFS(rad2deg, .flags = 0),
+    UNARY_DEFS(sinc, .flags = 0),
+    UNARY_DEFS(neg, .param = TTPU_NEG, .complex_fn = ttpu_complex_unary, .kinds = TTPU_K_NUM, .kernel = "neg_cpu"),
+    {"abs", lower_abs, .variants = TTPU_V_OUT, .kinds = TTPU_K_NUM, .kernel = "abs_cpu",
+     .complex_fn = ttpu_complex_abs},
+    {"abs_", lower_abs, .kinds = TTPU_K_NUM, .kernel = "abs_cpu"},
+    UNARY_DEFS(sign, .flags = 0),
+    {"sgn", lower_sign, .param = TTPU_SIGN, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_unary},
+    UNARY_DEFS(floor, .kinds = TTPU_K_NUM, .kernel = "floor_vml_cpu"),
+    UNARY_DEFS(ceil, .kinds = TTPU_K_NUM, .kernel = "ceil_vml_cpu"),
+    UNARY_DEFS(round, .kinds = TTPU_K_NUM, .kernel = "round_vml_cpu"),
+    {"round.decimals", lower_round_decimals, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    UNARY_DEFS(trunc, .kinds = TTPU_K_NUM, .kernel = "trunc_vml_cpu"),
+    UNARY_DEFS(frac, .kinds = TTPU_K_FLOAT, .kernel = "frac_cpu"),
+    {"isnan", lower_isnan, .complex_fn = ttpu_complex_isnan},
+    {"isnan.out", lower_isnan, .flags = 0},
+    {"isinf", isinf_like, .param = 0, .variants = TTPU_V_OUT},
+    {"isposinf", isinf_like, .param = 1, .variants = TTPU_V_OUT},
+    {"isneginf", isinf_like, .param = 2, .variants = TTPU_V_OUT},
+    {"signbit", lower_signbit, .variants = TTPU_V_OUT},
+    UNARY_DEFS(nan_to_num, .flags = 0),
+    UNARY_DEFS(logit, .flags = 0),
+    {"logit_backward", lower_logit_backward, .flags = 0},
+    {"logit_backward.grad_input", lower_logit_backward, .flags = 0},
+    {0},
 };

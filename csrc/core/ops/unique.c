@@ -51,7 +51,9 @@ static void lex_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next)
  * of its elements) into the outputs (values, inverse, counts). The CPU
  * sorts whatever `sorted` says (sorting is its fastest way), so every
  * non-consecutive form sorts here too. */
-static ttpu_status* lower_unique(ttpu_lower* L, int dim_arg, int is_sorted) {
+static ttpu_status* lower_unique(ttpu_lower* L) {
+  int dim_arg = (int)ttpu_l_param_at(L, 0);
+  int is_sorted = (int)ttpu_l_param_at(L, 1);
   enum { out_values, out_inverse, out_counts };
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
@@ -150,18 +152,14 @@ static ttpu_status* lower_unique(ttpu_lower* L, int dim_arg, int is_sorted) {
 }
 
 /* _unique2.out(self, sorted=True, return_inverse=False, return_counts=False, *, out0, out1, out2) */
-static ttpu_status* lower_unique2(ttpu_lower* L) { return lower_unique(L, -1, 1); }
 /* unique_consecutive.out(self, return_inverse=False, return_counts=False, int? dim=None, *, out0, out1, out2) */
-static ttpu_status* lower_unique_consecutive(ttpu_lower* L) { return lower_unique(L, 3, 0); }
 /* unique_dim.out(self, dim, sorted=True, return_inverse=False, return_counts=False, *, out0, out1, out2) */
-static ttpu_status* lower_unique_dim(ttpu_lower* L) { return lower_unique(L, 1, 1); }
 /* unique_dim_consecutive.out(self, dim, return_inverse=False, return_counts=False, *, out0, out1, out2) */
-static ttpu_status* lower_unique_dim_consecutive(ttpu_lower* L) { return lower_unique(L, 1, 0); }
 
 const ttpu_op_def ttpu_ops_unique[] = {
-    {"_unique2.out", lower_unique2, 0},
-    {"unique_consecutive.out", lower_unique_consecutive, 0},
-    {"unique_dim.out", lower_unique_dim, 0},
-    {"unique_dim_consecutive.out", lower_unique_dim_consecutive, 0},
-    {NULL, NULL, 0},
+    {"_unique2.out", lower_unique, .param = TTPU_PARAMS(-1, 1, 0)},
+    {"unique_consecutive.out", lower_unique, .param = TTPU_PARAMS(3, 0, 0)},
+    {"unique_dim.out", lower_unique, .param = TTPU_PARAMS(1, 1, 0)},
+    {"unique_dim_consecutive.out", lower_unique, .param = TTPU_PARAMS(1, 0, 0)},
+    {0},
 };

@@ -177,7 +177,9 @@ static ttpu_val aa_apply(ttpu_hlo* b, ttpu_val x, int d, ttpu_val m, int transpo
 /* _upsample_{bilinear,bicubic}2d_aa(self, output_size, align_corners,
  * scales_h, scales_w) and their _backward(grad_output, output_size,
  * input_size, align_corners, scales_h, scales_w), with the out= forms. */
-static ttpu_status* lower_aa(ttpu_lower* L, int cubic, int backward) {
+static ttpu_status* lower_aa(ttpu_lower* L) {
+  int cubic = (int)ttpu_l_param_at(L, 0);
+  int backward = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val v = ttpu_l_tensor(L, 0);
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
@@ -208,19 +210,12 @@ static ttpu_status* lower_aa(ttpu_lower* L, int cubic, int backward) {
   return NULL;
 }
 
-static ttpu_status* lower_bilinear_aa(ttpu_lower* L) { return lower_aa(L, 0, 0); }
-static ttpu_status* lower_bilinear_aa_bwd(ttpu_lower* L) { return lower_aa(L, 0, 1); }
-static ttpu_status* lower_bicubic_aa(ttpu_lower* L) { return lower_aa(L, 1, 0); }
-static ttpu_status* lower_bicubic_aa_bwd(ttpu_lower* L) { return lower_aa(L, 1, 1); }
-
 const ttpu_op_def ttpu_ops_upsample_aa[] = {
-    {"_upsample_bilinear2d_aa", lower_bilinear_aa, 0},
-    {"_upsample_bilinear2d_aa.out", lower_bilinear_aa, 0},
-    {"_upsample_bilinear2d_aa_backward", lower_bilinear_aa_bwd, 0},
-    {"_upsample_bilinear2d_aa_backward.grad_input", lower_bilinear_aa_bwd, 0},
-    {"_upsample_bicubic2d_aa", lower_bicubic_aa, 0},
-    {"_upsample_bicubic2d_aa.out", lower_bicubic_aa, 0},
-    {"_upsample_bicubic2d_aa_backward", lower_bicubic_aa_bwd, 0},
-    {"_upsample_bicubic2d_aa_backward.grad_input", lower_bicubic_aa_bwd, 0},
-    {NULL, NULL, 0},
+    {"_upsample_bilinear2d_aa", lower_aa, .param = TTPU_PARAMS(0, 0, 0), .variants = TTPU_V_OUT},
+    {"_upsample_bilinear2d_aa_backward", lower_aa, .param = TTPU_PARAMS(0, 1, 0)},
+    {"_upsample_bilinear2d_aa_backward.grad_input", lower_aa, .param = TTPU_PARAMS(0, 1, 0)},
+    {"_upsample_bicubic2d_aa", lower_aa, .param = TTPU_PARAMS(1, 0, 0), .variants = TTPU_V_OUT},
+    {"_upsample_bicubic2d_aa_backward", lower_aa, .param = TTPU_PARAMS(1, 1, 0)},
+    {"_upsample_bicubic2d_aa_backward.grad_input", lower_aa, .param = TTPU_PARAMS(1, 1, 0)},
+    {0},
 };

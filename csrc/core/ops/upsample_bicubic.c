@@ -133,7 +133,8 @@ static ttpu_val apply_dim(ttpu_hlo* b, ttpu_val x, int d, ttpu_val m, int transp
 /* upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w)
  * and upsample_bicubic2d_backward(grad_output, output_size, input_size,
  * align_corners, scales_h, scales_w), with their out= forms. */
-static ttpu_status* lower_bicubic(ttpu_lower* L, int backward) {
+static ttpu_status* lower_bicubic(ttpu_lower* L) {
+  int backward = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val v = ttpu_l_tensor(L, 0);
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
@@ -161,13 +162,9 @@ static ttpu_status* lower_bicubic(ttpu_lower* L, int backward) {
   return NULL;
 }
 
-static ttpu_status* lower_bicubic_fwd(ttpu_lower* L) { return lower_bicubic(L, 0); }
-static ttpu_status* lower_bicubic_bwd(ttpu_lower* L) { return lower_bicubic(L, 1); }
-
 const ttpu_op_def ttpu_ops_upsample_bicubic[] = {
-    {"upsample_bicubic2d", lower_bicubic_fwd, 0},
-    {"upsample_bicubic2d.out", lower_bicubic_fwd, 0},
-    {"upsample_bicubic2d_backward", lower_bicubic_bwd, 0},
-    {"upsample_bicubic2d_backward.grad_input", lower_bicubic_bwd, 0},
-    {NULL, NULL, 0},
+    {"upsample_bicubic2d", lower_bicubic, .param = 0, .variants = TTPU_V_OUT},
+    {"upsample_bicubic2d_backward", lower_bicubic, .param = 1},
+    {"upsample_bicubic2d_backward.grad_input", lower_bicubic, .param = 1},
+    {0},
 };
