@@ -82,9 +82,11 @@ class BuildPyWithInfo(build_py):
 TORCH_RELEASE, TORCH_FULL_VERSION = torch_release()
 TORCH_MINOR = ".".join(TORCH_RELEASE.split(".")[:2])
 
+# The glue's sources: runtime/, aten/, distributed/ and python/ under
+# csrc/torch, each including the others' headers by that relative path.
 glue_sources = sorted(
     os.path.relpath(path, ROOT)
-    for path in glob.glob(os.path.join(ROOT, "csrc", "torch", "*.cpp"))
+    for path in glob.glob(os.path.join(ROOT, "csrc", "torch", "**", "*.cpp"), recursive=True)
 )
 
 # Torch's headers are system headers for us: -Wall -Wextra then report our
@@ -96,7 +98,10 @@ for include_dir in include_paths():
 extension = CppExtension(
     name="torchtpu._C",
     sources=glue_sources,
-    include_dirs=[os.path.join(ROOT, "csrc", "core", "include")],
+    include_dirs=[
+        os.path.join(ROOT, "csrc", "core", "include"),
+        os.path.join(ROOT, "csrc", "torch"),
+    ],
     # The glue is written in C++17; the language mode is the one the
     # installed torch's headers require (BuildExtension adds it).
     extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra"] + torch_system_includes},

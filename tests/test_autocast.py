@@ -1,5 +1,5 @@
 """Mixed precision on tpu: torch.autocast("tpu") and its op policy
-(csrc/torch/autocast.cpp), torch.amp.GradScaler("tpu"), and
+(csrc/torch/runtime/autocast.cpp), torch.amp.GradScaler("tpu"), and
 torch.set_float32_matmul_precision mapped onto XLA's precision config."""
 import copy
 import glob

@@ -3,9 +3,9 @@
  * _unique2 without the counts, in the glue).
  *
  * How many there are depends on the data, and programs have static
- * shapes, so the PyTorch glue (csrc/torch/unique_kernels.cpp) calls these
- * with outputs sized for the most there can be (one per element or slice)
- * and then reads the count back, as it does for nonzero. A lowering
+ * shapes, so the PyTorch glue (csrc/torch/aten/unique_kernels.cpp) calls
+ * these with outputs sized for the most there can be (one per element or
+ * slice) and then reads the count back (aten/dynamic_shape.h). A lowering
  * fills the first K values and counts and leaves zeros after them; it
  * does not need K itself, so whatever size the outputs have it writes
  * what fits (an output of size 0 is one not asked for).

@@ -1,6 +1,6 @@
 // Ops without a tpu kernel: a NotImplementedError naming the op and the
 // switch, or (opt-in, TORCHTPU_CPU_FALLBACK=1) a counted run on the CPU.
-#include "ops.h"
+#include "aten/ops.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>

@@ -14,14 +14,14 @@
 // device could start it (its launch, or the end of the device's previous
 // program, whichever is later) to its completion event. Compiles come from
 // the engine's trace hook as "tpu::compile" ranges on the compiling thread;
-// transfers are "tpu::to_device" / "tpu::to_host" ranges (tensor_kernels.cpp).
+// transfers are "tpu::to_device" / "tpu::to_host" ranges (aten/tensor_kernels.cpp).
 // With no profiler running the engine has no hook: nothing is timed.
 
 // Kineto's activity metadata formats with fmt, which libtorch does not
 // export: this file compiles the part it uses.
 #define FMT_HEADER_ONLY 1
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>

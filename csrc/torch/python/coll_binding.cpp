@@ -2,9 +2,9 @@
 // call is one XLA collective program (ttpu_coll_run) over one tensor per
 // device. Python's torchtpu.distributed.comm decides shapes and options;
 // this file translates and stages.
-#include "coll_binding.h"
+#include "python/coll_binding.h"
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <c10/util/Exception.h>
 

@@ -47,7 +47,7 @@ extern const char* const kPathCopy;     // "in-process device copies"
 void count_path(const char* path, const std::string& name, int64_t bytes);
 
 // Adds _coll_run, the path counters and the in-process c10d backend
-// (local_backend.cpp) to torchtpu._C.
+// (distributed/local_backend.cpp) to torchtpu._C.
 void init_coll(pybind11::module& m);
 void init_local_backend(pybind11::module& m);
 

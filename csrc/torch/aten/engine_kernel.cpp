@@ -1,9 +1,11 @@
 // The one boxed kernel behind every op of the engine's lowering table. It
 // translates a dispatcher call into a ttpu_op_call: PyTorch's meta kernels
 // give output geometry and CPU-identical errors, the engine does the math.
-#include "generator.h"
-#include "ops.h"
-#include "runtime.h"
+#include "aten/meta_shapes.h"
+#include "aten/op_hooks.h"
+#include "aten/ops.h"
+#include "runtime/generator.h"
+#include "runtime/runtime.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
@@ -44,6 +46,10 @@ struct OpInfo {
   std::vector<int> return_alias;    // per return: mutable arg it is, or -1
   std::vector<int> extra_mutable;   // mutable args no return aliases
   std::string unsupported;          // why the engine path cannot serve it
+  const OpHooks* hooks = nullptr;   // per-op packing attributes
+  // Our shape function when PyTorch ships no meta kernel (meta_shapes.h),
+  // else nullptr: the dispatcher's Meta kernel serves.
+  const c10::KernelFunction* meta_shape = nullptr;
 };
 
 std::string table_name(const c10::OperatorName& name) {
@@ -82,6 +88,8 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
   auto info = std::make_unique<OpInfo>();
   info->name = table_name(schema.operator_name());
   info->engine_id = ttpu_op_lookup(info->name.c_str());
+  info->hooks = &op_hooks_for(info->name);
+  info->meta_shape = find_meta_shape(info->name);
   const auto& arguments = schema.arguments();
   info->num_args = arguments.size();
   for (const c10::Argument& argument : arguments) {
@@ -130,11 +138,10 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
     }
     info->return_alias.push_back(aliased);
   }
-  // native_batch_norm updates running_mean/running_var (args 3, 4) in
-  // training although its schema does not mark them mutable (the reason
-  // _native_batch_norm_legit exists); they are written like Tensor(a!).
-  if (info->name == "native_batch_norm") {
-    info->is_mutable[3] = info->is_mutable[4] = true;
+  for (int written : info->hooks->also_written) {
+    if (written >= 0 && static_cast<size_t>(written) < arguments.size()) {
+      info->is_mutable[static_cast<size_t>(written)] = true;
+    }
   }
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!info->is_mutable[i]) {
@@ -560,15 +567,6 @@ bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
   return false;
 }
 
-// Where the CPU kernel accepts a write into a broadcast view, each memory
-// location keeps the last of the results written to it. The engine writes a
-// view back with one scatter, which keeps an unspecified one of them, so
-// only writes of one value everywhere (fill_, zero_) are exact; any other
-// such write refuses rather than give another answer.
-bool writes_one_value(const OpInfo& info) {
-  return info.name.rfind("fill_.", 0) == 0 || info.name == "zero_";
-}
-
 void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> args) {
   std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;
@@ -621,7 +619,13 @@ void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
       throw;
     }
   }
-  if (writes_one_value(info)) {
+  // Where the CPU kernel accepts a write into a broadcast view, each
+  // memory location keeps the last of the results written to it. The
+  // engine writes a view back with one scatter, which keeps an unspecified
+  // one of them, so only ops that write one value everywhere (an op hook)
+  // are exact; any other such write refuses rather than give another
+  // answer.
+  if (info.hooks->writes_one_value) {
     return;
   }
   for (size_t i = 0; i < args.size(); ++i) {
@@ -933,10 +937,19 @@ std::optional<std::string> foreign_python_error(PyObject* type,
   return message;
 }
 
-void call_meta_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// The op's meta kernel on `stack` (meta copies of the arguments): ours
+// from the meta-shape registry when PyTorch ships none, else the
+// dispatcher's.
+void call_meta_kernel(const OpInfo& info, const c10::OperatorHandle& op,
+                      torch::jit::Stack* stack) {
   std::optional<std::string> translated;
   try {
-    op.callBoxed(stack);
+    if (info.meta_shape != nullptr) {
+      info.meta_shape->callBoxed(
+          op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    } else {
+      op.callBoxed(stack);
+    }
     return;
   } catch (python_error& error) {
     error.persist();  // a bare `throw python_error()` left it in Python
@@ -1015,7 +1028,7 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
       mutable_metas.emplace_back(i, meta_stack[i].toTensor());
     }
   }
-  call_meta_kernel(op, &meta_stack);
+  call_meta_kernel(info, op, &meta_stack);
 
   auto geometry = std::make_shared<MetaGeometry>();
   for (const auto& [i, meta] : mutable_metas) {
@@ -1053,21 +1066,6 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
       ret.other = result;
     }
     geometry->returns.push_back(std::move(ret));
-  }
-  // Where the CPU kernel's shape differs from the meta function PyTorch
-  // ships, follow the CPU: multi_margin_loss of a 1-D input with
-  // reduction='none' is 0-d on the CPU but (1,) from the decomposition that
-  // serves as its meta function.
-  if (op.schema().name() == "aten::multi_margin_loss" && args.size() > 5 &&
-      args[0].isTensor() && args[0].toTensor().dim() <= 1 && args[5].isInt() &&
-      args[5].toInt() == 0) {
-    auto to_scalar = [](TensorGeometry& g) {
-      g.sizes.clear();
-      g.strides.clear();
-    };
-    for (auto& entry : geometry->restrided) to_scalar(entry.second);
-    if (!geometry->returns.empty() && !geometry->returns[0].tensors.empty())
-      to_scalar(geometry->returns[0].tensors[0]);
   }
   geometry->common_dtype = common_dtype_of(info, args);
   return geometry;

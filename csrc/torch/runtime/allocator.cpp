@@ -1,6 +1,6 @@
-#include "allocator.h"
+#include "runtime/allocator.h"
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <c10/util/Exception.h>
 #include <torch/version.h>

@@ -17,9 +17,9 @@
 // from inside backward). A rank that never arrives makes the others' waits
 // fail with a DistBackendError naming the collective and the missing ranks
 // after the group's timeout.
-#include "coll_binding.h"
-#include "dist_util.h"
-#include "runtime.h"
+#include "python/coll_binding.h"
+#include "distributed/backend_base.h"
+#include "runtime/runtime.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -46,30 +46,7 @@ namespace {
 using c10d::OpType;
 using Future = c10::intrusive_ptr<c10::ivalue::Future>;
 
-enum class Op : int64_t {
-  broadcast = 1, all_reduce, reduce, all_gather, all_gather_into_tensor,
-  gather, scatter, reduce_scatter, reduce_scatter_tensor, all_to_all_single,
-  all_to_all, barrier, send_recv,
-};
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::broadcast: return "broadcast";
-    case Op::all_reduce: return "all_reduce";
-    case Op::reduce: return "reduce";
-    case Op::all_gather: return "all_gather";
-    case Op::all_gather_into_tensor: return "all_gather_into_tensor";
-    case Op::gather: return "gather";
-    case Op::scatter: return "scatter";
-    case Op::reduce_scatter: return "reduce_scatter";
-    case Op::reduce_scatter_tensor: return "reduce_scatter_tensor";
-    case Op::all_to_all_single: return "all_to_all_single";
-    case Op::all_to_all: return "all_to_all";
-    case Op::barrier: return "barrier";
-    case Op::send_recv: return "send/recv";
-  }
-  return "collective";
-}
+using Op = Collective;
 
 // One rank's share of one collective. in[j]/out[j] are the j-th tensor
 // pair (coalesced calls have several), on the rank's device.
@@ -177,10 +154,6 @@ std::vector<at::Tensor> column(const std::vector<Part*>& p, bool inputs, size_t 
   return out;
 }
 
-int64_t bytes_of(const at::Tensor& t) {
-  return static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
-}
-
 // Reductions: the engine applies one premul factor to every member, so
 // differing per-rank factors are applied here first (one multiply each).
 void run_reduction(const std::vector<Part*>& p, ttpu_coll_kind kind, size_t j,
@@ -227,7 +200,7 @@ void all_to_all_copies(const std::vector<Part*>& p) {
 void run_parts(const std::vector<Part*>& p) {
   const Op op = p[0]->op;
   const size_t n = p.size();
-  const std::string name = op_name(op);
+  const std::string name = collective_name(op);
   switch (op) {
     case Op::barrier:
       return;
@@ -509,38 +482,23 @@ class LocalWork final : public c10d::Work {
 
 // ---------------------------------------------------------------- backend
 
-class LocalBackend final : public c10d::Backend {
+class LocalBackend final : public TpuBackendBase<std::shared_ptr<Rendezvous>> {
  public:
   LocalBackend(std::shared_ptr<LocalGroup> group, int rank, int size,
                std::chrono::milliseconds timeout, int device)
-      : Backend(rank, size), group_(std::move(group)), timeout_(timeout),
+      : TpuBackendBase(rank, size, timeout), group_(std::move(group)),
         device_(static_cast<c10::DeviceIndex>(device)) {}
 
-  const std::string getBackendName() const override { return "tpu"; }
-
-  c10::intrusive_ptr<Options> getBackendOptions() override {
-    return c10::make_intrusive<Options>("tpu", timeout_);
-  }
-
-  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
-
-  bool supportsCoalescing() const override { return true; }
-
-  void startCoalescing() override {
-    TORCH_CHECK(!coalescing_, "tpu backend: startCoalescing called twice");
-    coalescing_ = true;
-    coalesced_.clear();
-  }
-
-  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
-    TORCH_CHECK(coalescing_, "tpu backend: endCoalescing without startCoalescing");
-    coalescing_ = false;
-    std::vector<std::shared_ptr<Rendezvous>> rvs = std::move(coalesced_);
-    coalesced_.clear();
+ protected:
+  // Completing it waits for the rendezvous of the coalesced collectives.
+  c10::intrusive_ptr<c10d::Work> coalesced_work(
+      std::vector<std::shared_ptr<Rendezvous>> rvs) override {
     return c10::make_intrusive<LocalWork>(
         rank_, OpType::COALESCED, "coalesced collectives", context(seq_), std::move(rvs),
         Future(), std::vector<at::Tensor>{}, timeout_);
   }
+
+ public:
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
@@ -817,10 +775,9 @@ class LocalBackend final : public c10d::Backend {
   }
 
   static const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) {
-    TORCH_CHECK(tensors.size() == 1, op,
-                ": the tpu backend takes one tensor per rank, got ", tensors.size());
-    TORCH_CHECK(tensors[0].defined(), op, ": undefined tensor");
-    return tensors[0];
+    const at::Tensor& t = single_tensor(tensors, op);
+    TORCH_CHECK(t.defined(), op, ": undefined tensor");
+    return t;
   }
 
   void check_peer(int peer, const char* op) const {
@@ -852,7 +809,7 @@ class LocalBackend final : public c10d::Backend {
                 bool same_size = true) const {
     if (same_size) {
       TORCH_CHECK(in.numel() == out.numel() && in.scalar_type() == out.scalar_type(),
-                  op_name(p.op), ": input ", describe_tensor(in), " and output ", describe_tensor(out),
+                  collective_name(p.op), ": input ", describe_tensor(in), " and output ", describe_tensor(out),
                   " differ");
     }
     at::Tensor i = on_device(in);
@@ -935,7 +892,7 @@ class LocalBackend final : public c10d::Backend {
 
   static std::string describe_call(const Part& p, const at::Tensor& t,
                                    const std::string& extra) {
-    return std::string(op_name(p.op)) + "(" + describe_tensor(t) + extra + ")";
+    return std::string(collective_name(p.op)) + "(" + describe_tensor(t) + extra + ")";
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_list(std::vector<at::Tensor>& tensors,
@@ -982,16 +939,13 @@ class LocalBackend final : public c10d::Backend {
     p->future = new_future();
     Future f = p->future;
     auto r = group_->join(key, 2, sending ? 0 : 1, std::move(p), ctx);
-    if (coalescing_) coalesced_.push_back(r);
+    collect(r);
     return c10::make_intrusive<LocalWork>(
         rank_, sending ? OpType::SEND : OpType::RECV, what, ctx,
         std::vector<std::shared_ptr<Rendezvous>>{r}, f, outs, timeout_);
   }
 
-  static Future new_future() {
-    return c10::make_intrusive<c10::ivalue::Future>(
-        c10::ListType::create(c10::TensorType::get()));
-  }
+  static Future new_future() { return new_tensor_list_future(); }
 
   c10::intrusive_ptr<c10d::Work> issue(std::unique_ptr<Part> p, OpType type,
                                        std::vector<at::Tensor> outputs) {
@@ -1001,19 +955,16 @@ class LocalBackend final : public c10d::Backend {
     p->future = new_future();
     Future f = p->future;
     auto r = group_->join("c/" + std::to_string(seq), size_, rank_, std::move(p), ctx);
-    if (coalescing_) coalesced_.push_back(r);
+    collect(r);
     return c10::make_intrusive<LocalWork>(rank_, type, what, ctx,
                                           std::vector<std::shared_ptr<Rendezvous>>{r}, f,
                                           std::move(outputs), timeout_);
   }
 
   std::shared_ptr<LocalGroup> group_;
-  std::chrono::milliseconds timeout_;
   const c10::DeviceIndex device_;
   int64_t seq_ = 0;
   std::map<std::string, int64_t> sends_, recvs_;
-  bool coalescing_ = false;
-  std::vector<std::shared_ptr<Rendezvous>> coalesced_;
 };
 
 }  // namespace
@@ -1028,7 +979,7 @@ void init_local_backend(py::module& m) {
         check_device_index(static_cast<c10::DeviceIndex>(device));
         return c10::make_intrusive<LocalBackend>(
             group_for(key), rank, size,
-            std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), device);
+            timeout_from_seconds(timeout_s), device);
       },
       "A c10d backend for ranks that are threads of this process (one device each): "
       "collectives run as XLA collective programs over the ranks' devices.");

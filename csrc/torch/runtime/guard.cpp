@@ -1,6 +1,6 @@
-#include "guard.h"
+#include "runtime/guard.h"
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>

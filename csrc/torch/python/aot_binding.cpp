@@ -2,7 +2,7 @@
 // topologies through the engine's libtpu loader (ttpu_aot.h). Python's
 // torchtpu.aot decides what to compile and prints the report; this file
 // only translates.
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <torch/extension.h>
 

@@ -1,6 +1,6 @@
-#include "generator.h"
+#include "runtime/generator.h"
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <ATen/Functions.h>
 #include <ATen/core/Generator.h>

@@ -1,10 +1,12 @@
 // Ops whose output shape depends on data: nonzero, masked_select, indexing
-// with boolean masks, repeat_interleave without output_size, bincount. The
-// engine only runs programs of static shape, so these read one count back
-// to the host (a synchronization, as on CUDA) and then call engine ops of
-// known shape: nonzero_static, index.Tensor with integer indices,
-// repeat_interleave.Tensor with output_size, index_add.
-#include "ops.h"
+// with boolean masks, repeat_interleave without output_size, bincount. They
+// follow the one pattern of dynamic_shape.h: each reads its sizes (the
+// nonzero count, the repeats' total, bincount's length) in one host read
+// and runs engine ops of that size: nonzero_static (masked_select and
+// boolean masks become nonzero coordinates, then index.Tensor with
+// integer indices), repeat_interleave.Tensor with output_size, index_add.
+#include "aten/dynamic_shape.h"
+#include "aten/ops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -140,18 +142,21 @@ void repeat_interleave_kernel(const c10::OperatorHandle& op,
     TORCH_CHECK(repeats.dim() <= 1,
                 "repeat_interleave only accept 1D vector as repeat");
     (*stack)[base + 1] =
-        repeats.numel() == 0 ? int64_t{0} : repeats.sum().item<int64_t>();
+        repeats.numel() == 0 ? int64_t{0} : read_counts({repeats.sum()})[0];
   }
   run_engine_op(op, stack);
 }
 
 // nonzero(Tensor self): the count first (one host read), then the
-// coordinates with that static size.
+// coordinates with that static size (nonzero_static). Bounded by the
+// element count, nonzero_static could run first and be narrowed, but its
+// result would then keep a storage sized for every element: memory, and a
+// storage size that enters the signature of every program reading it.
 at::Tensor nonzero_tpu(const at::Tensor& self) {
   TORCH_CHECK(self.numel() < std::numeric_limits<int>::max(),
               "nonzero is not supported for tensors with more than INT_MAX "
               "elements");
-  const int64_t count = at::count_nonzero(self).item<int64_t>();
+  const int64_t count = read_counts({at::count_nonzero(self)})[0];
   return at::nonzero_static(self, count, -1);
 }
 
@@ -197,8 +202,7 @@ at::Tensor bincount(const at::Tensor& self,
   int64_t length = minlength;
   if (self.numel() > 0) {
     auto [lo, hi] = at::aminmax(self);
-    const at::Tensor both = at::stack({lo, hi}).to(at::kLong).cpu();
-    const int64_t* v = both.const_data_ptr<int64_t>();
+    const std::vector<int64_t> v = read_counts({lo, hi});
     TORCH_CHECK(v[0] >= 0,
                 "bincount only supports 1-d non-negative integral inputs.");
     length = std::max(length, v[1] + 1);

@@ -1,9 +1,9 @@
 // Kernels that are plumbing, not math: allocation, views, resizing,
 // storage rebinding and host <-> device transfers. Math (including the
 // on-device half of every copy) goes through the engine.
-#include "allocator.h"
-#include "ops.h"
-#include "runtime.h"
+#include "runtime/allocator.h"
+#include "aten/ops.h"
+#include "runtime/runtime.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>

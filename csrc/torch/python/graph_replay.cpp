@@ -12,8 +12,8 @@
 // capture cannot account for (a CPU tensor, a storage created outside the
 // inputs and outputs, a non-tensor output) makes the graph unreplayable:
 // it is then recorded every call, as before.
-#include "allocator.h"
-#include "runtime.h"
+#include "runtime/allocator.h"
+#include "runtime/runtime.h"
 
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>

@@ -1,16 +1,13 @@
 // unique and its kin (_unique2, _unique, unique_consecutive, unique_dim,
-// unique_dim_consecutive): how many values come out depends on the data.
-// As for nonzero (index_kernels.cpp), the count is read back to the host
-// (one synchronization): the engine's lowering of the .out overload runs
-// with outputs sized for the most there can be (one per element or
-// slice), fills the first K and leaves the counts after them zero; K is
-// the number of non-zero counts, and the results are trimmed to it.
-//
-// Meta kernels for those .out overloads are registered here too (PyTorch
-// ships none: the size depends on data): they check dtypes and keep the
-// sizes the caller gave, which is what the engine kernel needs to run
-// them with our padded outputs.
-#include "ops.h"
+// unique_dim_consecutive): how many values come out depends on the data,
+// the pattern of dynamic_shape.h. The engine's lowering of the .out
+// overload is the bounded op: it runs with outputs sized for the most
+// there can be (one per element or slice), fills the first K and leaves
+// the counts after them zero; K is the number of non-zero counts, and the
+// results are trimmed to it. The .out overloads' meta shapes (the sizes
+// the caller gave) are in meta_shapes.cpp.
+#include "aten/dynamic_shape.h"
+#include "aten/ops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
@@ -58,9 +55,11 @@ Triple run_padded(const char* name, std::vector<c10::IValue> args, at::Tensor va
   stack.emplace_back(inverse);
   stack.emplace_back(counts);
   run_engine_op(out_op(name), &stack);
-  const int64_t k = at::count_nonzero(counts).item<int64_t>();
-  values = dim ? values.narrow(*dim, 0, k).contiguous() : values.narrow(0, 0, k);
-  return {values, inverse, counts.narrow(0, 0, k)};
+  BoundedRun run;
+  run.outputs = {{values, dim.value_or(0), 0, dim.has_value()}, {inverse}, {counts, 0, 0}};
+  run.counts = {at::count_nonzero(counts)};
+  const std::vector<at::Tensor> trimmed = trim_bounded(run);
+  return {trimmed[0], trimmed[1], trimmed[2]};
 }
 
 // Elements, sorted (_unique2, _unique) or consecutive.
@@ -169,49 +168,6 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_dim_consecutive_out(con
   return into3(unique_dim_consecutive_tpu(self, dim, inv, cnt), o0, o1, o2);
 }
 
-// ---------------------------------------------------------------- meta
-
-void check_outs(const at::Tensor& self, const at::Tensor& values, const at::Tensor& inverse,
-                const at::Tensor& counts) {
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "unique: values must have the input's dtype");
-  TORCH_CHECK(inverse.scalar_type() == at::kLong && counts.scalar_type() == at::kLong,
-              "unique: inverse indices and counts must be int64");
-}
-
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique2_out_meta(const at::Tensor& self, bool, bool, bool,
-                                                                   at::Tensor& o0, at::Tensor& o1, at::Tensor& o2) {
-  check_outs(self, o0, o1, o2);
-  return {o0, o1, o2};
-}
-
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_consecutive_out_meta(const at::Tensor& self, bool, bool,
-                                                                              std::optional<int64_t> dim,
-                                                                              at::Tensor& o0, at::Tensor& o1,
-                                                                              at::Tensor& o2) {
-  if (dim) {
-    at::maybe_wrap_dim(*dim, self.dim());
-  }
-  check_outs(self, o0, o1, o2);
-  return {o0, o1, o2};
-}
-
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_dim_out_meta(const at::Tensor& self, int64_t dim, bool,
-                                                                      bool, bool, at::Tensor& o0, at::Tensor& o1,
-                                                                      at::Tensor& o2) {
-  at::maybe_wrap_dim(dim, self.dim());
-  check_outs(self, o0, o1, o2);
-  return {o0, o1, o2};
-}
-
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_dim_consecutive_out_meta(const at::Tensor& self,
-                                                                                  int64_t dim, bool, bool,
-                                                                                  at::Tensor& o0, at::Tensor& o1,
-                                                                                  at::Tensor& o2) {
-  at::maybe_wrap_dim(dim, self.dim());
-  check_outs(self, o0, o1, o2);
-  return {o0, o1, o2};
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -225,13 +181,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unique_consecutive.out", TORCH_FN(unique_consecutive_out));
   m.impl("unique_dim.out", TORCH_FN(unique_dim_out));
   m.impl("unique_dim_consecutive.out", TORCH_FN(unique_dim_consecutive_out));
-}
-
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("_unique2.out", TORCH_FN(unique2_out_meta));
-  m.impl("unique_consecutive.out", TORCH_FN(unique_consecutive_out_meta));
-  m.impl("unique_dim.out", TORCH_FN(unique_dim_out_meta));
-  m.impl("unique_dim_consecutive.out", TORCH_FN(unique_dim_consecutive_out_meta));
 }
 
 }  // namespace torchtpu

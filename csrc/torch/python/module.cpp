@@ -1,9 +1,9 @@
 // torchtpu._C: what the Python package needs from the glue and the engine.
-#include "distributed.h"
-#include "generator.h"
-#include "guard.h"
-#include "ops.h"
-#include "runtime.h"
+#include "distributed/distributed.h"
+#include "runtime/generator.h"
+#include "runtime/guard.h"
+#include "aten/ops.h"
+#include "runtime/runtime.h"
 
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
@@ -67,8 +67,8 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
 namespace torchtpu { void init_coll(py::module_& m); }  // coll_binding.cpp
 namespace torchtpu { void init_graph_replay(py::module_& m); }  // graph_replay.cpp
-namespace torchtpu { void init_profiler(py::module_& m); }  // profiler.cpp
-namespace torchtpu { void init_device_api(py::module_& m); }  // runtime.cpp
+namespace torchtpu { void init_profiler(py::module_& m); }  // runtime/profiler.cpp
+namespace torchtpu { void init_device_api(py::module_& m); }  // runtime/runtime.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torchtpu;

@@ -1,6 +1,6 @@
-#include "runtime.h"
+#include "runtime/runtime.h"
 
-#include "allocator.h"
+#include "runtime/allocator.h"
 
 #include <c10/core/GeneratorImpl.h>
 #include <pybind11/pybind11.h>

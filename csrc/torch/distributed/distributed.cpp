@@ -18,8 +18,8 @@
 // The C++ class is needed because PyTorch binds c10d::Backend without a
 // Python constructor; the policy (which host backend, registration) is in
 // torchtpu/distributed.
-#include "distributed.h"
-#include "dist_util.h"
+#include "distributed/distributed.h"
+#include "distributed/backend_base.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -68,10 +68,6 @@ void count(const std::string& op, int64_t d2h, int64_t h2d) {
 
 // ------------------------------------------------------------- helpers
 
-int64_t nbytes(const at::Tensor& t) {
-  return static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
-}
-
 // AVG divides the sum by the group size; integers divide as C does.
 void divide_in_place(at::Tensor& t, int size) {
   if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
@@ -89,18 +85,6 @@ void divide_in_place(at::Tensor& t, int size) {
       msg);
 }
 
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const c10::Error& err) {
-    return err.what_without_backtrace();
-  } catch (const std::exception& err) {
-    return err.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 // A collective in flight: the host works it waits for and the steps (copy
 // results back into tpu tensors) that complete it. Completion happens in
 // wait(), isCompleted() or getFuture(), on the caller's thread.
@@ -115,8 +99,7 @@ class StagedWork final : public c10d::Work {
         host_(std::move(host)),
         finish_(std::move(finish)),
         outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
+        future_(new_tensor_list_future()) {}
 
   bool isCompleted() override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -204,29 +187,7 @@ class StagedWork final : public c10d::Work {
 
 // What every rank must agree on for one collective. Fields that do not
 // apply stay 0; splits are only used by the all-to-alls.
-enum class Coll : int64_t {
-  broadcast = 1, all_reduce, reduce, all_gather, all_gather_into_tensor,
-  gather, scatter, reduce_scatter, reduce_scatter_tensor, all_to_all_single,
-  all_to_all, barrier,
-};
-
-const char* coll_name(Coll c) {
-  switch (c) {
-    case Coll::broadcast: return "broadcast";
-    case Coll::all_reduce: return "all_reduce";
-    case Coll::reduce: return "reduce";
-    case Coll::all_gather: return "all_gather";
-    case Coll::all_gather_into_tensor: return "all_gather_into_tensor";
-    case Coll::gather: return "gather";
-    case Coll::scatter: return "scatter";
-    case Coll::reduce_scatter: return "reduce_scatter";
-    case Coll::reduce_scatter_tensor: return "reduce_scatter_tensor";
-    case Coll::all_to_all_single: return "all_to_all_single";
-    case Coll::all_to_all: return "all_to_all";
-    case Coll::barrier: return "barrier";
-  }
-  return "collective";
-}
+using Coll = Collective;
 
 constexpr int64_t kMagic = 0x7470752d63313064;  // "tpu-c10d"
 constexpr int kMaxDims = 5;
@@ -245,7 +206,7 @@ struct Signature {
 
 std::string describe(const Signature& s) {
   std::ostringstream o;
-  o << coll_name(s.op) << "(";
+  o << collective_name(s.op) << "(";
   if (s.dtype >= 0) {
     o << dtype_name(static_cast<c10::ScalarType>(s.dtype)) << "[";
     for (size_t i = 0; i < s.shape.size(); ++i) o << (i ? ", " : "") << s.shape[i];
@@ -276,25 +237,18 @@ Signature signature(Coll op, const at::Tensor& t, int64_t root = -1,
 
 // ------------------------------------------------------------- backend
 
-class TpuBackend final : public c10d::Backend {
+class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
  public:
   TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
              std::chrono::milliseconds timeout, bool check)
-      : Backend(rank, size),
+      : TpuBackendBase(rank, size, timeout),
         host_(std::move(host)),
-        timeout_(timeout),
         check_(check) {
     init();
   }
 
-  const std::string getBackendName() const override { return "tpu"; }
-
-  c10::intrusive_ptr<Options> getBackendOptions() override {
-    return c10::make_intrusive<Options>("tpu", timeout_);
-  }
-
   void setTimeout(std::chrono::milliseconds timeout) override {
-    timeout_ = timeout;
+    TpuBackendBase::setTimeout(timeout);
     host_->setTimeout(timeout);
   }
 
@@ -308,22 +262,8 @@ class TpuBackend final : public c10d::Backend {
 
   ~TpuBackend() override { finish_sends(); }
 
-  // Between start and end, every work issued is also collected: the work
-  // endCoalescing returns completes them all (torch.distributed's
-  // _coalescing_manager and batch_isend_irecv use this).
-  bool supportsCoalescing() const override { return true; }
-
-  void startCoalescing() override {
-    TORCH_CHECK(!coalescing_, "tpu backend: startCoalescing called twice");
-    coalescing_ = true;
-    coalesced_.clear();
-  }
-
-  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
-    TORCH_CHECK(coalescing_, "tpu backend: endCoalescing without startCoalescing");
-    coalescing_ = false;
-    Works works = std::move(coalesced_);
-    coalesced_.clear();
+  // Completing it waits for the host works of the coalesced collectives.
+  c10::intrusive_ptr<c10d::Work> coalesced_work(Works works) override {
     return c10::make_intrusive<StagedWork>(
         rank_, OpType::COALESCED, "coalesced collectives",
         "on rank " + std::to_string(rank_) + " of " + std::to_string(size_),
@@ -678,7 +618,7 @@ class TpuBackend final : public c10d::Backend {
   class Issue {
    public:
     Issue(TpuBackend* backend, Coll op, const Signature& sig)
-        : b_(backend), name_(coll_name(op)) {
+        : b_(backend), name_(collective_name(op)) {
       context_ = "#" + std::to_string(++b_->seq_) + " on rank " +
                  std::to_string(b_->rank_) + " of " + std::to_string(b_->size_);
       if (sig.dtype >= 0 || op == Coll::barrier) {
@@ -706,7 +646,7 @@ class TpuBackend final : public c10d::Backend {
     at::Tensor stage_in(const at::Tensor& t) {
       check_tensor(t);
       if (t.is_cpu()) return t.contiguous();
-      d2h_ += nbytes(t);
+      d2h_ += bytes_of(t);
       return t.to(t.options().device(at::kCPU), /*non_blocking=*/false,
                   /*copy=*/false, at::MemoryFormat::Contiguous);
     }
@@ -732,7 +672,7 @@ class TpuBackend final : public c10d::Backend {
     // Completing the work writes `host` into the tpu tensor `dst`.
     void copy_back(const at::Tensor& dst, const at::Tensor& host) {
       if (dst.is_cpu() && dst.data_ptr() == host.data_ptr()) return;
-      if (!dst.is_cpu()) h2d_ += nbytes(dst);
+      if (!dst.is_cpu()) h2d_ += bytes_of(dst);
       at::Tensor d = dst;
       at::Tensor h = host;
       finish_.push_back([d, h]() mutable {
@@ -745,7 +685,7 @@ class TpuBackend final : public c10d::Backend {
       c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<StagedWork>(
           b_->rank_, type, what_, context_, std::move(works_), std::move(finish_),
           std::move(outputs));
-      if (b_->coalescing_) b_->coalesced_.push_back(work);
+      b_->collect(work);
       return work;
     }
 
@@ -773,9 +713,7 @@ class TpuBackend final : public c10d::Backend {
 
   static const at::Tensor& single(const std::vector<at::Tensor>& tensors,
                                   const char* op) {
-    TORCH_CHECK(tensors.size() == 1, op,
-                ": the tpu backend takes one tensor per rank, got ", tensors.size());
-    return tensors[0];
+    return single_tensor(tensors, op);
   }
 
   // Splits in elements for the signature; empty splits mean equal parts.
@@ -957,7 +895,7 @@ class TpuBackend final : public c10d::Backend {
     p[0] = kMagic;
     p[1] = static_cast<int64_t>(t.scalar_type());
     p[2] = t.numel();
-    p[3] = nbytes(t);
+    p[3] = bytes_of(t);
     return h;
   }
 
@@ -995,11 +933,8 @@ class TpuBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
-  std::chrono::milliseconds timeout_;
   const bool check_;
   int64_t seq_ = 0;
-  bool coalescing_ = false;
-  Works coalesced_;
   Works in_flight_sends_;  // checked sends' data, until gloo is done with it
 };
 
@@ -1013,7 +948,7 @@ void init_distributed(pybind11::module& m) {
         TORCH_CHECK(host, "the tpu backend needs a host backend");
         return c10::make_intrusive<TpuBackend>(
             std::move(host), rank, size,
-            std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), check);
+            timeout_from_seconds(timeout_s), check);
       },
       "A c10d backend for tpu tensors staging through `host` (a gloo Backend).");
   m.def(

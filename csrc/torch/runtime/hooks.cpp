@@ -1,9 +1,9 @@
 // PrivateUse1 hooks: what PyTorch asks a backend about itself
 // (torch.accelerator, generators, lazy init).
-#include "allocator.h"
-#include "generator.h"
-#include "ops.h"
-#include "runtime.h"
+#include "runtime/allocator.h"
+#include "runtime/generator.h"
+#include "aten/ops.h"
+#include "runtime/runtime.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>

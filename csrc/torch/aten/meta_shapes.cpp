@@ -1,0 +1,445 @@
+// Meta shapes for engine ops PyTorch ships no meta kernel for. The engine
+// kernel (engine_kernel.cpp) sizes an op's outputs, and raises the CPU's
+// argument errors, by running the op on meta copies of its arguments: for
+// the ops here it calls the shape function of this registry instead of the
+// dispatcher's Meta kernel. Nothing is registered with the dispatcher, so
+// aten's Meta kernels stay what PyTorch makes them for every other user of
+// the process. The functions give shapes and checks only, no math.
+#include "aten/meta_shapes.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace torchtpu {
+
+namespace {
+
+// ------------------------------------------------------------ scans, margins, geqrf
+
+// _cummax_helper / _cummin_helper write into values and indices, which
+// cummax/cummin have already sized like self.
+void cum_extreme_helper_meta(const at::Tensor& self, at::Tensor& values,
+                             at::Tensor& indices, int64_t dim) {
+  at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(values.sizes() == self.sizes() && indices.sizes() == self.sizes(),
+              "cumulative extreme: outputs must have the shape of self");
+}
+
+at::Tensor logcumsumexp_meta(const at::Tensor& self, int64_t dim) {
+  at::maybe_wrap_dim(dim, self.dim());
+  return at::empty_like(self);
+}
+
+at::Tensor& logcumsumexp_out_meta(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  at::maybe_wrap_dim(dim, self.dim());
+  out.resize_(self.sizes());
+  return out;
+}
+
+// Margin-loss backwards: the gradient has self's shape and dtype.
+at::Tensor multi_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                           const at::Tensor& /*target*/, const at::Scalar& /*p*/,
+                                           const at::Scalar& /*margin*/,
+                                           const std::optional<at::Tensor>& /*weight*/,
+                                           int64_t /*reduction*/) {
+  return at::empty_like(self);
+}
+
+at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& /*grad_output*/, const at::Tensor& self,
+                                                const at::Tensor& /*target*/, int64_t /*reduction*/,
+                                                const at::Tensor& /*is_target*/) {
+  return at::empty_like(self);
+}
+
+// geqrf: the factored matrix like self, tau (batch..., min(m, n)).
+std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  auto tau_shape = self.sizes().vec();
+  const int64_t m = tau_shape[self.dim() - 2], n = tau_shape[self.dim() - 1];
+  tau_shape.pop_back();
+  tau_shape.back() = std::min(m, n);
+  return {at::empty_like(self), at::empty(tau_shape, self.options())};
+}
+
+// Where the CPU kernel's shape differs from the meta function PyTorch
+// ships, follow the CPU: multi_margin_loss of a 1-D input with
+// reduction='none' is 0-d on the CPU but (1,) from the decomposition that
+// serves as its meta function.
+void multi_margin_loss_meta(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                            torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  const c10::IValue* args = stack->data() + (stack->size() - num_args);
+  const bool to_scalar = num_args > 5 && args[0].isTensor() && args[0].toTensor().dim() <= 1 &&
+                         args[5].isInt() && args[5].toInt() == 0;
+  std::optional<at::Tensor> out;
+  if (num_args > 6 && args[6].isTensor()) {
+    out = args[6].toTensor();  // the .out overload's out=
+  }
+  op.callBoxed(stack);
+  if (!to_scalar || stack->empty() || !stack->back().isTensor()) {
+    return;
+  }
+  if (out) {
+    out->resize_({});
+  } else {
+    stack->back() = at::empty({}, stack->back().toTensor().options());
+  }
+}
+
+// ---------------------------------------------------------------- ctc
+
+at::Tensor ctc_loss_backward_meta(const at::Tensor& /*grad*/, const at::Tensor& log_probs,
+                                  const at::Tensor& /*targets*/, at::IntArrayRef /*input_lengths*/,
+                                  at::IntArrayRef /*target_lengths*/,
+                                  const at::Tensor& /*neg_log_likelihood*/,
+                                  const at::Tensor& /*log_alpha*/, int64_t /*blank*/,
+                                  bool /*zero_infinity*/) {
+  return at::empty_like(log_probs);
+}
+
+// ------------------------------------------------ lstsq, fractional pooling
+
+using Lstsq = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&>;
+
+// Shapes as the CPU's LAPACK drivers leave them: the solution and the
+// residuals over the broadcast batch; rank and singular values over
+// input's own batch; an output a driver does not compute is (0,). The
+// residuals of gelsd/gelss with m > n exist only when every matrix has
+// full rank, a shape known after the math: they are sized for full rank
+// here, and the lowering fails the call when a matrix turns out deficient.
+Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
+                            std::optional<double> /*rcond*/,
+                            std::optional<c10::string_view> driver_opt,
+                            at::Tensor& solution, at::Tensor& residuals, at::Tensor& rank,
+                            at::Tensor& singular_values) {
+  TORCH_CHECK(input.dim() >= 2, "torch.linalg.lstsq: input must have at least 2 dimensions.");
+  const int64_t dim_diff = input.dim() - other.dim();
+  TORCH_CHECK(0 <= dim_diff && dim_diff <= 1,
+              "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+              "(input.dim() - other.dim()) <= 1");
+  const auto in_sizes = input.sizes();
+  const bool vector_case =
+      other.dim() == 1 || (dim_diff == 1 && other.sizes() == in_sizes.slice(0, input.dim() - 1));
+  if (vector_case) {
+    TORCH_CHECK(input.size(-2) == other.size(-1),
+                "torch.linalg.lstsq: input.size(-2) should match other.size(-1)");
+  } else {
+    TORCH_CHECK(input.size(-2) == other.size(-2),
+                "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  }
+  TORCH_CHECK(input.scalar_type() == other.scalar_type(),
+              "torch.linalg.lstsq: Expected input and other to have the same dtype, but got "
+              "input's dtype ",
+              input.scalar_type(), " and other's dtype ", other.scalar_type());
+  const std::string driver = driver_opt.has_value() ? std::string(*driver_opt) : "gelsy";
+  TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
+              "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+
+  const int64_t m = input.size(-2), n = input.size(-1);
+  const int64_t k = vector_case ? 1 : other.size(-1);
+  std::vector<int64_t> in_batch(in_sizes.begin(), in_sizes.end() - 2);
+  const auto o_sizes = other.sizes();
+  std::vector<int64_t> o_batch(o_sizes.begin(), o_sizes.end() - (vector_case ? 1 : 2));
+  std::vector<int64_t> batch = at::infer_size(in_batch, o_batch);
+  TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
+              "This function doesn't handle types other than float and double");
+
+  std::vector<int64_t> sol = batch;
+  sol.push_back(n);
+  if (!vector_case) sol.push_back(k);
+  solution.resize_(sol);
+  if (m > n && driver != "gelsy") {
+    std::vector<int64_t> res = batch;
+    res.push_back(k);
+    residuals.resize_(res);
+  } else {
+    residuals.resize_({0});
+  }
+  if (driver == "gels") {
+    rank.resize_({0});
+  } else {
+    rank.resize_(in_batch);
+  }
+  if (driver == "gelsd" || driver == "gelss") {
+    std::vector<int64_t> sv = in_batch;
+    sv.push_back(std::min(m, n));
+    singular_values.resize_(sv);
+  } else {
+    singular_values.resize_({0});
+  }
+  return Lstsq(solution, residuals, rank, singular_values);
+}
+
+// The gradient has self's shape; grad_output's trailing dims must be
+// output_size's, as the CPU kernel checks.
+void check_fmp3d_grad(const at::Tensor& grad_output, const at::Tensor& self,
+                      at::IntArrayRef output_size) {
+  TORCH_CHECK(output_size.size() == 3, "fractional_max_pool3d_backward: output_size must have 3 entries");
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5,
+              "fractional_max_pool3d_backward: expected a 4D or 5D input");
+  const int64_t off = self.dim() == 5 ? 1 : 0;
+  TORCH_CHECK(grad_output.dim() == self.dim(),
+              "fractional_max_pool3d_backward_out(): gradOutput time unexpected");
+  TORCH_CHECK(output_size[0] == grad_output.size(off + 1),
+              "fractional_max_pool3d_backward_out(): gradOutput time unexpected");
+  TORCH_CHECK(output_size[1] == grad_output.size(off + 2),
+              "fractional_max_pool3d_backward_out(): gradOutput height unexpected");
+  TORCH_CHECK(output_size[2] == grad_output.size(off + 3),
+              "fractional_max_pool3d_backward_out(): gradOutput width unexpected");
+}
+
+at::Tensor fmp3d_backward_meta(const at::Tensor& grad_output, const at::Tensor& self,
+                               at::IntArrayRef /*kernel_size*/, at::IntArrayRef output_size,
+                               const at::Tensor& /*indices*/) {
+  check_fmp3d_grad(grad_output, self, output_size);
+  return at::empty_like(self);
+}
+
+at::Tensor& fmp3d_backward_out_meta(const at::Tensor& grad_output, const at::Tensor& self,
+                                    at::IntArrayRef /*kernel_size*/, at::IntArrayRef output_size,
+                                    const at::Tensor& /*indices*/, at::Tensor& grad_input) {
+  check_fmp3d_grad(grad_output, self, output_size);
+  grad_input.resize_(self.sizes());
+  return grad_input;
+}
+
+// ------------------------------------------------------------------ unique
+// The .out overloads the unique kernels run with padded outputs
+// (dynamic_shape.h): the sizes the caller gave are kept.
+
+void check_outs(const at::Tensor& self, const at::Tensor& values, const at::Tensor& inverse,
+                const at::Tensor& counts) {
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "unique: values must have the input's dtype");
+  TORCH_CHECK(inverse.scalar_type() == at::kLong && counts.scalar_type() == at::kLong,
+              "unique: inverse indices and counts must be int64");
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique2_out_meta(const at::Tensor& self, bool, bool, bool,
+                                                                   at::Tensor& o0, at::Tensor& o1, at::Tensor& o2) {
+  check_outs(self, o0, o1, o2);
+  return {o0, o1, o2};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_consecutive_out_meta(const at::Tensor& self, bool, bool,
+                                                                              std::optional<int64_t> dim,
+                                                                              at::Tensor& o0, at::Tensor& o1,
+                                                                              at::Tensor& o2) {
+  if (dim) {
+    at::maybe_wrap_dim(*dim, self.dim());
+  }
+  check_outs(self, o0, o1, o2);
+  return {o0, o1, o2};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_dim_out_meta(const at::Tensor& self, int64_t dim, bool,
+                                                                      bool, bool, at::Tensor& o0, at::Tensor& o1,
+                                                                      at::Tensor& o2) {
+  at::maybe_wrap_dim(dim, self.dim());
+  check_outs(self, o0, o1, o2);
+  return {o0, o1, o2};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> unique_dim_consecutive_out_meta(const at::Tensor& self,
+                                                                                  int64_t dim, bool, bool,
+                                                                                  at::Tensor& o0, at::Tensor& o1,
+                                                                                  at::Tensor& o2) {
+  at::maybe_wrap_dim(dim, self.dim());
+  check_outs(self, o0, o1, o2);
+  return {o0, o1, o2};
+}
+
+// --------------------------------------------------------------- histogram
+// torch.histogram (histogram.bin_ct, histogram.bins_tensor and their out=
+// forms) and torch.histogramdd's pieces (_histogramdd_bin_edges,
+// _histogramdd_from_bin_cts, _histogramdd_from_bin_tensors), which PyTorch
+// ships for the CPU only. Output sizes do not depend on the data (bins,
+// and bins + 1 edges); the checks are the CPU kernel's, with its exception
+// types. The one data-dependent check (a min..max range that is not
+// finite) is the engine's (ops/histogram.c).
+
+// weight_numel: the number of points (elements, or rows for histogramdd).
+void check_input(const at::Tensor& self, const std::optional<at::Tensor>& weight, int64_t points) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == at::kFloat || self.scalar_type() == at::kDouble,
+                              "\"histogramdd\" not implemented for '", toString(self.scalar_type()), "'");
+  if (weight.has_value() && weight->defined()) {
+    TORCH_CHECK(weight->scalar_type() == self.scalar_type(),
+                "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the "
+                "same dtype, but got input(", self.scalar_type(), "), and weight(", weight->scalar_type(), ")");
+    TORCH_CHECK(weight->numel() == points,
+                "torch.histogramdd: if weight tensor is provided it should have the same shape as the input "
+                "tensor excluding its innermost dimension, but got input with shape ", self.sizes(),
+                " and weight with shape ", weight->sizes());
+  }
+}
+
+// Bin counts of each dim, and the range (two values per dim) when given.
+void check_bin_cts(const at::Tensor& self, at::IntArrayRef bins, std::optional<at::ArrayRef<double>> range,
+                   const std::optional<at::Tensor>& weight, int64_t points) {
+  const size_t dims = bins.size();
+  for (size_t k = 0; k < dims; ++k) {
+    TORCH_CHECK(bins[k] > 0, "torch.histogram(): bins must be > 0, but got ", bins[k], " for dimension ", k);
+  }
+  if (range.has_value()) {
+    TORCH_CHECK(range->size() == 2 * dims, "torch.histogramdd: for a ", dims, "-dimensional histogram range should ",
+                "have ", 2 * dims, " elements, but got ", range->size());
+    for (size_t k = 0; k < dims; ++k) {
+      const double lo = (*range)[2 * k], hi = (*range)[2 * k + 1];
+      TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histogramdd: dimension ", k, "'s range [", lo,
+                  ", ", hi, "] is not finite");
+      TORCH_CHECK(lo <= hi, "torch.histogramdd: min should not exceed max, but got min ", lo, " max ", hi,
+                  " for dimension ", k);
+    }
+  }
+  check_input(self, weight, points);
+}
+
+void check_bin_ct(const at::Tensor& self, int64_t bins, std::optional<at::ArrayRef<double>> range,
+                  const std::optional<at::Tensor>& weight) {
+  check_bin_cts(self, {bins}, range, weight, self.numel());
+}
+
+void check_edges(const at::Tensor& self, const at::Tensor& bins, size_t k) {
+  TORCH_CHECK(bins.scalar_type() == self.scalar_type(),
+              "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with "
+              "dtype ", self.scalar_type(), " and bins for dimension ", k, " with dtype ", bins.scalar_type());
+  TORCH_CHECK(bins.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ", bins.dim(),
+              " dimensions in the bins tensor for dimension ", k);
+  TORCH_CHECK(bins.numel() > 0, "torch.histogramdd: bins tensor should have at least 1 element, but got ",
+              bins.numel(), " elements in the bins tensor for dimension ", k);
+}
+
+void check_bins_tensor(const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight) {
+  check_input(self, weight, self.numel());
+  check_edges(self, bins, 0);
+}
+
+// histogramdd's input: points (..., D); the number of points.
+int64_t check_points(const at::Tensor& self, size_t bins) {
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
+  const int64_t dims = self.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(bins) == dims,
+              "histogramdd: The size of bins must be equal to the innermost dimension of the input.");
+  return dims ? self.numel() / dims : 0;
+}
+
+std::vector<at::Tensor> histogramdd_bin_edges_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                                   std::optional<at::ArrayRef<double>> range,
+                                                   const std::optional<at::Tensor>& weight, bool /*density*/) {
+  check_bin_cts(self, bins, range, weight, check_points(self, bins.size()));
+  std::vector<at::Tensor> edges;
+  for (int64_t b : bins) {
+    edges.push_back(at::empty({b + 1}, self.options()));
+  }
+  return edges;
+}
+
+at::Tensor histogramdd_from_bin_cts_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>> range,
+                                         const std::optional<at::Tensor>& weight, bool /*density*/) {
+  check_bin_cts(self, bins, range, weight, check_points(self, bins.size()));
+  return at::empty(bins, self.options());
+}
+
+at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorList bins,
+                                             const std::optional<at::Tensor>& weight, bool /*density*/) {
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
+  TORCH_CHECK(static_cast<int64_t>(bins.size()) == self.size(-1), "torch.histogramdd: expected ", self.size(-1),
+              " sequences of bin edges for a ", self.size(-1), "-dimensional histogram but got ", bins.size());
+  const int64_t points = self.size(-1) ? self.numel() / self.size(-1) : 0;
+  check_input(self, weight, points);
+  std::vector<int64_t> shape;
+  for (size_t k = 0; k < bins.size(); ++k) {
+    check_edges(self, bins[k], k);
+    shape.push_back(bins[k].numel() - 1);
+  }
+  return at::empty(shape, self.options());
+}
+
+std::tuple<at::Tensor, at::Tensor> bin_ct_meta(const at::Tensor& self, int64_t bins,
+                                               std::optional<at::ArrayRef<double>> range,
+                                               const std::optional<at::Tensor>& weight, bool /*density*/) {
+  check_bin_ct(self, bins, range, weight);
+  return {at::empty({bins}, self.options()), at::empty({bins + 1}, self.options())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> bin_ct_out_meta(const at::Tensor& self, int64_t bins,
+                                                     std::optional<at::ArrayRef<double>> range,
+                                                     const std::optional<at::Tensor>& weight, bool /*density*/,
+                                                     at::Tensor& hist, at::Tensor& edges) {
+  check_bin_ct(self, bins, range, weight);
+  hist.resize_({bins});
+  edges.resize_({bins + 1});
+  return {hist, edges};
+}
+
+std::tuple<at::Tensor, at::Tensor> bins_tensor_meta(const at::Tensor& self, const at::Tensor& bins,
+                                                    const std::optional<at::Tensor>& weight, bool /*density*/) {
+  check_bins_tensor(self, bins, weight);
+  return {at::empty({bins.numel() - 1}, self.options()), at::empty({bins.numel()}, self.options())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> bins_tensor_out_meta(const at::Tensor& self, const at::Tensor& bins,
+                                                          const std::optional<at::Tensor>& weight, bool /*density*/,
+                                                          at::Tensor& hist, at::Tensor& edges) {
+  check_bins_tensor(self, bins, weight);
+  hist.resize_({bins.numel() - 1});
+  edges.resize_({bins.numel()});
+  return {hist, edges};
+}
+
+template <typename Fn>
+c10::KernelFunction typed(Fn fn) {
+  return c10::KernelFunction::makeFromUnboxedFunction(fn);
+}
+
+using Registry = std::unordered_map<std::string, c10::KernelFunction>;
+
+Registry make_registry() {
+  Registry r;
+  r.emplace("geqrf", typed(TORCH_FN(geqrf_meta)));
+  r.emplace("multi_margin_loss", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
+  r.emplace("multi_margin_loss.out", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
+  r.emplace("multi_margin_loss_backward", typed(TORCH_FN(multi_margin_loss_backward_meta)));
+  r.emplace("multilabel_margin_loss_backward", typed(TORCH_FN(multilabel_margin_loss_backward_meta)));
+  r.emplace("_cummax_helper", typed(TORCH_FN(cum_extreme_helper_meta)));
+  r.emplace("_cummin_helper", typed(TORCH_FN(cum_extreme_helper_meta)));
+  r.emplace("_logcumsumexp", typed(TORCH_FN(logcumsumexp_meta)));
+  r.emplace("_logcumsumexp.out", typed(TORCH_FN(logcumsumexp_out_meta)));
+  r.emplace("_ctc_loss_backward", typed(TORCH_FN(ctc_loss_backward_meta)));
+  r.emplace("linalg_lstsq.out", typed(TORCH_FN(linalg_lstsq_out_meta)));
+  r.emplace("fractional_max_pool3d_backward", typed(TORCH_FN(fmp3d_backward_meta)));
+  r.emplace("fractional_max_pool3d_backward.grad_input", typed(TORCH_FN(fmp3d_backward_out_meta)));
+  r.emplace("_unique2.out", typed(TORCH_FN(unique2_out_meta)));
+  r.emplace("unique_consecutive.out", typed(TORCH_FN(unique_consecutive_out_meta)));
+  r.emplace("unique_dim.out", typed(TORCH_FN(unique_dim_out_meta)));
+  r.emplace("unique_dim_consecutive.out", typed(TORCH_FN(unique_dim_consecutive_out_meta)));
+  r.emplace("histogram.bin_ct", typed(TORCH_FN(bin_ct_meta)));
+  r.emplace("histogram.bin_ct_out", typed(TORCH_FN(bin_ct_out_meta)));
+  r.emplace("histogram.bins_tensor", typed(TORCH_FN(bins_tensor_meta)));
+  r.emplace("histogram.bins_tensor_out", typed(TORCH_FN(bins_tensor_out_meta)));
+  r.emplace("_histogramdd_bin_edges", typed(TORCH_FN(histogramdd_bin_edges_meta)));
+  r.emplace("_histogramdd_from_bin_cts", typed(TORCH_FN(histogramdd_from_bin_cts_meta)));
+  r.emplace("_histogramdd_from_bin_tensors", typed(TORCH_FN(histogramdd_from_bin_tensors_meta)));
+  return r;
+}
+
+}  // namespace
+
+const c10::KernelFunction* find_meta_shape(const std::string& name) {
+  static const Registry registry = make_registry();
+  auto found = registry.find(name);
+  return found == registry.end() ? nullptr : &found->second;
+}
+
+}  // namespace torchtpu

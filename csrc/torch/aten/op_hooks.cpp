@@ -1,0 +1,31 @@
+// The per-op attributes of op_hooks.h, keyed by the lowering table's name.
+#include "aten/op_hooks.h"
+
+#include <unordered_map>
+
+namespace torchtpu {
+
+namespace {
+
+std::unordered_map<std::string, OpHooks> make_hooks() {
+  std::unordered_map<std::string, OpHooks> hooks;
+  // native_batch_norm updates running_mean/running_var (args 3, 4) in
+  // training although its schema does not mark them mutable (the reason
+  // _native_batch_norm_legit exists); they are written like Tensor(a!).
+  hooks["native_batch_norm"].also_written = {3, 4};
+  hooks["fill_.Scalar"].writes_one_value = true;
+  hooks["fill_.Tensor"].writes_one_value = true;
+  hooks["zero_"].writes_one_value = true;
+  return hooks;
+}
+
+}  // namespace
+
+const OpHooks& op_hooks_for(const std::string& name) {
+  static const std::unordered_map<std::string, OpHooks> hooks = make_hooks();
+  static const OpHooks none;
+  auto found = hooks.find(name);
+  return found == hooks.end() ? none : found->second;
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,28 @@
+// Per-op attributes of the boxed engine kernel (engine_kernel.cpp): what an
+// op's schema does not tell about how its call is packed. The generic path
+// reads these from the op's info, resolved once when the info is built, and
+// never tests op names itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torchtpu {
+
+struct OpHooks {
+  // Arguments the op writes although its schema does not mark them
+  // mutable: they are packed as extra outputs, like Tensor(a!) ones.
+  std::vector<int> also_written;
+  // The op writes one value everywhere it writes (fill_, zero_): a write
+  // into a broadcast view (elements sharing memory) is exact on the
+  // device, where for other ops which of the results lands is undefined.
+  bool writes_one_value = false;
+};
+
+// The hooks of the lowering table's op `name` ("native_batch_norm",
+// "fill_.Scalar"); ops without any share one empty instance. The returned
+// object lives for the process and is never changed (any thread may read
+// it).
+const OpHooks& op_hooks_for(const std::string& name);
+
+}  // namespace torchtpu
