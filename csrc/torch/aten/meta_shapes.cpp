@@ -514,6 +514,31 @@ at::Tensor transformer_encoder_layer_fwd_meta(
   return at::empty(src.sizes(), src.options());
 }
 
+// ---------------------------------------------------------------- bincount
+// The engine op runs with the length as minlength (the glue has read
+// max(self) + 1 and passes the larger of the two). The dtype and the
+// checks are the CPU kernel's, in its order: int64 counts (also for an
+// empty input with weights), float32 sums of float32 weights, float64
+// sums of any other weights.
+at::Tensor bincount_meta(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                         int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_cpu\" not implemented for '",
+                              toString(self.scalar_type()), "'");
+  if (self.dim() == 1 && self.numel() == 0) {
+    return at::empty({minlength}, self.options().dtype(at::kLong));
+  }
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  const bool weighted = weights.has_value() && weights->defined();
+  TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  const at::ScalarType dtype = !weighted                              ? at::kLong
+                               : weights->scalar_type() == at::kFloat ? at::kFloat
+                                                                      : at::kDouble;
+  return at::empty({minlength}, self.options().dtype(dtype));
+}
+
 template <typename Fn>
 c10::KernelFunction typed(Fn fn) {
   return c10::KernelFunction::makeFromUnboxedFunction(fn);
@@ -547,6 +572,7 @@ Registry make_registry() {
   r.emplace("_histogramdd_bin_edges", typed(TORCH_FN(histogramdd_bin_edges_meta)));
   r.emplace("_histogramdd_from_bin_cts", typed(TORCH_FN(histogramdd_from_bin_cts_meta)));
   r.emplace("_histogramdd_from_bin_tensors", typed(TORCH_FN(histogramdd_from_bin_tensors_meta)));
+  r.emplace("bincount", typed(TORCH_FN(bincount_meta)));
   r.emplace("_native_multi_head_attention", typed(TORCH_FN(native_multi_head_attention_meta)));
   r.emplace("_transformer_encoder_layer_fwd", typed(TORCH_FN(transformer_encoder_layer_fwd_meta)));
   return r;
