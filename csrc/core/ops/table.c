@@ -51,6 +51,8 @@ extern const ttpu_op_def ttpu_ops_embedding_bag[];
 extern const ttpu_op_def ttpu_ops_segment[];
 extern const ttpu_op_def ttpu_ops_grid_sample[];
 extern const ttpu_op_def ttpu_ops_upsample_aa[];
+extern const ttpu_op_def ttpu_ops_attention[];
+extern const ttpu_op_def ttpu_ops_bincount[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -94,6 +96,8 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_segment,
     ttpu_ops_grid_sample,
     ttpu_ops_upsample_aa,
+    ttpu_ops_attention,
+    ttpu_ops_bincount,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

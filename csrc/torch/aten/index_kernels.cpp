@@ -4,7 +4,8 @@
 // nonzero count, the repeats' total, bincount's length) in one host read
 // and runs engine ops of that size: nonzero_static (masked_select and
 // boolean masks become nonzero coordinates, then index.Tensor with
-// integer indices), repeat_interleave.Tensor with output_size, index_add.
+// integer indices), repeat_interleave.Tensor with output_size, bincount
+// with its length.
 #include "aten/dynamic_shape.h"
 #include "aten/ops.h"
 
@@ -183,37 +184,25 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
 
 // bincount(Tensor self, Tensor? weights=None, SymInt minlength=0): the
 // length is max(self) + 1, read to the host together with the min (one
-// read); the counting is an index_add.
-at::Tensor bincount(const at::Tensor& self,
-                    const std::optional<at::Tensor>& weights,
-                    int64_t minlength) {
-  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
-  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(),
-                                                    /*includeBool=*/false),
-              "bincount only supports 1-d non-negative integral inputs.");
-  const bool weighted = weights.has_value() && weights->defined();
-  TORCH_CHECK(!weighted || (weights->dim() == 1 &&
-                            weights->size(0) == self.size(0)),
-              "weights should be 1-d and have the same length as input");
-  const at::ScalarType dtype =
-      !weighted ? at::kLong
-                : weights->scalar_type() == at::kFloat ? at::kFloat
-                                                       : at::kDouble;
-  int64_t length = minlength;
-  if (self.numel() > 0) {
+// read, which also finds a negative value); the engine op counts with the
+// larger of it and minlength as its minlength (ops/bincount.c). The
+// output's dtype and the argument checks are the op's meta shape.
+void bincount_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 3;
+  const at::Tensor& self = (*stack)[base].toTensor();
+  const c10::IValue& given = (*stack)[base + 2];
+  const int64_t minlength = given.isSymInt()
+                                ? given.toSymInt().guard_int(__FILE__, __LINE__)
+                                : given.toInt();
+  if (self.dim() == 1 && self.numel() > 0 && minlength >= 0 &&
+      at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
     auto [lo, hi] = at::aminmax(self);
     const std::vector<int64_t> v = read_counts({lo, hi});
     TORCH_CHECK(v[0] >= 0,
                 "bincount only supports 1-d non-negative integral inputs.");
-    length = std::max(length, v[1] + 1);
+    (*stack)[base + 2] = std::max(minlength, v[1] + 1);
   }
-  at::Tensor out = at::zeros({length}, self.options().dtype(dtype));
-  if (self.numel() == 0) {
-    return out;
-  }
-  const at::Tensor w =
-      weighted ? weights->to(dtype) : at::ones({self.size(0)}, out.options());
-  return out.index_add_(0, self, w);
+  run_engine_op(op, stack);
 }
 
 }  // namespace
@@ -228,7 +217,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero_tpu));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
-  m.impl("bincount", TORCH_FN(bincount));
+  m.impl("bincount",
+         torch::CppFunction::makeFromBoxedFunction<&bincount_kernel>());
   // A strided view like any other: ATen's generic one serves (its backward,
   // unfold_backward, is an engine op).
   m.impl("unfold", TORCH_FN(at::native::unfold));

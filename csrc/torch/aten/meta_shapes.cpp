@@ -1,8 +1,8 @@
-// Meta shapes for engine ops PyTorch ships no meta kernel for. The engine
-// kernel (engine_kernel.cpp) sizes an op's outputs, and raises the CPU's
-// argument errors, by running the op on meta copies of its arguments: for
-// the ops here it calls the shape function of this registry instead of the
-// dispatcher's Meta kernel. Nothing is registered with the dispatcher, so
+// Meta shapes for engine ops PyTorch ships no meta kernel for, or one whose
+// shapes differ from the CPU kernel's. The engine kernel (engine_kernel.cpp)
+// sizes an op's outputs, and raises the CPU's argument errors, by running
+// the op on meta copies of its arguments: for the ops here it calls the
+// shape function of this registry instead of the dispatcher's Meta kernel. Nothing is registered with the dispatcher, so
 // aten's Meta kernels stay what PyTorch makes them for every other user of
 // the process. The functions give shapes and checks only, no math.
 #include "aten/meta_shapes.h"
@@ -398,6 +398,147 @@ std::tuple<at::Tensor&, at::Tensor&> bins_tensor_out_meta(const at::Tensor& self
   return {hist, edges};
 }
 
+// ---------------------------------------------------------------- attention
+// The fused inference kernels of PyTorch's transformer modules
+// (ops/attention.c). PyTorch's meta function for
+// _native_multi_head_attention sizes the weights (batch, L, L) and gives
+// empty(0) when they are not asked for; the CPU kernel's weights are
+// (batch, L, S) and undefined (None) then, and so are these.
+
+void check_same_dtype(const at::Tensor& query, const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == query.scalar_type(), what, " must have the query's dtype ",
+              query.scalar_type(), ", got ", t.scalar_type());
+}
+
+// The checks of one attention call; the output's last size.
+int64_t check_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                        int64_t embed_dim, int64_t num_head, const at::Tensor& qkv_weight,
+                        const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
+                        const at::Tensor& proj_bias, const std::optional<at::Tensor>& mask,
+                        std::optional<int64_t> mask_type, int64_t heads_out) {
+  TORCH_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3,
+              "expected query, key and value to be 3-D (batch, length, embed_dim), got ",
+              query.sizes(), ", ", key.sizes(), " and ", value.sizes());
+  TORCH_CHECK(num_head > 0 && embed_dim % num_head == 0 && query.size(2) == embed_dim,
+              "embed_dim ", embed_dim, " must equal the query's last dimension and be "
+              "divisible by num_head ", num_head);
+  TORCH_CHECK(key.size(0) == query.size(0) && value.size(0) == query.size(0) &&
+                  key.size(2) == embed_dim && value.size(2) == embed_dim &&
+                  value.size(1) == key.size(1),
+              "expected key and value to be (batch, source length, embed_dim) like the query, "
+              "got ", key.sizes(), " and ", value.sizes());
+  TORCH_CHECK(at::isFloatingType(query.scalar_type()),
+              "\"native_multi_head_attention\" not implemented for '",
+              toString(query.scalar_type()), "'");
+  TORCH_CHECK(qkv_weight.dim() == 2 && qkv_weight.size(0) == 3 * embed_dim &&
+                  qkv_weight.size(1) == embed_dim,
+              "qkv_weight must be (3 * embed_dim, embed_dim), got ", qkv_weight.sizes());
+  TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == 3 * embed_dim,
+              "qkv_bias must be (3 * embed_dim), got ", qkv_bias.sizes());
+  TORCH_CHECK(proj_weight.dim() == 2 && proj_weight.size(1) == embed_dim,
+              "proj_weight must be (out_dim, embed_dim), got ", proj_weight.sizes());
+  TORCH_CHECK(proj_bias.dim() == 1 && proj_bias.size(0) == proj_weight.size(0),
+              "proj_bias must be (out_dim), got ", proj_bias.sizes());
+  check_same_dtype(query, key, "key");
+  check_same_dtype(query, value, "value");
+  check_same_dtype(query, qkv_weight, "qkv_weight");
+  check_same_dtype(query, qkv_bias, "qkv_bias");
+  check_same_dtype(query, proj_weight, "proj_weight");
+  check_same_dtype(query, proj_bias, "proj_bias");
+  if (mask.has_value() && mask->defined()) {
+    const at::Tensor& m = *mask;
+    const int64_t batch = query.size(0), s = key.size(1);
+    if (mask_type.value_or(m.dim() == 2 && m.size(0) == batch ? 1 : 0) == 1) {
+      TORCH_CHECK(m.dim() == 2 && m.size(0) == batch && m.size(1) == s,
+                  "key padding mask must be (batch, source length), got ", m.sizes());
+    } else {
+      const std::vector<int64_t> scores = {batch, heads_out, query.size(1), s};
+      TORCH_CHECK(m.dim() <= 4 && at::infer_size(m.sizes(), scores) == scores,
+                  "the attention mask ", m.sizes(), " does not broadcast to the scores ",
+                  at::IntArrayRef(scores));
+    }
+  }
+  return proj_weight.size(0);
+}
+
+std::tuple<at::Tensor, at::Tensor> native_multi_head_attention_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim,
+    int64_t num_head, const at::Tensor& qkv_weight, const at::Tensor& qkv_bias,
+    const at::Tensor& proj_weight, const at::Tensor& proj_bias, const std::optional<at::Tensor>& mask,
+    bool need_weights, bool average_attn_weights, std::optional<int64_t> mask_type) {
+  const int64_t out_dim = check_attention(query, key, value, embed_dim, num_head, qkv_weight,
+                                          qkv_bias, proj_weight, proj_bias, mask, mask_type,
+                                          num_head);
+  const int64_t batch = query.size(0), l = query.size(1), s = key.size(1);
+  at::Tensor out = at::empty({batch, l, out_dim}, query.options());
+  if (!need_weights) {
+    return {out, at::Tensor()};
+  }
+  at::Tensor weights = average_attn_weights ? at::empty({batch, l, s}, query.options())
+                                            : at::empty({batch, num_head, l, s}, query.options());
+  return {out, weights};
+}
+
+void check_vector(const at::Tensor& v, int64_t n, const char* what) {
+  TORCH_CHECK(v.dim() == 1 && v.size(0) == n, what, " must be (", n, "), got ", v.sizes());
+}
+
+at::Tensor transformer_encoder_layer_fwd_meta(
+    const at::Tensor& src, int64_t embed_dim, int64_t num_heads, const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias, const at::Tensor& proj_weight, const at::Tensor& proj_bias,
+    bool /*use_gelu*/, bool /*norm_first*/, double /*eps*/, const at::Tensor& norm_weight_1,
+    const at::Tensor& norm_bias_1, const at::Tensor& norm_weight_2, const at::Tensor& norm_bias_2,
+    const at::Tensor& ffn_weight_1, const at::Tensor& ffn_bias_1, const at::Tensor& ffn_weight_2,
+    const at::Tensor& ffn_bias_2, const std::optional<at::Tensor>& mask,
+    std::optional<int64_t> mask_type) {
+  const int64_t out_dim = check_attention(src, src, src, embed_dim, num_heads, qkv_weight, qkv_bias,
+                                          proj_weight, proj_bias, mask, mask_type, num_heads);
+  TORCH_CHECK(out_dim == embed_dim, "proj_weight must be (embed_dim, embed_dim), got ",
+              proj_weight.sizes());
+  check_vector(norm_weight_1, embed_dim, "norm_weight_1");
+  check_vector(norm_bias_1, embed_dim, "norm_bias_1");
+  check_vector(norm_weight_2, embed_dim, "norm_weight_2");
+  check_vector(norm_bias_2, embed_dim, "norm_bias_2");
+  TORCH_CHECK(ffn_weight_1.dim() == 2 && ffn_weight_1.size(1) == embed_dim,
+              "ffn_weight_1 must be (ffn_dim, embed_dim), got ", ffn_weight_1.sizes());
+  const int64_t ffn_dim = ffn_weight_1.size(0);
+  check_vector(ffn_bias_1, ffn_dim, "ffn_bias_1");
+  TORCH_CHECK(ffn_weight_2.dim() == 2 && ffn_weight_2.size(0) == embed_dim &&
+                  ffn_weight_2.size(1) == ffn_dim,
+              "ffn_weight_2 must be (embed_dim, ffn_dim), got ", ffn_weight_2.sizes());
+  check_vector(ffn_bias_2, embed_dim, "ffn_bias_2");
+  for (const at::Tensor* t : {&norm_weight_1, &norm_bias_1, &norm_weight_2, &norm_bias_2,
+                              &ffn_weight_1, &ffn_bias_1, &ffn_weight_2, &ffn_bias_2}) {
+    check_same_dtype(src, *t, "the layer's weights");
+  }
+  return at::empty(src.sizes(), src.options());
+}
+
+// ---------------------------------------------------------------- bincount
+// The engine op runs with the length as minlength (the glue has read
+// max(self) + 1 and passes the larger of the two). The dtype and the
+// checks are the CPU kernel's, in its order: int64 counts (also for an
+// empty input with weights), float32 sums of float32 weights, float64
+// sums of any other weights.
+at::Tensor bincount_meta(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                         int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_cpu\" not implemented for '",
+                              toString(self.scalar_type()), "'");
+  if (self.dim() == 1 && self.numel() == 0) {
+    return at::empty({minlength}, self.options().dtype(at::kLong));
+  }
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  const bool weighted = weights.has_value() && weights->defined();
+  TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  const at::ScalarType dtype = !weighted                              ? at::kLong
+                               : weights->scalar_type() == at::kFloat ? at::kFloat
+                                                                      : at::kDouble;
+  return at::empty({minlength}, self.options().dtype(dtype));
+}
+
 template <typename Fn>
 c10::KernelFunction typed(Fn fn) {
   return c10::KernelFunction::makeFromUnboxedFunction(fn);
@@ -431,6 +572,9 @@ Registry make_registry() {
   r.emplace("_histogramdd_bin_edges", typed(TORCH_FN(histogramdd_bin_edges_meta)));
   r.emplace("_histogramdd_from_bin_cts", typed(TORCH_FN(histogramdd_from_bin_cts_meta)));
   r.emplace("_histogramdd_from_bin_tensors", typed(TORCH_FN(histogramdd_from_bin_tensors_meta)));
+  r.emplace("bincount", typed(TORCH_FN(bincount_meta)));
+  r.emplace("_native_multi_head_attention", typed(TORCH_FN(native_multi_head_attention_meta)));
+  r.emplace("_transformer_encoder_layer_fwd", typed(TORCH_FN(transformer_encoder_layer_fwd_meta)));
   return r;
 }
 

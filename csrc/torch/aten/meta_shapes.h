@@ -1,5 +1,5 @@
 // The registry of meta shapes for engine ops PyTorch ships no meta kernel
-// for (meta_shapes.cpp). Each entry is a kernel with the op's boxed calling
+// for, or one whose shapes differ from the CPU kernel's (meta_shapes.cpp). Each entry is a kernel with the op's boxed calling
 // convention, called on meta copies of the arguments: it sizes the outputs
 // and raises the CPU kernel's argument errors. Nothing here is registered
 // with the dispatcher.
