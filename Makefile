@@ -4,6 +4,7 @@
 #   make ctest         build and run build/ttpu_ctest (tests/c/*.c)
 #   make asan-ctest    the same under -fsanitize=address,undefined
 #   make valgrind-ctest  build/ttpu_ctest under valgrind (slow: minutes)
+#   make engine-op-latency  the engine's per-op cost and allocations (benchmarks/)
 #   make clean
 #
 # New .c files under csrc/core/ and tests/c/ are picked up automatically.
@@ -32,7 +33,7 @@ B := build
 ASAN_B := build/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all core ctest asan-ctest valgrind-ctest clean
+.PHONY: all core ctest asan-ctest valgrind-ctest engine-op-latency clean
 all: core
 
 core: $(B)/libttpu_core.a
@@ -91,3 +92,12 @@ clean:
 	rm -rf $(B)
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# The engine's own per-op cost, without PyTorch (benchmarks/engine_op_latency.c).
+$(B)/engine_op_latency: benchmarks/engine_op_latency.c $(B)/libttpu_core.a
+	$(CC) $(CORE_CFLAGS) -o $@ $< $(B)/libttpu_core.a \
+	  -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(TEST_LIBS)
+
+engine-op-latency: $(B)/engine_op_latency
+	./$(B)/engine_op_latency $(if $(ARGS),$(ARGS),$(SITE_PACKAGES))
+

@@ -4,7 +4,9 @@
 
 Times x.add(y) on 1k-element float32 tensors, side by side in one run:
 CPU eager, tpu with a host read every call (round trip), and tpu enqueue
-only (asynchronous, synchronised once at the end).
+only (asynchronous, synchronised once at the end). `make engine-op-latency`
+measures the engine's share alone (benchmarks/engine_op_latency.c: the same
+add through ttpu_op_run, no PyTorch) and counts its host allocations.
 """
 import argparse
 import time

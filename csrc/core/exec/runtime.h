@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "../cache/disk.h"
+#include "../prog/plan.h"
 
 typedef struct ttpu_window ttpu_window;
 typedef struct ttpu_executor_ops ttpu_executor_ops;
@@ -23,9 +24,24 @@ typedef struct {
   ttpu_graph_replay** capture; /* set by end_graph_capture */
 } ttpu_graph_state;
 
+/* A scalar pack a strict-mode op uploaded (exec/strict.c), kept for the
+ * next op with the same values: programs read their pack, never write it,
+ * so one device buffer serves every execution. */
+#define TTPU_PACKS 16      /* packs kept per device */
+#define TTPU_PACK_MAX 8    /* values a kept pack holds at most */
+typedef struct {
+  ttpu_pjrt_buffer* pb;    /* NULL: an empty entry */
+  ttpu_dtype dtype;        /* F64 or I64 */
+  int n;
+  uint64_t used;           /* when last used, for replacing the oldest */
+  int64_t bits[TTPU_PACK_MAX];
+} ttpu_pack;
+
 typedef struct {
   ttpu_stats stats;
   ttpu_buffer* rng_state; /* ui64[2] */
+  ttpu_pack packs[TTPU_PACKS];
+  uint64_t pack_clock;
   /* Storage counts beyond stats' bytes (exec/runtime.c). */
   int64_t peak_live_buffers;
   int64_t allocations, frees, allocated_bytes, freed_bytes;
@@ -43,6 +59,9 @@ struct ttpu_runtime {
    * cache, stats. PyTorch calls us from several threads (autograd). */
   pthread_mutex_t mu;
   ttpu_programs prog;     /* the program layer's state (prog/state.h) */
+  /* Strict mode's plan, rebuilt for every op into the same arrays so that
+   * an op whose program is cached allocates nothing (exec/strict.c). */
+  ttpu_plan strict_plan;
   ttpu_device_state dev[TTPU_MAX_DEVICES];
   /* Guards dev[].event_callbacks, which synchronize waits to drain, so
    * that events are complete once it returns (exec/runtime.c). */

@@ -24,6 +24,49 @@ static ttpu_buffer* slot_buffer(void* plan, int slot) {
   return ((const ttpu_plan*)plan)->slots[slot].buf;
 }
 
+/* The device buffer of a scalar pack of n values of dtype (F64 or I64):
+ * one the device keeps from an earlier op with the same values, else
+ * uploaded and kept in place of the least recently used. A pack too long
+ * to keep is uploaded for this launch only: *once is set to it, and the
+ * caller destroys it after the launch (PJRT holds what a running
+ * execution reads). */
+static ttpu_status* pack_buffer(ttpu_runtime* rt, int dev, const void* data,
+                                ttpu_dtype dtype, int n,
+                                ttpu_pjrt_buffer** out,
+                                ttpu_pjrt_buffer** once) {
+  int64_t dims = n;
+  if (n > TTPU_PACK_MAX) {
+    ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, data, dtype,
+                                                &dims, 1, once);
+    *out = *once;
+    return s;
+  }
+  ttpu_device_state* d = &rt->dev[dev];
+  size_t bytes = (size_t)n * sizeof(int64_t);
+  ttpu_pack* oldest = &d->packs[0];
+  for (int k = 0; k < TTPU_PACKS; ++k) {
+    ttpu_pack* e = &d->packs[k];
+    if (e->pb && e->dtype == dtype && e->n == n && !memcmp(e->bits, data, bytes)) {
+      e->used = ++d->pack_clock;
+      *out = e->pb;
+      return NULL;
+    }
+    if (!e->pb || (oldest->pb && e->used < oldest->used)) oldest = e;
+  }
+  ttpu_pjrt_buffer* pb = NULL;
+  ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, data, dtype,
+                                              &dims, 1, &pb);
+  if (s) return s;
+  if (oldest->pb) ttpu_pjrt_buffer_destroy(rt->client, oldest->pb);
+  oldest->pb = pb;
+  oldest->dtype = dtype;
+  oldest->n = n;
+  oldest->used = ++d->pack_clock;
+  memcpy(oldest->bits, data, bytes);
+  *out = pb;
+  return NULL;
+}
+
 static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
                             ttpu_cache_entry* e) {
   const ttpu_op_call* call = p->call;
@@ -34,7 +77,7 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
       p->n_params <= 16 ? stack_args : calloc((size_t)p->n_params, sizeof(*args));
   ttpu_pjrt_buffer** outs =
       e->n_results <= 16 ? stack_outs : calloc((size_t)e->n_results, sizeof(*outs));
-  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL; /* uploads not kept */
   ttpu_status* s = NULL;
   if (!args || !outs) {
     s = ttpu_status_oom();
@@ -43,16 +86,12 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   for (int k = 0; k < p->n_slots; ++k)
     if (p->slots[k].has_param) args[p->slots[k].param] = p->slots[k].buf->pb;
   if (p->f_param >= 0) {
-    int64_t n = p->n_f;
-    s = ttpu_pjrt_buffer_from_host(rt->client, dev, p->f, TTPU_F64, &n, 1, &fbuf);
+    s = pack_buffer(rt, dev, p->f, TTPU_F64, p->n_f, &args[p->f_param], &fbuf);
     if (s) goto done;
-    args[p->f_param] = fbuf;
   }
   if (p->i_param >= 0) {
-    int64_t n = p->n_i;
-    s = ttpu_pjrt_buffer_from_host(rt->client, dev, p->i, TTPU_I64, &n, 1, &ibuf);
+    s = pack_buffer(rt, dev, p->i, TTPU_I64, p->n_i, &args[p->i_param], &ibuf);
     if (s) goto done;
-    args[p->i_param] = ibuf;
   }
   if (p->rng_param >= 0) args[p->rng_param] = rt->dev[dev].rng_state->pb;
   ttpu_pjrt_event* done_event = NULL;
@@ -100,16 +139,28 @@ static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
 static ttpu_status* strict_submit(ttpu_runtime* rt, const ttpu_op_call* call,
                                   const ttpu_op_def* def) {
   rt->prog.ops_run++;
-  ttpu_plan p;
+  ttpu_plan* p = &rt->strict_plan;
   ttpu_cache_entry* e = NULL;
-  ttpu_status* s = ttpu_plan_build(rt, call, def, NULL, &p);
-  if (!s) s = find_or_compile(rt, &p, &e);
-  if (!s) s = execute(rt, &p, e);
-  ttpu_plan_free(&p);
+  ttpu_status* s = ttpu_plan_build(rt, call, def, NULL, p);
+  if (!s) s = find_or_compile(rt, p, &e);
+  if (!s) s = execute(rt, p, e);
   return s;
+}
+
+/* The plan's arrays and the kept packs. */
+static void strict_destroy(ttpu_runtime* rt) {
+  ttpu_plan_free(&rt->strict_plan);
+  memset(&rt->strict_plan, 0, sizeof(rt->strict_plan));
+  for (int dev = 0; dev < rt->device_count; ++dev)
+    for (int k = 0; k < TTPU_PACKS; ++k) {
+      ttpu_pack* e = &rt->dev[dev].packs[k];
+      if (e->pb) ttpu_pjrt_buffer_destroy(rt->client, e->pb);
+      e->pb = NULL;
+    }
 }
 
 const ttpu_executor_ops ttpu_executor_strict = {
     .name = "strict",
     .submit = strict_submit,
+    .destroy = strict_destroy,
 };

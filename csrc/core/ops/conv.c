@@ -651,7 +651,7 @@ static ttpu_status* lower_max_pool(ttpu_lower* L) {
     maxo = p.O[d] > maxo ? p.O[d] : maxo;
   }
   int64_t* pos = malloc(sizeof(int64_t) * (size_t)(2 * maxo + 1));
-  if (!pos) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!pos) return ttpu_status_oom();
   int64_t* in = pos + maxo;
   ttpu_val best = ttpu_hlo_const(h, to, 0, 0), idx = ttpu_hlo_const(h, ti, 0, 0);
   ttpu_val have = ttpu_hlo_const(h, tb, 0, 0);
@@ -747,7 +747,7 @@ static ttpu_status* lower_adaptive_max_pool(ttpu_lower* L, int n) {
   if (!ok) {
     for (int d = 0; d < n; ++d) free(pos[d]);
     free(gi);
-    return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    return ttpu_status_oom();
   }
   /* Gather every window along each dim: [lead.., O1*k1, .., On*kn]. */
   ttpu_val v = x;
@@ -1001,7 +1001,7 @@ static ttpu_status* divide_by_window_lengths(ttpu_lower* L, ttpu_val* v,
   for (int d = 0; d < n; ++d) {
     int64_t O = p->O[d], H = p->H[d];
     int64_t* len = malloc(sizeof(int64_t) * (size_t)(O + 1));
-    if (!len) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!len) return ttpu_status_oom();
     for (int64_t o = 0; o < O; ++o) len[o] = ad_end(o, O, H) - ad_start(o, O, H);
     ttpu_val c = ttpu_hlo_convert(h, table_to(h, len, O, 1, ta, p->lead + d, -1),
                                   ta.dtype);
@@ -1030,7 +1030,7 @@ static ttpu_status* lower_adaptive_avg_pool(ttpu_lower* L) {
     for (int64_t o = 0; o < O; ++o)
       if (ad_end(o, O, H) - ad_start(o, O, H) > km) km = ad_end(o, O, H) - ad_start(o, O, H);
     int64_t* idx = malloc(sizeof(int64_t) * (size_t)(O * km + O + 1));
-    if (!idx) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!idx) return ttpu_status_oom();
     int64_t* len = idx + O * km;
     for (int64_t o = 0; o < O; ++o) {
       int64_t a = ad_start(o, O, H), b = ad_end(o, O, H);
@@ -1068,14 +1068,14 @@ static ttpu_status* lower_adaptive_avg_pool_backward(ttpu_lower* L) {
     int64_t O = p.O[d], H = p.H[d], km = 1;
     /* input h lies in the windows of outputs [first(h), last(h)] */
     int64_t* cnt = calloc((size_t)H + 1, sizeof(int64_t));
-    if (!cnt) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!cnt) return ttpu_status_oom();
     for (int64_t o = 0; o < O; ++o)
       for (int64_t i = ad_start(o, O, H); i < ad_end(o, O, H); ++i)
         if (++cnt[i] > km) km = cnt[i];
     int64_t* idx = malloc(sizeof(int64_t) * (size_t)(H * km + 1));
     if (!idx) {
       free(cnt);
-      return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+      return ttpu_status_oom();
     }
     for (int64_t i = 0; i < H * km; ++i) idx[i] = -1;
     memset(cnt, 0, sizeof(int64_t) * (size_t)H);
@@ -1144,7 +1144,7 @@ static ttpu_status* lower_upsample_nearest(ttpu_lower* L, int backward) {
     int64_t O = big.dims[lead + d], H = small.dims[lead + d];
     double sc = scale_arg(L, sarg + d);
     int64_t* src = malloc(sizeof(int64_t) * (size_t)(O + 1));
-    if (!src) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!src) return ttpu_status_oom();
     for (int64_t o = 0; o < O; ++o) src[o] = nearest_src(o, H, O, sc, exact);
     if (!backward) {
       v = index_along(L, v, lead + d, src, O);
@@ -1153,7 +1153,7 @@ static ttpu_status* lower_upsample_nearest(ttpu_lower* L, int backward) {
       double* wt;
       if (!invert_maps(src, NULL, NULL, NULL, O, H, &km, &idx, &wt)) {
         free(src);
-        return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+        return ttpu_status_oom();
       }
       v = gather_sum(L, v, lead + d, H, km, idx, NULL);
       free(idx);
@@ -1236,7 +1236,7 @@ static ttpu_status* lower_upsample_linear(ttpu_lower* L, int backward) {
     if (!ii || !ww) {
       free(ii);
       free(ww);
-      return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+      return ttpu_status_oom();
     }
     for (int64_t o = 0; o < O; ++o)
       linear_src(o, H, O, align, sc, out.dtype == TTPU_F64, &ii[2 * o],
@@ -1266,7 +1266,7 @@ static ttpu_status* lower_upsample_linear(ttpu_lower* L, int backward) {
       if (!ok) {
         free(ii);
         free(ww);
-        return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+        return ttpu_status_oom();
       }
     }
     free(ii);

@@ -253,7 +253,7 @@ static ttpu_status* pad_common(ttpu_lower* L) {
                               "invalid padding %lld, %lld for a dim of size %lld",
                               (long long)lo, (long long)hi, (long long)n);
     int64_t* map = malloc((size_t)m * sizeof(int64_t));
-    if (!map) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!map) return ttpu_status_oom();
     if (!pad_map(n, lo, hi, mode, map)) {
       free(map);
       return ttpu_status_make(TTPU_INVALID_ARGUMENT,
@@ -362,7 +362,7 @@ static ttpu_status* lower_unfold_backward(ttpu_lower* L) {
   g = ttpu_hlo_reshape(b, g, r - 1, merged);
   int64_t n = nw * size;
   int64_t* map = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!map) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!map) return ttpu_status_oom();
   for (int64_t w = 0; w < nw; ++w)
     for (int64_t e = 0; e < size; ++e) map[w * size + e] = w * step + e;
   ttpu_dtype dt = tg.dtype;

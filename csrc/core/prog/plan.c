@@ -148,28 +148,56 @@ static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
   return NULL;
 }
 
+/* Makes *arr hold at least n zeroed elements of `size` bytes, growing it
+ * (and *cap) when it holds fewer: 0, or -1 out of memory (arr unchanged). */
+static int zeroed(void* arr, int* cap, int n, size_t size) {
+  void** a = arr;
+  if (n > *cap) {
+    int c = n > 2 * *cap ? n : 2 * *cap;
+    void* m = realloc(*a, (size_t)c * size);
+    if (!m) return -1;
+    *a = m;
+    *cap = c;
+  }
+  memset(*a, 0, (size_t)n * size);
+  return 0;
+}
+
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
                              const ttpu_op_def* def, const ttpu_store_view* w,
                              ttpu_plan* p) {
+  /* Keep the arrays (and their capacities) of an earlier build. */
+  ttpu_plan kept = *p;
   memset(p, 0, sizeof(*p));
+  p->slots = kept.slots;             p->cap_slots = kept.cap_slots;
+  p->tensor_slot = kept.tensor_slot; p->cap_tensor_slot = kept.cap_tensor_slot;
+  p->out_slot = kept.out_slot;       p->cap_out_slot = kept.cap_out_slot;
+  p->out_full = kept.out_full;       p->cap_out_full = kept.cap_out_full;
+  p->arg_scalar = kept.arg_scalar;   p->cap_arg_scalar = kept.cap_arg_scalar;
+  p->f = kept.f;                     p->cap_f = kept.cap_f;
+  p->i = kept.i;                     p->cap_i = kept.cap_i;
+  p->key = kept.key;                 p->cap_key = kept.cap_key;
+  p->part_at = kept.part_at;         p->cap_parts = kept.cap_parts;
+  p->part_label = kept.part_label;
+  p->part_index = kept.part_index;
   p->call = call;
   p->def = def;
   p->f_param = p->i_param = p->rng_param = -1;
   int nt = call->n_tensors, no = call->n_outputs, na = call->n_args;
-  p->slots = calloc((size_t)(nt + no + 1), sizeof(ttpu_slot));
-  p->tensor_slot = calloc((size_t)nt + 1, sizeof(int));
-  p->out_slot = calloc((size_t)no + 1, sizeof(int));
-  p->out_full = calloc((size_t)no + 1, sizeof(int));
-  p->arg_scalar = calloc((size_t)na + 1, sizeof(int));
   int n_scalars = 0;
   for (int a = 0; a < na; ++a)
     n_scalars += call->args[a].kind == TTPU_ARG_SCALAR
                      ? 1 + ttpu_dtype_is_complex(call->args[a].scalar_dtype)
                  : call->args[a].kind == TTPU_ARG_SCALARS ? call->args[a].n : 0;
-  p->f = calloc((size_t)n_scalars + 1, sizeof(double));
-  p->i = calloc((size_t)n_scalars + 1, sizeof(int64_t));
-  if (!p->slots || !p->tensor_slot || !p->out_slot || !p->out_full ||
-      !p->arg_scalar || !p->f || !p->i)
+  int grown = 0;
+  grown |= zeroed(&p->slots, &p->cap_slots, nt + no + 1, sizeof(ttpu_slot));
+  grown |= zeroed(&p->tensor_slot, &p->cap_tensor_slot, nt + 1, sizeof(int));
+  grown |= zeroed(&p->out_slot, &p->cap_out_slot, no + 1, sizeof(int));
+  grown |= zeroed(&p->out_full, &p->cap_out_full, no + 1, sizeof(int));
+  grown |= zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
+  grown |= zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
+  grown |= zeroed(&p->i, &p->cap_i, n_scalars + 1, sizeof(int64_t));
+  if (grown)
     return ttpu_status_oom();
   if (call->device < 0 || call->device >= ttpu_runtime_device_count(rt))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",

@@ -41,6 +41,10 @@ typedef struct {
   size_t* part_at;
   const char** part_label;
   int* part_index;
+  /* Element capacities of the arrays above, kept across builds: a plan
+   * built again into the same struct reuses them (see ttpu_plan_build). */
+  int cap_slots, cap_tensor_slot, cap_out_slot, cap_out_full, cap_arg_scalar,
+      cap_f, cap_i;
 } ttpu_plan;
 
 /* How storages look to a recording that has not run yet (a fused window,
@@ -58,6 +62,10 @@ typedef struct {
 ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
                              const ttpu_op_def* def,
                              const ttpu_store_view* view, ttpu_plan* p);
+/* Frees p's arrays. A plan built again into the same struct without
+ * ttpu_plan_free in between reuses them, so a caller that keeps one plan
+ * for call after call (strict mode) allocates nothing once they are large
+ * enough; a struct's first build needs it zeroed. */
 void ttpu_plan_free(ttpu_plan* p);
 
 /* On a memory cache miss for plan p (under rt->mu): sets the last compile
