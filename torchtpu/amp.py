@@ -2,7 +2,7 @@
 
 ``torch.autocast("tpu")`` (bfloat16 by default) and
 ``torch.amp.GradScaler("tpu")`` are the general spellings; these are the
-device-specific ones. The cast policy lives in csrc/torch/autocast.cpp.
+device-specific ones. The cast policy lives in csrc/torch/runtime/autocast.cpp.
 """
 import torch
 

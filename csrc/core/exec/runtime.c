@@ -643,7 +643,7 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   ttpu_status* s = check_cover(b, dtype, dims, ndim);
   if (s) return s;
   /* A complex storage is kept as its interleaved real components (see
-   * ops/lower.c): the same bytes, the last dim doubled. */
+   * prog/assemble.c): the same bytes, the last dim doubled. */
   int64_t cdims[TTPU_MAX_DIMS];
   if (ttpu_dtype_is_complex(dtype)) {
     int n = 0;

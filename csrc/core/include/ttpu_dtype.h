@@ -32,7 +32,7 @@ typedef enum {
   /* Complex: a storage holds them as PyTorch lays them out, interleaved
    * (re, im) pairs, and the engine keeps that storage physically as the
    * real component type with twice the elements; programs see complex
-   * values (ops/lower.c turns pairs into complex values and back). */
+   * values (prog/assemble.c turns pairs into complex values and back). */
   TTPU_C64,
   TTPU_C128,
   TTPU_DTYPE_COUNT,

@@ -1,7 +1,7 @@
 // Complex views: view_as_real / view_as_complex reinterpret a storage's
 // bytes with another dtype, exactly as on the CPU. The engine keeps a
-// complex storage as its interleaved real components (csrc/core/ops/
-// lower.c), so both views read and write the same bytes.
+// complex storage as its interleaved real components (csrc/core/prog/
+// assemble.c), so both views read and write the same bytes.
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
