@@ -515,6 +515,18 @@ def test_compile_stats():
     assert isinstance(torchtpu._C._last_compile_reason(), str)
 
 
+def test_plugin_capabilities():
+    caps = torchtpu._C._caps()
+    assert set(caps) == {"serialize_executables", "topology_compile", "memory_stats",
+                         "cost_analysis", "cross_process_collectives", "host_code"}
+    assert all(isinstance(v, bool) for v in caps.values())
+    if torchtpu.platform().startswith("cpu "):
+        # The CPU plugin's programs are host code, serialize (the disk
+        # cache), and cannot reach other processes.
+        assert caps["host_code"] and caps["serialize_executables"]
+        assert not caps["cross_process_collectives"]
+
+
 def test_clean_exit_after_backward():
     """A script that ran backward on tpu exits with status 0. (PyTorch's tpu
     autograd thread could otherwise release the finished backward, and the
