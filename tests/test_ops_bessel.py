@@ -171,6 +171,13 @@ def test_igamma_dtypes(name):
             fn(a, x)
         with pytest.raises(NotImplementedError):
             fn(a.to(DEV), x.to(DEV))
+    # the message names CPU's kernel and dtype as CPU does
+    a = torch.arange(4)
+    with pytest.raises(NotImplementedError) as cpu:
+        fn(a, a)
+    with pytest.raises(NotImplementedError) as tpu:
+        fn(a.to(DEV), a.to(DEV)).cpu()
+    assert str(cpu.value) in str(tpu.value)
 
 
 @pytest.mark.parametrize("name", ["igamma", "igammac"])

@@ -323,3 +323,21 @@ def test_interpolate_linear_trilinear_nan():
     x[0, 0, 1, 2] = float("nan")
     check(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), x, noncontig=False)
     check(lambda x: F.interpolate(x, size=(6, 3), mode="nearest"), x, noncontig=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64])
+@pytest.mark.parametrize("fn", [lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 2),
+                                lambda x: F.adaptive_max_pool2d(x, 2),
+                                lambda x: F.adaptive_avg_pool2d(x, 2)],
+                         ids=["max", "avg", "adaptive_max", "adaptive_avg"])
+def test_pool_refusal_message(fn, dtype):
+    """A dtype the CPU kernel lacks is refused with CPU's message."""
+    x = torch.ones(1, 2, 4, 4, dtype=dtype)
+    try:
+        fn(x)
+    except NotImplementedError as e:
+        with pytest.raises(NotImplementedError) as tpu:
+            fn(x.to(DEV)).cpu()
+        assert str(e) in str(tpu.value)
+    else:
+        check(fn, x, noncontig=False)

@@ -303,6 +303,30 @@ def test_bitwise(dtype):
     same(lambda x: torch.bitwise_xor(3, x), a)
 
 
+def _same_refusal(fn, *args):
+    """CPU's NotImplementedError message is in the tpu one."""
+    with pytest.raises(NotImplementedError) as cpu:
+        fn(*args)
+    with pytest.raises(NotImplementedError) as tpu:
+        fn(*[a.to(DEV) for a in args]).cpu()
+    assert str(cpu.value) in str(tpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_bitwise_refusal_message(dtype):
+    x = torch.ones(3, dtype=dtype)
+    for fn in (torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor):
+        _same_refusal(fn, x, x)
+    _same_refusal(lambda t: torch.bitwise_or(t, 1), x)
+    _same_refusal(lambda t: torch.bitwise_xor(3, t), x)
+    _same_refusal(torch.bitwise_not, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_round_decimals_refusal_message(dtype):
+    _same_refusal(lambda t: torch.round(t, decimals=1), torch.ones(3, dtype=dtype))
+
+
 @pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
 def test_float_to_int_cast_truncates_and_wraps_like_cpu(src, dtype):

@@ -74,6 +74,19 @@ def test_gcd_rejects_non_integers(dt):
             fn(x.to(DEV), x.to(DEV))
 
 
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bool])
+def test_gcd_refusal_message(dt):
+    """The refusal names CPU's kernel and dtype as CPU does."""
+    x = torch.ones(3, dtype=dt)
+    fns = (torch.gcd,) if dt == torch.bool else (torch.gcd, torch.lcm)
+    for fn in fns:
+        with pytest.raises(NotImplementedError) as cpu:
+            fn(x, x)
+        with pytest.raises(NotImplementedError) as tpu:
+            fn(x.to(DEV), x.to(DEV)).cpu()
+        assert str(cpu.value) in str(tpu.value)
+
+
 def test_inplace_narrowing_and_errors():
     # int8.gcd_(int32): computed in int32, written back into int8
     a = torch.tensor([100, -120, 64], dtype=torch.int8)

@@ -37,6 +37,19 @@ def test_unfold_fold_integers_not_implemented():
             F.fold(torch.ones(1, 4, 4, dtype=torch.int64, device=dev), (3, 3), 2)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8])
+def test_unfold_fold_refusal_message(dtype):
+    """The refusal names CPU's kernel and dtype as CPU does."""
+    for fn, shape in ((lambda t: F.unfold(t, 2), (1, 1, 3, 3)),
+                      (lambda t: F.fold(t, (3, 3), 2), (1, 4, 4))):
+        x = torch.ones(shape, dtype=dtype)
+        with pytest.raises(NotImplementedError) as cpu:
+            fn(x)
+        with pytest.raises(NotImplementedError) as tpu:
+            fn(x.to(DEV)).cpu()
+        assert str(cpu.value) in str(tpu.value)
+
+
 def test_unfold_bad_geometry_raises():
     for dev in ("cpu", DEV):
         with pytest.raises(RuntimeError):

@@ -99,6 +99,13 @@ def test_nextafter_rejects_integers():
         torch.nextafter(a, a)
     with pytest.raises(RuntimeError):
         torch.nextafter(a.to(DEV), a.to(DEV))
+    # CPU's NotImplementedError, its message as CPU words it
+    for x in (a, torch.ones(2, dtype=torch.bool)):
+        with pytest.raises(NotImplementedError) as cpu:
+            torch.nextafter(x, x)
+        with pytest.raises(NotImplementedError) as tpu:
+            torch.nextafter(x.to(DEV), x.to(DEV)).cpu()
+        assert str(cpu.value) in str(tpu.value)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -943,7 +943,6 @@ static ttpu_status* igamma_common(ttpu_lower* L) {
   int upper = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, upper ? "igammac_cpu" : "igamma_cpu")) return NULL;
   dt = ttpu_ew_opmath(dt);
   int f64 = dt == TTPU_F64;
   ttpu_val a = ttpu_ew_in(L, 0, dt), x = ttpu_ew_in(L, 1, dt);
@@ -994,7 +993,7 @@ const ttpu_op_def ttpu_ops_bessel[] = {
     {"special_bessel_y0", y_common, .param = 0, .variants = TTPU_V_OUT},
     {"special_bessel_y1", y_common, .param = 1, .variants = TTPU_V_OUT},
     {"special_airy_ai", lower_airy_ai, .variants = TTPU_V_OUT},
-    {"igamma", igamma_common, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"igammac", igamma_common, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"igamma", igamma_common, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "igamma_cpu"},
+    {"igammac", igamma_common, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "igammac_cpu"},
     {0},
 };

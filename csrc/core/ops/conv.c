@@ -619,10 +619,6 @@ static ttpu_status* lower_max_pool(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
-  if (tx.dtype == TTPU_BOOL) {
-    reject(L, n == 2 ? "max_pool2d" : "max_pool3d", tx.dtype);
-    return NULL;
-  }
   pool_geom p;
   ttpu_type to = ttpu_l_out_type(L, 0);
   if (!pool_geom_of(L, tx, to, n, &p)) return NULL;
@@ -720,9 +716,6 @@ static ttpu_status* lower_adaptive_max_pool(ttpu_lower* L, int n) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
-  if (!require_float(L, n == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d",
-                     tx.dtype))
-    return NULL;
   pool_geom p;
   if (!pool_geom_of(L, tx, ttpu_l_out_type(L, 0), n, &p)) return NULL;
   if (p.lead + 2 * n > MAXD)
@@ -894,10 +887,6 @@ static ttpu_status* lower_avg_pool(ttpu_lower* L) {
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x), out = ttpu_l_out_type(L, 0);
   int n = (int)ttpu_l_param(L);
-  if (tx.dtype == TTPU_BOOL) {
-    reject(L, n == 2 ? "avg_pool2d" : "avg_pool3d", tx.dtype);
-    return NULL;
-  }
   pool_geom p;
   if (!pool_geom_of(L, tx, out, n, &p)) return NULL;
   int64_t k[MAXD], s[MAXD], pad[MAXD];
@@ -1018,9 +1007,6 @@ static ttpu_status* lower_adaptive_avg_pool(ttpu_lower* L) {
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x), out = ttpu_l_out_type(L, 0);
   int n = (int)ttpu_l_param(L);
-  if (!require_float(L, n == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d",
-                     tx.dtype))
-    return NULL;
   pool_geom p;
   if (!pool_geom_of(L, tx, out, n, &p)) return NULL;
   ttpu_dtype acc = acc_dtype(tx.dtype);
@@ -1291,20 +1277,20 @@ const ttpu_op_def ttpu_ops_conv[] = {
     {"convolution", lower_convolution, .flags = 0},
     {"_convolution", lower_convolution, .flags = 0},
     {"convolution_backward", lower_convolution_backward, .flags = 0},
-    {"max_pool2d_with_indices", lower_max_pool, .param = 2},
-    {"max_pool3d_with_indices", lower_max_pool, .param = 3},
+    {"max_pool2d_with_indices", lower_max_pool, .param = 2, .kinds = TTPU_K_NUM, .kernel = "max_pool2d"},
+    {"max_pool3d_with_indices", lower_max_pool, .param = 3, .kinds = TTPU_K_NUM, .kernel = "max_pool3d"},
     {"max_pool2d_with_indices_backward", lower_max_pool_with_indices_backward, .param = 2},
     {"max_pool3d_with_indices_backward", lower_max_pool_with_indices_backward, .param = 3},
-    {"adaptive_max_pool2d", lower_adaptive_max_pool2d, .flags = 0},
-    {"adaptive_max_pool3d", lower_adaptive_max_pool3d, .flags = 0},
+    {"adaptive_max_pool2d", lower_adaptive_max_pool2d, .kinds = TTPU_K_FLOAT, .kernel = "adaptive_max_pool2d"},
+    {"adaptive_max_pool3d", lower_adaptive_max_pool3d, .kinds = TTPU_K_FLOAT, .kernel = "adaptive_max_pool3d"},
     {"adaptive_max_pool2d_backward", lower_adaptive_max_pool_backward, .param = 2},
     {"adaptive_max_pool3d_backward", lower_adaptive_max_pool_backward, .param = 3},
-    {"avg_pool2d", lower_avg_pool, .param = 2},
-    {"avg_pool3d", lower_avg_pool, .param = 3},
+    {"avg_pool2d", lower_avg_pool, .param = 2, .kinds = TTPU_K_NUM, .kernel = "avg_pool2d"},
+    {"avg_pool3d", lower_avg_pool, .param = 3, .kinds = TTPU_K_NUM, .kernel = "avg_pool3d"},
     {"avg_pool2d_backward", lower_avg_pool_backward, .param = 2},
     {"avg_pool3d_backward", lower_avg_pool_backward, .param = 3},
-    {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, .param = 2},
-    {"_adaptive_avg_pool3d", lower_adaptive_avg_pool, .param = 3},
+    {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, .param = 2, .kinds = TTPU_K_FLOAT, .kernel = "adaptive_avg_pool2d"},
+    {"_adaptive_avg_pool3d", lower_adaptive_avg_pool, .param = 3, .kinds = TTPU_K_FLOAT, .kernel = "adaptive_avg_pool3d"},
     {"_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward, .param = 2},
     {"_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward, .param = 3},
     {"upsample_nearest1d", lower_upsample_nearest_fwd, .param = 1},

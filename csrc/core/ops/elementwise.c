@@ -500,9 +500,8 @@ static ttpu_status* lower_heaviside(ttpu_lower* L) {
 
 /* ------------------------------------------------------------ bitwise */
 
-static ttpu_status* bitwise(ttpu_lower* L, ttpu_binop op, const char* name) {
+static ttpu_status* bitwise(ttpu_lower* L, ttpu_binop op) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_BOOL | TTPU_EW_INT, name)) return NULL;
   ttpu_val x, y;
   operands(L, dt, &x, &y);
   ttpu_l_set_out(L, 0, ttpu_hlo_binary(ttpu_l_hlo(L), op, x, y));
@@ -510,19 +509,17 @@ static ttpu_status* bitwise(ttpu_lower* L, ttpu_binop op, const char* name) {
 }
 
 static ttpu_status* lower_bitwise_and(ttpu_lower* L) {
-  return bitwise(L, TTPU_AND, "bitwise_and_cpu");
+  return bitwise(L, TTPU_AND);
 }
 static ttpu_status* lower_bitwise_or(ttpu_lower* L) {
-  return bitwise(L, TTPU_OR, "bitwise_or_cpu");
+  return bitwise(L, TTPU_OR);
 }
 static ttpu_status* lower_bitwise_xor(ttpu_lower* L) {
-  return bitwise(L, TTPU_XOR, "bitwise_xor_cpu");
+  return bitwise(L, TTPU_XOR);
 }
 
 static ttpu_status* lower_bitwise_not(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_BOOL | TTPU_EW_INT, "bitwise_not_cpu"))
-    return NULL;
   ttpu_l_set_out(L, 0, ttpu_hlo_unary(ttpu_l_hlo(L), TTPU_NOT, ttpu_ew_in(L, 0, dt)));
   return NULL;
 }
@@ -704,16 +701,16 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"logaddexp", logaddexp_like, .param = 0, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "logaddexp_cpu"},
     {"logaddexp2", logaddexp_like, .param = 1, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "logaddexp2_cpu"},
     {"heaviside", lower_heaviside, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"bitwise_and.Tensor", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_and.Scalar", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_and.Scalar_Tensor", lower_bitwise_and, .variants = TTPU_V_OV_OUT},
-    {"bitwise_or.Tensor", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_or.Scalar", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_or.Scalar_Tensor", lower_bitwise_or, .variants = TTPU_V_OV_OUT},
-    {"bitwise_xor.Tensor", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_xor.Scalar", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"bitwise_xor.Scalar_Tensor", lower_bitwise_xor, .variants = TTPU_V_OV_OUT},
-    {"bitwise_not", lower_bitwise_not, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"bitwise_and.Tensor", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_and_cpu"},
+    {"bitwise_and.Scalar", lower_bitwise_and, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_and_cpu"},
+    {"bitwise_and.Scalar_Tensor", lower_bitwise_and, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_and_cpu"},
+    {"bitwise_or.Tensor", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_or_cpu"},
+    {"bitwise_or.Scalar", lower_bitwise_or, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_or_cpu"},
+    {"bitwise_or.Scalar_Tensor", lower_bitwise_or, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_or_cpu"},
+    {"bitwise_xor.Tensor", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
+    {"bitwise_xor.Scalar", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
+    {"bitwise_xor.Scalar_Tensor", lower_bitwise_xor, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
+    {"bitwise_not", lower_bitwise_not, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_not_cpu"},
     {"bitwise_left_shift.Tensor", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
     {"bitwise_left_shift.Tensor_Scalar", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
     {"bitwise_left_shift.Scalar_Tensor", shift, .param = 1, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},

@@ -63,8 +63,6 @@ static ttpu_status* gcd_like(ttpu_lower* L) {
   int lcm = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_INT, lcm ? "lcm_cpu" : "gcd_cpu"))
-    return NULL;
   if (dt != TTPU_U8 && dt != TTPU_I8 && dt != TTPU_I16 && dt != TTPU_I32 &&
       dt != TTPU_I64) {
     ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
@@ -201,8 +199,8 @@ static ttpu_status* lower_hash_tensor(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_intmath[] = {
-    {"gcd", gcd_like, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"lcm", gcd_like, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"gcd", gcd_like, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_INT, .kernel = "gcd_cpu"},
+    {"lcm", gcd_like, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_INT, .kernel = "lcm_cpu"},
     {"hash_tensor", lower_hash_tensor, .variants = TTPU_V_OUT},
     {0},
 };

@@ -26,15 +26,6 @@ static ttpu_status* lower_channel_shuffle(ttpu_lower* L) {
   return NULL;
 }
 
-/* The CPU kernels of im2col/col2im take floating types and bool only. */
-static int patch_dtype_ok(ttpu_lower* L, const char* kernel) {
-  ttpu_dtype dt = ttpu_l_type(L, ttpu_l_tensor(L, 0)).dtype;
-  if (dt == TTPU_BOOL || ttpu_dtype_is_float(dt)) return 1;
-  ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                ttpu_dtype_torch_title(dt));
-  return 0;
-}
-
 /* The geometry of im2col/col2im: kernel, dilation, padding, stride (args
  * first..first+3), the padded image size and the number of patches. */
 typedef struct {
@@ -64,7 +55,6 @@ static int patches_of(ttpu_lower* L, int first, const int64_t* image, patches* p
  * kernel offset is one strided slice of the zero-padded image. */
 static ttpu_status* lower_im2col(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  if (!patch_dtype_ok(L, "im2col_out_cpu")) return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type t = ttpu_l_type(L, x);
@@ -106,7 +96,6 @@ static ttpu_status* lower_im2col(ttpu_lower* L) {
  * its strided positions by an interior pad, then the blocks are added. */
 static ttpu_status* lower_col2im(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  if (!patch_dtype_ok(L, "col2im_out_cpu")) return NULL;
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type t = ttpu_l_type(L, x);
@@ -186,7 +175,7 @@ const ttpu_op_def ttpu_ops_layout[] = {
     {"tril_indices", tri_indices, .param = 0, .variants = TTPU_V_OUT},
     {"channel_shuffle", lower_channel_shuffle, .variants = TTPU_V_OUT},
     {"native_channel_shuffle", lower_channel_shuffle, .flags = 0},
-    {"im2col", lower_im2col, .variants = TTPU_V_OUT},
-    {"col2im", lower_col2im, .variants = TTPU_V_OUT},
+    {"im2col", lower_im2col, .variants = TTPU_V_OUT, .kinds = TTPU_K_BOOL | TTPU_K_FLOAT, .kernel = "im2col_out_cpu"},
+    {"col2im", lower_col2im, .variants = TTPU_V_OUT, .kinds = TTPU_K_BOOL | TTPU_K_FLOAT, .kernel = "col2im_out_cpu"},
     {0},
 };

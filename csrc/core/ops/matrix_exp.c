@@ -73,11 +73,6 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val a = ttpu_l_tensor(L, 0);
   ttpu_type ta = ttpu_l_type(L, a);
-  if (ta.dtype != TTPU_F32 && ta.dtype != TTPU_F64 && ta.dtype != TTPU_BF16 && ta.dtype != TTPU_F16) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"linalg_matrix_exp\" not implemented for '%s'",
-                  ttpu_dtype_torch_title(ta.dtype));
-    return NULL;
-  }
   if (ttpu_type_numel(&ot) == 0) {
     ttpu_l_set_out(L, 0, kc(b, ot, 0));
     return NULL;
@@ -144,6 +139,6 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_matrix_exp[] = {
-    {"linalg_matrix_exp", lower_matrix_exp, .variants = TTPU_V_OUT},
+    {"linalg_matrix_exp", lower_matrix_exp, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "linalg_matrix_exp"},
     {0},
 };

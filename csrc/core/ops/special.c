@@ -141,7 +141,6 @@ static ttpu_status* lower_i1(ttpu_lower* L) {
  * works on the value's own bits, so half types stay in their dtype. */
 static ttpu_status* lower_nextafter(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "nextafter_cpu")) return NULL;
   ttpu_val x = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
   ttpu_l_set_out(L, 0, ttpu_hlo_binary(ttpu_l_hlo(L), TTPU_NEXT_AFTER, x, y));
   return NULL;
@@ -350,7 +349,7 @@ const ttpu_op_def ttpu_ops_special[] = {
     {"special_zeta.other_scalar", lower_zeta, .variants = TTPU_V_OV_OUT},
     {"special_i1e", lower_i1e, .variants = TTPU_V_OUT},
     {"special_i1", lower_i1, .variants = TTPU_V_OUT},
-    {"nextafter", lower_nextafter, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"nextafter", lower_nextafter, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "nextafter_cpu"},
     {"special_xlog1py", lower_xlog1py, .variants = TTPU_V_OUT},
     {"special_xlog1py.self_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},
     {"special_xlog1py.other_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},

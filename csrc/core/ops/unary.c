@@ -274,7 +274,6 @@ SAME_UNARY(frac, ttpu_ew_sub(b, x, trunc_v(b, x)))
 /* round.decimals(self, *, decimals): float tensors only on CPU. */
 static ttpu_status* lower_round_decimals(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "round_cpu")) return NULL;
   ttpu_val x = ttpu_ew_in(L, 0, ttpu_ew_opmath(dt));
   ttpu_l_set_out(L, 0, round_decimals(ttpu_l_hlo(L), x, ttpu_l_int(L, 1, 0)));
   return NULL;
@@ -441,7 +440,7 @@ const ttpu_op_def ttpu_ops_unary[] = {
     UNARY_DEFS(floor, .kinds = TTPU_K_NUM, .kernel = "floor_vml_cpu"),
     UNARY_DEFS(ceil, .kinds = TTPU_K_NUM, .kernel = "ceil_vml_cpu"),
     UNARY_DEFS(round, .kinds = TTPU_K_NUM, .kernel = "round_vml_cpu"),
-    {"round.decimals", lower_round_decimals, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"round.decimals", lower_round_decimals, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_FLOAT, .kernel = "round_cpu"},
     UNARY_DEFS(trunc, .kinds = TTPU_K_NUM, .kernel = "trunc_vml_cpu"),
     UNARY_DEFS(frac, .kinds = TTPU_K_FLOAT, .kernel = "frac_cpu"),
     {"isnan", lower_isnan, .complex_fn = ttpu_complex_isnan},
