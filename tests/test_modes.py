@@ -1,5 +1,6 @@
 """Eager modes (debug, strict, fused), the persistent compile cache, and
 compile diagnostics."""
+import contextlib
 import copy
 import glob
 import os
@@ -477,3 +478,38 @@ def test_warm_demo_compiles_nothing(tmp_path):
     warm = run_program(tmp_path, None, code)
     assert cold[0] > 0
     assert warm == (0, cold[0])
+
+
+def test_fused_adamw_loop_compiles_one_window():
+    """AdamW's first step creates its moments with zeros_like: those fills
+    run before the window, so step 1 records the same window as steps 2
+    and 3 and one program serves all three; the losses match CPU."""
+    def run(device, mode=None):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 5)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+        g = torch.Generator().manual_seed(1)
+        xs, ys = torch.randn(3, 16, 12, generator=g), torch.randint(0, 5, (3, 16), generator=g)
+        losses = []
+        ctx = torchtpu.set_eager_mode(mode) if mode else contextlib.nullcontext()
+        with ctx:
+            for x, y in zip(xs, ys):
+                loss = F.cross_entropy(model(x.to(device)), y.to(device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses, [p.detach().cpu() for p in model.parameters()]
+
+    ref_l, ref_p = run("cpu")
+    torchtpu.debug.compiles(clear=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        l, p = run("tpu", "fused")
+    windows = [c for c in torchtpu.debug.compiles() if c["what"].startswith("fused window")]
+    # a warm disk cache loads instead of compiling: count both
+    assert len(windows) <= 1, [c["reason"] for c in windows]
+    assert not [str(w.message) for w in caught if "recompiled" in str(w.message)]
+    torch.testing.assert_close(torch.tensor(l), torch.tensor(ref_l), atol=2e-5, rtol=1e-5)
+    for a, b in zip(p, ref_p):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
