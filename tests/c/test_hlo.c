@@ -14,9 +14,10 @@
 
 /* One program touching every builder entry point, so the text tests and
  * the plugin test cover all printers. Returns the builder (caller frees). */
-static ttpu_hlo* build_kitchen_sink(void) {
+static ttpu_hlo* build_kitchen_sink(int optimize) {
   ttpu_hlo* b = ttpu_hlo_create();
   if (!b) return NULL;
+  ttpu_hlo_set_optimize(b, optimize);
   ttpu_type t = TY(TTPU_F32, 2, 3, 4);
   ttpu_val x = ttpu_hlo_param(b, t, 0);
   ttpu_val y = ttpu_hlo_param(b, t, -1);
@@ -165,8 +166,8 @@ static const char* well_formed(const char* text) {
 }
 
 static void test_deterministic(ttpu_test_ctx* t) {
-  ttpu_hlo* b1 = build_kitchen_sink();
-  ttpu_hlo* b2 = build_kitchen_sink();
+  ttpu_hlo* b1 = build_kitchen_sink(0);
+  ttpu_hlo* b2 = build_kitchen_sink(0);
   TTPU_CHECK(t, b1 && b2);
   size_t n1 = 0, n2 = 0;
   char* a = print_or_fail(t, b1, &n1);
@@ -383,13 +384,14 @@ static void test_large_program(ttpu_test_ctx* t) {
   TTPU_CHECK(t, ok);
 }
 
-/* The plugin parses and compiles the kitchen-sink program. */
-static void test_compiles_on_plugin(ttpu_test_ctx* t) {
+/* The plugin parses and compiles the kitchen-sink program, as built and
+ * with the builder's optimizations on (every output still there). */
+static void compiles_on_plugin(ttpu_test_ctx* t, int optimize) {
   ttpu_pjrt_plugin* p = ttpu_test_plugin(t);
   if (!p) return;
   ttpu_pjrt_client* c = NULL;
   TTPU_CHECK_OK(t, ttpu_pjrt_client_create(p, 1, &c));
-  ttpu_hlo* b = build_kitchen_sink();
+  ttpu_hlo* b = build_kitchen_sink(optimize);
   size_t n = 0;
   char* text = b ? print_or_fail(t, b, &n) : NULL;
   ttpu_hlo_free(b);
@@ -409,6 +411,11 @@ static void test_compiles_on_plugin(ttpu_test_ctx* t) {
   TTPU_CHECK(t, ok);
 }
 
+static void test_compiles_on_plugin(ttpu_test_ctx* t) { compiles_on_plugin(t, 0); }
+static void test_optimized_compiles_on_plugin(ttpu_test_ctx* t) {
+  compiles_on_plugin(t, 1);
+}
+
 static const ttpu_test kTests[] = {
     {"deterministic", test_deterministic},
     {"golden_text", test_golden_text},
@@ -416,6 +423,7 @@ static const ttpu_test kTests[] = {
     {"errors_stick", test_errors_stick},
     {"large_program", test_large_program},
     {"compiles_on_plugin", test_compiles_on_plugin},
+    {"optimized_compiles_on_plugin", test_optimized_compiles_on_plugin},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(hlo, kTests)

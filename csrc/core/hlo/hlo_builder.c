@@ -12,7 +12,30 @@ typedef struct {
   int name;    /* SSA number (%N) when not a parameter */
   int sub;     /* result number of a multi-result op (%N#sub), or -1 */
   int scope;   /* id of the region that defines it; 0 = function body */
+  /* What defined it, for the folding helpers (ttpu_hloi_def): one of
+   * TTPU_HLOI_DEF_*, its operand, and a transpose's permutation. */
+  int def;
+  int src;
+  signed char perm[TTPU_MAX_DIMS];
 } hlo_value;
+
+/* One op of the function body, for dead-code removal: its text in the
+ * body, its results and its operands (values used by ops inside its
+ * regions count as its operands). */
+typedef struct {
+  size_t start, end;
+  int first, n_res;
+  int ops_at, n_ops;
+  int removable; /* 0 for ops with effects beyond their results */
+} hlo_rec;
+
+/* The common-subexpression table: an op's text after its result name
+ * (name, operands, attributes, types) maps to the value it defined. */
+typedef struct {
+  char* key;
+  uint64_t hash;
+  int val;
+} hlo_cse;
 
 typedef struct {
   ttpu_hloi_buf text;
@@ -35,6 +58,16 @@ struct ttpu_hlo {
   int returned;
   ttpu_status* err;
   int oom; /* an allocation failed outside any text buffer */
+  /* ttpu_hlo_set_optimize: reuse identical pure ops, drop unused ones. */
+  int optimize;
+  hlo_cse* cse;
+  int n_cse, cap_cse;
+  hlo_rec* recs;
+  int n_recs, cap_recs;
+  int* rec_ops;
+  int n_rec_ops, cap_rec_ops;
+  int* pending; /* function-body values used inside the open regions */
+  int n_pending, cap_pending;
 };
 
 /* ------------------------------------------------------------ text buffer */
@@ -64,6 +97,13 @@ void ttpu_hloi_buf_put(ttpu_hloi_buf* s, const char* str) {
   if (!buf_reserve(s, k)) return;
   memcpy(s->p + s->n, str, k + 1);
   s->n += k;
+}
+
+static void buf_putn(ttpu_hloi_buf* s, const char* str, size_t k) {
+  if (!buf_reserve(s, k)) return;
+  memcpy(s->p + s->n, str, k);
+  s->n += k;
+  s->p[s->n] = 0;
 }
 
 void ttpu_hloi_buf_printf(ttpu_hloi_buf* s, const char* fmt, ...) {
@@ -210,6 +250,11 @@ ttpu_hlo* ttpu_hlo_create(void) {
 
 void ttpu_hlo_free(ttpu_hlo* b) {
   if (!b) return;
+  for (int i = 0; i < b->cap_cse; i++) free(b->cse[i].key);
+  free(b->cse);
+  free(b->recs);
+  free(b->rec_ops);
+  free(b->pending);
   for (int i = 0; i < b->depth; i++) ttpu_hloi_buf_free(&b->scopes[i].text);
   free(b->scopes);
   free(b->vals);
@@ -310,7 +355,120 @@ static ttpu_val new_value(ttpu_hlo* b, const ttpu_type* t, int param,
   v->name = name;
   v->sub = sub;
   v->scope = b->scopes[b->depth - 1].id;
+  v->def = TTPU_HLOI_DEF_OTHER;
+  v->src = -1;
   return b->n_vals++;
+}
+
+void ttpu_hlo_set_optimize(ttpu_hlo* b, int on) { b->optimize = on != 0; }
+
+void ttpu_hloi_set_def(ttpu_hlo* b, ttpu_val v, int def, ttpu_val src,
+                       const int64_t* perm) {
+  if (v < 0 || v >= b->n_vals) return;
+  hlo_value* x = &b->vals[v];
+  x->def = def;
+  x->src = src;
+  if (perm) {
+    /* a transpose's permutation has the value's rank; a broadcast's map
+     * has its operand's */
+    int n = def == TTPU_HLOI_DEF_BROADCAST ? b->vals[src].type.ndim : x->type.ndim;
+    for (int i = 0; i < n; i++) x->perm[i] = (signed char)perm[i];
+  }
+}
+
+int ttpu_hloi_def(const ttpu_hlo* b, ttpu_val v, ttpu_val* src,
+                  int64_t* perm) {
+  if (!b->optimize || v < 0 || v >= b->n_vals) return TTPU_HLOI_DEF_OTHER;
+  const hlo_value* x = &b->vals[v];
+  if (x->def == TTPU_HLOI_DEF_OTHER || x->src < 0) return TTPU_HLOI_DEF_OTHER;
+  /* A fold must not reach into a region that is closed, nor use a value
+   * of the body from a region (the pending-use bookkeeping sees only
+   * operands): fold only within one scope. */
+  if (b->vals[x->src].scope != x->scope ||
+      x->scope != b->scopes[b->depth - 1].id)
+    return TTPU_HLOI_DEF_OTHER;
+  if (src) *src = x->src;
+  if (perm) {
+    int n = x->def == TTPU_HLOI_DEF_BROADCAST ? b->vals[x->src].type.ndim
+                                              : x->type.ndim;
+    for (int i = 0; i < n; i++) perm[i] = x->perm[i];
+  }
+  return x->def;
+}
+
+static int push_int(int** a, int* n, int* cap, int v) {
+  if (*n == *cap) {
+    int c = *cap ? *cap * 2 : 64;
+    int* p = realloc(*a, (size_t)c * sizeof *p);
+    if (!p) return -1;
+    *a = p;
+    *cap = c;
+  }
+  (*a)[(*n)++] = v;
+  return 0;
+}
+
+/* Ops that must stay even when nothing uses their results, and ops two
+ * of which with the same operands may differ (stateful random numbers,
+ * collectives, calls into the plugin). */
+static int op_has_effects(const char* name) {
+  static const char* const effects[] = {
+      "custom_call", "all_reduce", "all_gather", "reduce_scatter",
+      "all_to_all", "collective", "send", "recv", "infeed", "outfeed",
+      "optimization_barrier", "after_all", "rng", "partition_id",
+      "replica_id"};
+  for (size_t i = 0; i < sizeof effects / sizeof *effects; i++)
+    if (strstr(name, effects[i])) return 1;
+  return 0;
+}
+
+static uint64_t text_hash(const char* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* The value an earlier op with this text defined, or -1. */
+static int cse_find(const ttpu_hlo* b, const char* key, size_t n,
+                    uint64_t h) {
+  if (!b->cap_cse) return -1;
+  for (size_t i = h & (size_t)(b->cap_cse - 1);;
+       i = (i + 1) & (size_t)(b->cap_cse - 1)) {
+    const hlo_cse* e = &b->cse[i];
+    if (!e->key) return -1;
+    if (e->hash == h && !strncmp(e->key, key, n) && !e->key[n]) return e->val;
+  }
+}
+
+static void cse_put(ttpu_hlo* b, const char* key, size_t n, uint64_t h,
+                    int val) {
+  if ((b->n_cse + 1) * 2 > b->cap_cse) {
+    int cap = b->cap_cse ? b->cap_cse * 2 : 256;
+    hlo_cse* t = calloc((size_t)cap, sizeof *t);
+    if (!t) return; /* the table is an optimization: go on without it */
+    for (int i = 0; i < b->cap_cse; i++) {
+      if (!b->cse[i].key) continue;
+      size_t j = b->cse[i].hash & (size_t)(cap - 1);
+      while (t[j].key) j = (j + 1) & (size_t)(cap - 1);
+      t[j] = b->cse[i];
+    }
+    free(b->cse);
+    b->cse = t;
+    b->cap_cse = cap;
+  }
+  char* k = malloc(n + 1);
+  if (!k) return;
+  memcpy(k, key, n);
+  k[n] = 0;
+  size_t j = h & (size_t)(b->cap_cse - 1);
+  while (b->cse[j].key) j = (j + 1) & (size_t)(b->cap_cse - 1);
+  b->cse[j].key = k;
+  b->cse[j].hash = h;
+  b->cse[j].val = val;
+  b->n_cse++;
 }
 
 static void put_ref(ttpu_hlo* b, ttpu_hloi_buf* s, ttpu_val id) {
@@ -395,11 +553,14 @@ ttpu_val ttpu_hloi_emit(ttpu_hlo* b, const char* name, const ttpu_val* ops,
 
   int ssa = b->next_name++;
   ttpu_hloi_buf* s = cur_text(b);
+  size_t line_start = s->n;
   indent(b, s);
+  size_t key_start = 0;
   if (n_res == 1)
     ttpu_hloi_buf_printf(s, "%%%d = ", ssa);
   else if (n_res > 1)
     ttpu_hloi_buf_printf(s, "%%%d:%d = ", ssa, n_res);
+  key_start = s->n;
   ttpu_hloi_buf_printf(s, "\"%s\"(", name);
   for (int i = 0; i < n_ops; i++) {
     if (i) ttpu_hloi_buf_put(s, ", ");
@@ -429,12 +590,67 @@ ttpu_val ttpu_hloi_emit(ttpu_hlo* b, const char* name, const ttpu_val* ops,
   if (n_res != 1) ttpu_hloi_buf_put(s, ")");
   ttpu_hloi_buf_put(s, "\n");
 
+  int effects = b->optimize ? op_has_effects(name) : 1;
+  uint64_t h = 0;
+  size_t key_len = 0;
+  if (b->optimize && !s->oom) {
+    if (b->depth > 1) {
+      /* Body values used inside a region are uses by the op that will
+       * own the region. */
+      for (int i = 0; i < n_ops; i++)
+        if (b->vals[ops[i]].scope == 0 &&
+            push_int(&b->pending, &b->n_pending, &b->cap_pending, ops[i]))
+          b->oom = 1;
+    } else if (n_res == 1 && !regions && !effects) {
+      key_len = s->n - key_start;
+      h = text_hash(s->p + key_start, key_len);
+      int old = cse_find(b, s->p + key_start, key_len, h);
+      if (old >= 0) {
+        s->n = line_start;
+        s->p[line_start] = 0;
+        b->next_name--;
+        if (outs) outs[0] = old;
+        return old;
+      }
+    }
+  }
+
   ttpu_val first = TTPU_VAL_ERROR;
   for (int i = 0; i < n_res; i++) {
     ttpu_val v = new_value(b, &res[i], -1, ssa, n_res == 1 ? -1 : i);
     if (v == TTPU_VAL_ERROR) return v;
     if (outs) outs[i] = v;
     if (i == 0) first = v;
+  }
+  if (b->optimize && b->depth == 1 && !s->oom) {
+    if (key_len) cse_put(b, s->p + key_start, key_len, h, first);
+    if (b->n_recs == b->cap_recs) {
+      int cap = b->cap_recs ? b->cap_recs * 2 : 64;
+      hlo_rec* r = realloc(b->recs, (size_t)cap * sizeof *r);
+      if (!r) {
+        b->oom = 1;
+        return ttpu_hlo_fail(b, TTPU_RESOURCE_EXHAUSTED,
+                             "hlo builder: out of memory");
+      }
+      b->recs = r;
+      b->cap_recs = cap;
+    }
+    hlo_rec* r = &b->recs[b->n_recs++];
+    r->start = line_start;
+    r->end = s->n;
+    r->first = first;
+    r->n_res = n_res;
+    r->removable = !effects;
+    r->ops_at = b->n_rec_ops;
+    for (int i = 0; i < n_ops; i++)
+      if (push_int(&b->rec_ops, &b->n_rec_ops, &b->cap_rec_ops, ops[i]))
+        b->oom = 1;
+    for (int i = 0; i < b->n_pending; i++)
+      if (push_int(&b->rec_ops, &b->n_rec_ops, &b->cap_rec_ops,
+                   b->pending[i]))
+        b->oom = 1;
+    b->n_pending = 0;
+    r->n_ops = b->n_rec_ops - r->ops_at;
   }
   return first;
 }
@@ -485,6 +701,11 @@ char* ttpu_hloi_region_end(ttpu_hlo* b, const ttpu_val* rets, int n) {
     ttpu_hloi_buf* s = cur_text(b);
     for (int i = 0; i < n; i++)
       if (!ttpu_hloi_check(b, rets[i], "region return")) break;
+    if (!b->err && b->optimize)
+      for (int i = 0; i < n; i++)
+        if (b->vals[rets[i]].scope == 0 &&
+            push_int(&b->pending, &b->n_pending, &b->cap_pending, rets[i]))
+          b->oom = 1;
     if (!b->err) {
       indent(b, s);
       ttpu_hloi_buf_put(s, "\"stablehlo.return\"(");
@@ -519,6 +740,42 @@ char* ttpu_hloi_region_end(ttpu_hlo* b, const ttpu_val* rets, int n) {
 
 /* ------------------------------------------------------------ printing */
 
+/* Appends the function body without the ops nothing needs: walking back
+ * from the returned values, an op stays when one of its results is used
+ * by an op that stays, or when it has effects. Text outside the recorded
+ * ops is kept as it is. */
+static int put_live_body(ttpu_hlo* b, ttpu_hloi_buf* out) {
+  unsigned char* live = calloc((size_t)b->n_vals + 1, 1);
+  unsigned char* keep = calloc((size_t)b->n_recs + 1, 1);
+  if (!live || !keep) {
+    free(live);
+    free(keep);
+    return -1;
+  }
+  for (int i = 0; i < b->n_results; i++) live[b->results[i]] = 1;
+  for (int k = b->n_recs - 1; k >= 0; k--) {
+    const hlo_rec* r = &b->recs[k];
+    int used = !r->removable;
+    for (int j = 0; j < r->n_res && !used; j++) used = live[r->first + j];
+    if (!used) continue;
+    keep[k] = 1;
+    for (int j = 0; j < r->n_ops; j++) live[b->rec_ops[r->ops_at + j]] = 1;
+  }
+  const char* text = b->scopes[0].text.p;
+  size_t at = 0;
+  for (int k = 0; k < b->n_recs; k++) {
+    const hlo_rec* r = &b->recs[k];
+    if (r->start > at) buf_putn(out, text + at, r->start - at);
+    if (keep[k]) buf_putn(out, text + r->start, r->end - r->start);
+    at = r->end;
+  }
+  ttpu_hloi_buf_put(out, text + at);
+  int oom = out->oom;
+  free(live);
+  free(keep);
+  return oom ? -1 : 0;
+}
+
 ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len) {
   *out = NULL;
   if (len) *len = 0;
@@ -552,7 +809,14 @@ ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len) {
     ttpu_hloi_put_type(&s, &b->vals[b->results[i]].type);
   }
   ttpu_hloi_buf_put(&s, ") {\n");
-  if (b->scopes[0].text.p) ttpu_hloi_buf_put(&s, b->scopes[0].text.p);
+  if (b->optimize && b->scopes[0].text.p) {
+    if (put_live_body(b, &s)) {
+      ttpu_hloi_buf_free(&s);
+      return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "hlo print: oom");
+    }
+  } else if (b->scopes[0].text.p) {
+    ttpu_hloi_buf_put(&s, b->scopes[0].text.p);
+  }
   ttpu_hloi_buf_put(&s, "    \"func.return\"(");
   for (int i = 0; i < b->n_results; i++) {
     if (i) ttpu_hloi_buf_put(&s, ", ");

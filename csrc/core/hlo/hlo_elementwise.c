@@ -260,6 +260,25 @@ ttpu_val ttpu_hlo_clamp(ttpu_hlo* b, ttpu_val lo, ttpu_val x, ttpu_val hi) {
   return ttpu_hloi_op(b, "stablehlo.clamp", ops, 3, NULL, r);
 }
 
+/* 1 when every value of dtype a is exactly representable in b (so a
+ * convert a -> b loses nothing). */
+static int convert_is_exact(ttpu_dtype a, ttpu_dtype b) {
+  if (ttpu_hloi_is_complex(a) || ttpu_hloi_is_complex(b)) return 0;
+  if (a == TTPU_BOOL) return b != TTPU_BOOL;
+  int ba = ttpu_hloi_bits(a), bb = ttpu_hloi_bits(b);
+  if (ttpu_hloi_is_floatlike(a))
+    return ttpu_hloi_is_floatlike(b) && ba < bb;
+  if (ttpu_hloi_is_intlike(b)) {
+    if (ttpu_hloi_is_signed_int(a))
+      return ttpu_hloi_is_signed_int(b) && ba < bb;
+    return ba < bb || (ttpu_hloi_is_unsigned(b) && ba == bb);
+  }
+  if (!ttpu_hloi_is_floatlike(b)) return 0;
+  /* integer -> float: the float's significand holds every value */
+  int significand = b == TTPU_F64 ? 53 : b == TTPU_F32 ? 24 : b == TTPU_F16 ? 11 : 8;
+  return (ttpu_hloi_is_signed_int(a) ? ba - 1 : ba) <= significand;
+}
+
 ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
   const ttpu_type* tx = ttpu_hloi_check(b, x, "stablehlo.convert");
   if (!tx) return TTPU_VAL_ERROR;
@@ -267,6 +286,13 @@ ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
     return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "convert: bad dtype %d",
                          (int)to);
   if (tx->dtype == to) return x;
+  ttpu_val src;
+  if (ttpu_hloi_def(b, x, &src, NULL) == TTPU_HLOI_DEF_CONVERT) {
+    /* x holds exactly src's values: convert src instead */
+    ttpu_dtype a = ttpu_hlo_type(b, src)->dtype;
+    if (convert_is_exact(a, tx->dtype))
+      return a == to ? src : ttpu_hlo_convert(b, src, to);
+  }
   ttpu_type r = *tx;
   int cx_in = ttpu_hloi_is_complex(tx->dtype), cx_out = ttpu_hloi_is_complex(to);
   if (cx_in && to == TTPU_BOOL)
@@ -309,7 +335,9 @@ ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to) {
     r = *tx;
   }
   r.dtype = to;
-  return ttpu_hloi_op(b, "stablehlo.convert", &x, 1, NULL, r);
+  ttpu_val v = ttpu_hloi_op(b, "stablehlo.convert", &x, 1, NULL, r);
+  ttpu_hloi_set_def(b, v, TTPU_HLOI_DEF_CONVERT, x, NULL);
+  return v;
 }
 
 ttpu_val ttpu_hlo_bitcast(ttpu_hlo* b, ttpu_val x, ttpu_type to) {

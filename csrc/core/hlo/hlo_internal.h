@@ -58,6 +58,21 @@ void ttpu_hloi_type_desc(const ttpu_type* t, char* out, size_t cap);
 ttpu_val ttpu_hloi_emit(ttpu_hlo* b, const char* name, const ttpu_val* ops,
                         int n_ops, const char* regions, const char* attrs,
                         const ttpu_type* res, int n_res, ttpu_val* outs);
+/* What defined a value, for folds that look through it (under
+ * ttpu_hlo_set_optimize only; ttpu_hloi_def answers OTHER otherwise, and
+ * for values of another scope). */
+enum {
+  TTPU_HLOI_DEF_OTHER = 0,
+  TTPU_HLOI_DEF_RESHAPE,   /* src reshaped */
+  TTPU_HLOI_DEF_TRANSPOSE, /* src transposed by perm */
+  TTPU_HLOI_DEF_CONVERT,   /* src converted */
+  TTPU_HLOI_DEF_BROADCAST, /* src broadcast, its dim i to dim perm[i] */
+};
+void ttpu_hloi_set_def(ttpu_hlo* b, ttpu_val v, int def, ttpu_val src,
+                       const int64_t* perm);
+int ttpu_hloi_def(const ttpu_hlo* b, ttpu_val v, ttpu_val* src,
+                  int64_t* perm);
+
 /* Single-result shorthand. */
 ttpu_val ttpu_hloi_op(ttpu_hlo* b, const char* name, const ttpu_val* ops,
                       int n_ops, const char* attrs, ttpu_type res);

@@ -38,7 +38,16 @@ ttpu_val ttpu_hlo_reshape(ttpu_hlo* b, ttpu_val x, int ndim,
     return fail_dims(b, "stablehlo.reshape", tx,
                      "element count differs from the new shape");
   if (ttpu_hloi_same_dims(&r, tx)) return x;
-  return ttpu_hloi_op(b, "stablehlo.reshape", &x, 1, NULL, r);
+  ttpu_val src;
+  if (ttpu_hloi_def(b, x, &src, NULL) == TTPU_HLOI_DEF_RESHAPE) {
+    /* a reshape of a reshape is one reshape */
+    const ttpu_type* ts = ttpu_hlo_type(b, src);
+    if (ttpu_hloi_same_dims(&r, ts)) return src;
+    x = src;
+  }
+  ttpu_val v = ttpu_hloi_op(b, "stablehlo.reshape", &x, 1, NULL, r);
+  ttpu_hloi_set_def(b, v, TTPU_HLOI_DEF_RESHAPE, x, NULL);
+  return v;
 }
 
 ttpu_val ttpu_hlo_transpose(ttpu_hlo* b, ttpu_val x, const int64_t* perm) {
@@ -56,12 +65,26 @@ ttpu_val ttpu_hlo_transpose(ttpu_hlo* b, ttpu_val x, const int64_t* perm) {
     if (perm[i] != i) identity = 0;
   }
   if (identity) return x;
+  ttpu_val src;
+  int64_t inner[TTPU_MAX_DIMS], composed[TTPU_MAX_DIMS];
+  if (ttpu_hloi_def(b, x, &src, inner) == TTPU_HLOI_DEF_TRANSPOSE) {
+    /* transpose(transpose(s, q), p) is transpose(s, q[p[i]]) */
+    identity = 1;
+    for (int i = 0; i < tx->ndim; i++) {
+      composed[i] = inner[perm[i]];
+      if (composed[i] != i) identity = 0;
+    }
+    if (identity) return src;
+    x = src;
+    perm = composed;
+  }
   const char* names[1] = {"permutation"};
   const int64_t* vals[1] = {perm};
   int n[1] = {tx->ndim};
   char* attrs = arrays_attr(names, vals, n, 1);
   ttpu_val v = ttpu_hloi_op(b, "stablehlo.transpose", &x, 1, attrs, r);
   free(attrs);
+  ttpu_hloi_set_def(b, v, TTPU_HLOI_DEF_TRANSPOSE, x, perm);
   return v;
 }
 
@@ -83,12 +106,32 @@ ttpu_val ttpu_hlo_broadcast_in_dim(ttpu_hlo* b, ttpu_val x, ttpu_type to,
       return fail_dims(b, "stablehlo.broadcast_in_dim", tx,
                        "operand dim is neither 1 nor the result size");
   }
+  ttpu_val src;
+  int64_t inner[TTPU_MAX_DIMS], composed[TTPU_MAX_DIMS];
+  int def = ttpu_hloi_def(b, x, &src, inner);
+  const ttpu_type* ts = def ? ttpu_hlo_type(b, src) : NULL;
+  if (def == TTPU_HLOI_DEF_BROADCAST && ts) {
+    /* a broadcast of a broadcast is one broadcast: src's dim i goes to
+     * x's dim inner[i], which goes to map[inner[i]] */
+    for (int i = 0; i < ts->ndim; i++) composed[i] = map[inner[i]];
+    x = src;
+    tx = ts;
+    map = composed;
+  } else if (def == TTPU_HLOI_DEF_RESHAPE && ts && tx->ndim == 0 &&
+             ts->ndim == 1 && ts->dims[0] == 1 && to.ndim > 0) {
+    /* a one-element vector reshaped to a scalar broadcasts as it is */
+    composed[0] = to.ndim - 1;
+    x = src;
+    tx = ts;
+    map = composed;
+  }
   const char* names[1] = {"broadcast_dimensions"};
   const int64_t* vals[1] = {map};
   int n[1] = {tx->ndim};
   char* attrs = arrays_attr(names, vals, n, 1);
   ttpu_val v = ttpu_hloi_op(b, "stablehlo.broadcast_in_dim", &x, 1, attrs, to);
   free(attrs);
+  ttpu_hloi_set_def(b, v, TTPU_HLOI_DEF_BROADCAST, x, map);
   return v;
 }
 

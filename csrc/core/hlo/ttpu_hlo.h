@@ -32,6 +32,13 @@ typedef struct {
 /* Caller frees with ttpu_hlo_free. */
 ttpu_hlo* ttpu_hlo_create(void);
 void ttpu_hlo_free(ttpu_hlo* b);
+/* On (off by default): an op identical to an earlier one of the function
+ * body (same name, operands, attributes; no regions, no effects) yields
+ * the earlier value instead of a new op; reshapes, transposes and
+ * converts of such values fold into one; and the printed program leaves
+ * out the ops none of its results depend on. The program computes the
+ * same results either way. */
+void ttpu_hlo_set_optimize(ttpu_hlo* b, int on);
 /* Sticky error: NULL while fine. Borrowed (the builder owns it). */
 const ttpu_status* ttpu_hlo_status(const ttpu_hlo* b);
 /* Takes the sticky error out of the builder (caller frees); NULL if none. */

@@ -362,6 +362,22 @@ static ttpu_status* lower_pow_scalar(ttpu_lower* L) {
     ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_POW, x, e));
     return NULL;
   }
+  double k;
+  if (ttpu_l_scalar_static(L, 1, &k) && !ttpu_dtype_is_complex(ttpu_l_scalar_dtype(L, 1))) {
+    /* the exponent as the value itself: the one branch the selects below
+     * would take (compared after the exponent's conversion to dt, as they
+     * compare it) */
+    float kf = (float)k;
+    double kd = dt == TTPU_F64 ? k : (double)kf;
+    ttpu_val r;
+    if (kd == 2) r = ttpu_ew_mul(b, x, x);
+    else if (kd == 0.5) r = ttpu_hlo_unary(b, TTPU_SQRT, x);
+    else if (kd == -1) r = ttpu_ew_kdiv(b, 1, x);
+    else if (kd == -0.5) r = ttpu_hlo_unary(b, TTPU_RSQRT, x);
+    else r = ttpu_hlo_binary(b, TTPU_POW, x, e);
+    ttpu_l_set_out(L, 0, r);
+    return NULL;
+  }
   ttpu_val r = ttpu_hlo_binary(b, TTPU_POW, x, e);
   r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, 2), ttpu_ew_mul(b, x, x), r);
   r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, e, 0.5), ttpu_hlo_unary(b, TTPU_SQRT, x), r);
@@ -682,7 +698,8 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"pow.Tensor_Tensor", lower_pow, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
     {"pow_.Tensor", lower_pow, .kinds = TTPU_K_NUM, .kernel = "pow"},
     {"pow.Scalar", lower_pow, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
-    {"pow.Tensor_Scalar", lower_pow_scalar, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow"},
+    {"pow.Tensor_Scalar", lower_pow_scalar, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_NUM, .kernel = "pow",
+     .flags = TTPU_OP_STATIC_SCALARS},
     {"pow_.Scalar", lower_pow_scalar, .kinds = TTPU_K_NUM, .kernel = "pow"},
     {"atan2", lower_atan2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"maximum", lower_maximum, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_unordered},

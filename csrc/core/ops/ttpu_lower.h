@@ -39,6 +39,11 @@ typedef ttpu_status* (*ttpu_lower_fn)(ttpu_lower* L);
 enum {
   TTPU_OP_RANDOM = 1,      /* takes and advances the device's rng state */
   TTPU_OP_COMPLEX_AS_IS = 2, /* fn is right for complex values as it is */
+  /* Its Scalar arguments are compile-time values: part of the program's
+   * signature (a new value compiles a new program) and constants to the
+   * lowering (ttpu_l_scalar_static), for ops whose best program depends
+   * on the value, as pow's does on its exponent. */
+  TTPU_OP_STATIC_SCALARS = 4,
 };
 
 /* Overloads a record also stands for, named from its own name "op.OV"
@@ -127,6 +132,9 @@ ttpu_val ttpu_l_scalar(ttpu_lower* L, int arg, ttpu_dtype dt);
 ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt);
 /* PyTorch type of a Scalar arg (I64/F64/BOOL for Python numbers). */
 ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg);
+/* 1 when Scalar argument arg is a compile-time value
+ * (TTPU_OP_STATIC_SCALARS), with its real value in *value; else 0. */
+int ttpu_l_scalar_static(ttpu_lower* L, int arg, double* value);
 
 /* PyTorch's result_type over the call (TTPU_DTYPE_NONE if not given). */
 ttpu_dtype ttpu_l_common_dtype(ttpu_lower* L);

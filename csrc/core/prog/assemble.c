@@ -486,6 +486,15 @@ const double* ttpu_l_floats(ttpu_lower* L, int arg, int* n) {
   return g->floats;
 }
 
+int ttpu_l_scalar_static(ttpu_lower* L, int arg, double* value) {
+  const ttpu_arg* g = arg_at(L, arg);
+  if (!g || g->kind != TTPU_ARG_SCALAR || L->p->arg_scalar[arg] >= 0) return 0;
+  *value = ttpu_dtype_is_float(g->scalar_dtype) || ttpu_dtype_is_complex(g->scalar_dtype)
+               ? g->f
+               : (double)g->i;
+  return 1;
+}
+
 ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg) {
   const ttpu_arg* g = arg_at(L, arg);
   if (!g) return TTPU_DTYPE_NONE;
@@ -504,12 +513,15 @@ ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg) {
   }
 }
 
+/* Element `index` of a scalar pack as a 0-d value of dt. The pack is
+ * converted to dt as a whole (one op, shared by every element read as dt:
+ * the builder reuses identical ops) before the element is sliced out. */
 static ttpu_val pack_element(ttpu_lower* L, ttpu_val pack, int index,
                              ttpu_dtype dt) {
   int64_t lo = index, hi = index + 1, one = 1;
-  ttpu_val v = ttpu_hlo_slice(L->b, pack, &lo, &hi, &one);
-  v = ttpu_hlo_reshape(L->b, v, 0, NULL);
-  return ttpu_hlo_convert(L->b, v, dt);
+  ttpu_val v = ttpu_hlo_convert(L->b, pack, dt);
+  v = ttpu_hlo_slice(L->b, v, &lo, &hi, &one);
+  return ttpu_hlo_reshape(L->b, v, 0, NULL);
 }
 
 ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
@@ -519,6 +531,19 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
                          ttpu_op_name(L->call->op), arg);
   switch (g->kind) {
     case TTPU_ARG_SCALAR:
+      if (L->p->arg_scalar[arg] < 0) {
+        /* compile-time (TTPU_OP_STATIC_SCALARS): the value as a constant,
+         * converted as the pack's element would be */
+        if (ttpu_dtype_is_complex(g->scalar_dtype)) {
+          ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt) : TTPU_F64;
+          ttpu_val re = ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->f), comp);
+          ttpu_val im = ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->fi), comp);
+          return ttpu_hlo_convert(L->b, ttpu_hlo_complex(L->b, re, im), dt);
+        }
+        if (ttpu_dtype_is_float(g->scalar_dtype))
+          return ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->f), dt);
+        return ttpu_hlo_convert(L->b, ttpu_hlo_const_i(L->b, TTPU_I64, g->i), dt);
+      }
       if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) in the pack */
         int at = L->f_off + L->p->arg_scalar[arg];
         ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt)
@@ -802,6 +827,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
   *results = NULL;
   *n_results = 0;
   ttpu_hlo* b = ttpu_hlo_create();
+  if (b) ttpu_hlo_set_optimize(b, 1);
   ttpu_val* vals = malloc(((size_t)g->n_stores + 1) * sizeof(ttpu_val));
   int cap_checks = 4, n_checks = 0;
   lowered_check* checks = malloc((size_t)cap_checks * sizeof(*checks));

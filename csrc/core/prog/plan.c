@@ -233,9 +233,12 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     sl->has_param = sl->read && sl->has_value;
     if (sl->has_param) sl->param = p->n_params++;
   }
+  int static_scalars = (def->flags & TTPU_OP_STATIC_SCALARS) != 0;
   for (int a = 0; a < na; ++a) {
     const ttpu_arg* g = &call->args[a];
-    if (g->kind == TTPU_ARG_SCALAR) {
+    if (g->kind == TTPU_ARG_SCALAR && static_scalars) {
+      p->arg_scalar[a] = -1; /* in the signature, not in a pack */
+    } else if (g->kind == TTPU_ARG_SCALAR) {
       if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) */
         p->arg_scalar[a] = p->n_f;
         p->f[p->n_f++] = g->f;
@@ -301,6 +304,14 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
       }
       case TTPU_ARG_SCALAR:
         rc |= key_push(p, g->scalar_dtype);
+        if (static_scalars) {
+          int64_t w[2];
+          memcpy(&w[0], &g->f, sizeof(w[0]));
+          memcpy(&w[1], &g->fi, sizeof(w[1]));
+          rc |= key_push(p, g->i);
+          rc |= key_push(p, w[0]);
+          rc |= key_push(p, w[1]);
+        }
         break;
       case TTPU_ARG_SCALARS:
         rc |= key_push(p, g->scalar_dtype);

@@ -30,7 +30,8 @@ typedef struct {
   int n_f, n_i;      /* runtime scalars */
   double* f;
   int64_t* i;
-  int* arg_scalar;   /* per arg: first index into f or i */
+  int* arg_scalar;   /* per arg: first index into f or i; -1 for a Scalar
+                        of an op with TTPU_OP_STATIC_SCALARS */
   int f_param, i_param, rng_param; /* parameter indices or -1 */
   int n_params;
   /* signature */
