@@ -24,6 +24,18 @@ engine checks what only it can see (the shapes storages were last written
 with); any difference, and any graph whose storages the capture cannot
 account for (CPU tensors in the graph, constants), records the graph as
 above. ``TORCHTPU_GRAPH_REPLAY=0`` turns replay off.
+
+Warm start: the graphs AOTAutograd makes are kept in PyTorch's AOTAutograd
+cache (under TORCHINDUCTOR_CACHE_DIR, "bundled" entries: the backend's
+compiled graph is pickled into the entry), so a new process with the same
+caches skips AOTAutograd and our graph compile, and the programs come from
+the engine's disk cache: it pays Dynamo's tracing and loading only.
+``torch._dynamo.utils.counters["aot_autograd"]["autograd_cache_hit"]``
+counts the hits; ``torch.compiler.save_cache_artifacts()`` /
+``load_cache_artifacts()`` carry the entries to another machine.
+``TORCHTPU_AOT_AUTOGRAD_CACHE=0`` turns it off. Where a torch lacks the
+pieces (``SerializableAOTDispatchCompiler``, ``bundled_autograd_cache``),
+graphs compile as before.
 """
 import itertools
 import operator
