@@ -196,6 +196,7 @@ def cache_enabled():
 
 
 _GraphCode = None
+_loading_why = None
 
 
 def _graph_code_type():
@@ -226,7 +227,9 @@ def _graph_code_type():
 
         def post_compile(self, example_inputs, constants, graph_kwargs):
             if len(graph_reasons) < 4096:
-                graph_reasons[self.name] = "new graph (loaded from the AOTAutograd cache)"
+                why = _loading_why
+                graph_reasons[self.name] = (f"recompiled by Dynamo: {why} (AOTAutograd cache hit)" if why
+                                            else "new graph (first compile of this code; AOTAutograd cache hit)")
             self._run = _graph_runner(self.name, self.gm, self.replayable and _replay_enabled())
 
         def set_triton_bundle(self, triton_bundle):
@@ -278,6 +281,40 @@ def _graph_from_source(saved):
     return module
 
 
+_KEY_PASS = None
+
+
+def _key_pass():
+    """What makes our cache entries ours, in the cache key: the AOTAutograd
+    cache hashes the inductor passes' uuid() whichever backend runs, so a
+    pass that never runs (inductor does not compile our graphs) carries this
+    backend's identity: its source and the engine's op table, which decide
+    the decompositions."""
+    global _KEY_PASS
+    if _KEY_PASS is None:
+        try:
+            from torch._inductor.custom_graph_pass import CustomGraphPass
+        except ImportError:
+            return None
+        import hashlib
+
+        h = hashlib.sha256()
+        with open(__file__, "rb") as f:
+            h.update(f.read())
+        h.update(" ".join(sorted(_C._engine_ops())).encode())
+        ident = "torchtpu-" + h.hexdigest()
+
+        class BackendIdentity(CustomGraphPass):
+            def __call__(self, graph):
+                pass
+
+            def uuid(self):
+                return ident
+
+        _KEY_PASS = BackendIdentity()
+    return _KEY_PASS
+
+
 def _cached_graph_compiler(kind, why=None):
     _, Serializable = _cache_support()
     code_type = _graph_code_type()
@@ -297,7 +334,9 @@ def backend(gm, example_inputs, **kwargs):
     global _DECOMPOSITIONS
     if _DECOMPOSITIONS is None:
         _DECOMPOSITIONS = _decompositions()
+    global _loading_why
     why = _latest_guard_failure()
+    _loading_why = why  # for graphs the AOTAutograd cache hands back
     cached = cache_enabled()
     make = _cached_graph_compiler if cached else _graph_compiler
     compiler = aot_autograd(
@@ -319,7 +358,11 @@ def backend(gm, example_inputs, **kwargs):
     switches = dict(enable_autograd_cache=True, bundled_autograd_cache=True)
     if hasattr(fconfig, "force_non_lazy_backward_lowering"):
         switches["force_non_lazy_backward_lowering"] = True
-    with fconfig.patch(**switches), iconfig.patch(fx_graph_cache=True):
+    inductor = dict(fx_graph_cache=True)
+    key_pass = _key_pass()
+    if key_pass is not None and getattr(iconfig, "post_grad_custom_post_pass", 0) is None:
+        inductor["post_grad_custom_post_pass"] = key_pass
+    with fconfig.patch(**switches), iconfig.patch(**inductor):
         return compiler(gm, example_inputs, **kwargs)
 
 
