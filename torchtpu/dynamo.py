@@ -24,6 +24,18 @@ engine checks what only it can see (the shapes storages were last written
 with); any difference, and any graph whose storages the capture cannot
 account for (CPU tensors in the graph, constants), records the graph as
 above. ``TORCHTPU_GRAPH_REPLAY=0`` turns replay off.
+
+Warm start: the graphs AOTAutograd makes are kept in PyTorch's AOTAutograd
+cache (under TORCHINDUCTOR_CACHE_DIR, "bundled" entries: the backend's
+compiled graph is pickled into the entry), so a new process with the same
+caches skips AOTAutograd and our graph compile, and the programs come from
+the engine's disk cache: it pays Dynamo's tracing and loading only.
+``torch._dynamo.utils.counters["aot_autograd"]["autograd_cache_hit"]``
+counts the hits; ``torch.compiler.save_cache_artifacts()`` /
+``load_cache_artifacts()`` carry the entries to another machine.
+``TORCHTPU_AOT_AUTOGRAD_CACHE=0`` turns it off. Where a torch lacks the
+pieces (``SerializableAOTDispatchCompiler``, ``bundled_autograd_cache``),
+graphs compile as before.
 """
 import itertools
 import operator
@@ -113,6 +125,33 @@ def _latest_guard_failure():
     return latest
 
 
+def _graph_runner(name, gm, replayable):
+    """The boxed callable that runs one ATen graph as one program (and
+    replays it once it did)."""
+    replays = []
+
+    def run(*args):
+        for replay in replays:
+            out = replay.run(args)
+            if out is not None:
+                return out
+        _C._begin_graph(name)
+        out = None
+        try:
+            out = gm(*args)
+        finally:
+            # (out stays None when gm raised: that graph just ends)
+            if replayable and isinstance(out, (list, tuple)) and len(replays) < _MAX_REPLAYS:
+                replay = _C._end_graph_capture(args, out)
+                if replay is not None:
+                    replays.append(replay)
+            else:
+                _C._end_graph()
+        return out
+
+    return run
+
+
 def _graph_compiler(kind, why=None):
     def compile_graph(gm, example_inputs):
         name = f"{kind}{next(_counter)}"
@@ -120,30 +159,174 @@ def _graph_compiler(kind, why=None):
             graph_reasons[name] = (f"recompiled by Dynamo: {why}" if why
                                    else "new graph (first compile of this code)")
         replayable = _replay_enabled() and _replayable(gm)
-        replays = []
-
-        def run(*args):
-            for replay in replays:
-                out = replay.run(args)
-                if out is not None:
-                    return out
-            _C._begin_graph(name)
-            out = None
-            try:
-                out = gm(*args)
-            finally:
-                # (out stays None when gm raised: that graph just ends)
-                if replayable and isinstance(out, (list, tuple)) and len(replays) < _MAX_REPLAYS:
-                    replay = _C._end_graph_capture(args, out)
-                    if replay is not None:
-                        replays.append(replay)
-                else:
-                    _C._end_graph()
-            return out
-
-        return make_boxed_func(run)
+        return make_boxed_func(_graph_runner(name, gm, replayable))
 
     return compile_graph
+
+
+# ---------------------------------------------------------- warm start
+# PyTorch's AOTAutograd cache (torch._functorch, "bundled" entries) keeps,
+# per Dynamo graph and input signature, the result of AOTAutograd: the
+# forward/backward ATen graphs and the runtime wrappers around them. A
+# backend takes part by compiling to an OutputCode that pickles; ours is
+# the ATen graph itself (its program then comes from the engine's disk
+# cache). A warm process skips AOTAutograd's tracing, partitioning and our
+# graph compile; Dynamo still traces the Python (its own precompile cache,
+# torch._dynamo.config.caching_precompile, stores these same entries).
+
+
+def _cache_support():
+    """(OutputCode base, SerializableAOTDispatchCompiler) when this torch's
+    AOTAutograd cache accepts a custom backend's bundled entries, else None."""
+    try:
+        import torch._functorch.config as fconfig
+        from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+        from torch._inductor.output_code import OutputCode
+    except ImportError:
+        return None
+    if not (hasattr(fconfig, "enable_autograd_cache") and hasattr(fconfig, "bundled_autograd_cache")):
+        return None
+    return OutputCode, SerializableAOTDispatchCompiler
+
+
+def cache_enabled():
+    """Whether compiled graphs use PyTorch's AOTAutograd cache
+    (``TORCHTPU_AOT_AUTOGRAD_CACHE=0`` turns it off)."""
+    return os.environ.get("TORCHTPU_AOT_AUTOGRAD_CACHE", "1") != "0" and _cache_support() is not None
+
+
+_GraphCode = None
+_loading_why = None
+
+
+def _graph_code_type():
+    global _GraphCode
+    if _GraphCode is not None:
+        return _GraphCode
+    OutputCode, _ = _cache_support()
+
+    class GraphCode(OutputCode):
+        """One ATen graph as the AOTAutograd cache stores it: the graph
+        module (pickled by torch.fx) and whether it may replay. The runner
+        is rebuilt after loading."""
+
+        def __init__(self, kind, gm, replayable):
+            # An instance attribute, so that wrappers (functools.wraps) copy it.
+            self._boxed_call = True
+            self.kind = kind
+            self.gm = gm
+            self.replayable = replayable
+            self.name = f"{kind}{next(_counter)}"
+            self._run = _graph_runner(self.name, gm, replayable)
+
+        def __call__(self, inputs):
+            return self._run(*inputs)
+
+        def prepare_for_serialization(self):
+            self._run = None
+
+        def post_compile(self, example_inputs, constants, graph_kwargs):
+            if len(graph_reasons) < 4096:
+                why = _loading_why
+                graph_reasons[self.name] = (f"recompiled by Dynamo: {why} (AOTAutograd cache hit)" if why
+                                            else "new graph (first compile of this code; AOTAutograd cache hit)")
+            self._run = _graph_runner(self.name, self.gm, self.replayable and _replay_enabled())
+
+        def set_triton_bundle(self, triton_bundle):
+            pass
+
+        def __getstate__(self):
+            state = dict(self.__dict__)
+            state["_run"] = None
+            state["gm"] = _graph_source(self.gm)
+            return state
+
+        def __setstate__(self, state):
+            state["gm"] = _graph_from_source(state["gm"])
+            self.__dict__.update(state)
+
+    GraphCode.__qualname__ = "GraphCode"
+    GraphCode.__module__ = __name__
+    _GraphCode = GraphCode
+    globals()["GraphCode"] = GraphCode  # where pickle finds it
+    return GraphCode
+
+
+def _graph_source(gm):
+    """A graph module as its Python source and attributes. torch.fx's own
+    pickling re-traces the source symbolically on load, which runs any op
+    without tensor inputs (an arange) there and then and folds it into a
+    constant: a different program. The source runs as it is instead."""
+    from torch.fx.graph_module import _format_import_block
+    from torch.package import sys_importer
+
+    saved = getattr(gm, "_torchtpu_source", None)
+    if saved is not None:  # loaded from source already
+        return saved
+    python_code = gm.graph.python_code(root_module="self")
+    body = dict(gm.__dict__)
+    body.pop("_graph", None)
+    return (_format_import_block(python_code.globals, sys_importer), python_code.src, body)
+
+
+def _graph_from_source(saved):
+    from torch.fx.graph_module import _forward_from_src
+
+    import_block, src, body = saved
+    forward = _forward_from_src(import_block + src, {})
+    cls = type("LoadedGraph", (torch.nn.Module,), {"forward": forward})
+    module = cls.__new__(cls)
+    module.__dict__.update(body)
+    module._torchtpu_source = saved
+    return module
+
+
+_KEY_PASS = None
+
+
+def _key_pass():
+    """What makes our cache entries ours, in the cache key: the AOTAutograd
+    cache hashes the inductor passes' uuid() whichever backend runs, so a
+    pass that never runs (inductor does not compile our graphs) carries this
+    backend's identity: its source and the engine's op table, which decide
+    the decompositions."""
+    global _KEY_PASS
+    if _KEY_PASS is None:
+        try:
+            from torch._inductor.custom_graph_pass import CustomGraphPass
+        except ImportError:
+            return None
+        import hashlib
+
+        h = hashlib.sha256()
+        with open(__file__, "rb") as f:
+            h.update(f.read())
+        h.update(" ".join(sorted(_C._engine_ops())).encode())
+        ident = "torchtpu-" + h.hexdigest()
+
+        class BackendIdentity(CustomGraphPass):
+            def __call__(self, graph):
+                pass
+
+            def uuid(self):
+                return ident
+
+        _KEY_PASS = BackendIdentity()
+    return _KEY_PASS
+
+
+def _cached_graph_compiler(kind, why=None):
+    _, Serializable = _cache_support()
+    code_type = _graph_code_type()
+
+    def compile_graph(gm, example_inputs):
+        code = code_type(kind, gm, _replay_enabled() and _replayable(gm))
+        if len(graph_reasons) < 4096:
+            graph_reasons[code.name] = (f"recompiled by Dynamo: {why}" if why
+                                        else "new graph (first compile of this code)")
+        return code
+
+    return Serializable(code_type, compile_graph)
 
 
 def backend(gm, example_inputs, **kwargs):
@@ -151,15 +334,36 @@ def backend(gm, example_inputs, **kwargs):
     global _DECOMPOSITIONS
     if _DECOMPOSITIONS is None:
         _DECOMPOSITIONS = _decompositions()
+    global _loading_why
     why = _latest_guard_failure()
+    _loading_why = why  # for graphs the AOTAutograd cache hands back
+    cached = cache_enabled()
+    make = _cached_graph_compiler if cached else _graph_compiler
     compiler = aot_autograd(
-        fw_compiler=_graph_compiler("forward", why),
-        bw_compiler=_graph_compiler("backward", why),
-        inference_compiler=_graph_compiler("inference", why),
+        fw_compiler=make("forward", why),
+        bw_compiler=make("backward", why),
+        inference_compiler=make("inference", why),
         decompositions=_DECOMPOSITIONS,
         keep_inference_input_mutations=True,
     )
-    return compiler(gm, example_inputs, **kwargs)
+    if not cached:
+        return compiler(gm, example_inputs, **kwargs)
+    import torch._functorch.config as fconfig
+    import torch._inductor.config as iconfig
+
+    # The cache checks the FX graph cache switch even for other backends.
+    # A lazily compiled backward would save its entry after this call, with
+    # these switches back to the user's: compile it now (our backward compile
+    # only wraps the graph; its program compiles when it first runs).
+    switches = dict(enable_autograd_cache=True, bundled_autograd_cache=True)
+    if hasattr(fconfig, "force_non_lazy_backward_lowering"):
+        switches["force_non_lazy_backward_lowering"] = True
+    inductor = dict(fx_graph_cache=True)
+    key_pass = _key_pass()
+    if key_pass is not None and getattr(iconfig, "post_grad_custom_post_pass", 0) is None:
+        inductor["post_grad_custom_post_pass"] = key_pass
+    with fconfig.patch(**switches), iconfig.patch(**inductor):
+        return compiler(gm, example_inputs, **kwargs)
 
 
 def _keep_optimizer_steps_on_tpu():

@@ -625,3 +625,5 @@ def _format(r, limit):
         else:
             lines.append(f"  HBM per device: {_b(need)} [{how}]")
     return "\n".join(lines)
+
+from . import fill  # noqa: E402,F401  (torchtpu.aot.fill: filling a TPU compile cache)

@@ -237,3 +237,169 @@ ttpu_status* ttpu_aot_compile(ttpu_aot_target* t, const char* mlir,
   ttpu_pjrt_executable_destroy(t->topology, e);
   return s;
 }
+
+/* ------------------------------------------- filling a TPU compile cache
+ * (ttpu_aot.h). The namespace comes from ttpu_disk_namespace_make, the
+ * function the runtime uses for its own client, fed with what a libtpu
+ * client of the target's chips reports. */
+#include "../cache/disk.h"
+#include "../exec/internal.h"
+#include "../prog/state.h"
+
+struct ttpu_aot_cache {
+  ttpu_aot_target* target; /* borrowed */
+  ttpu_disk* disk;         /* owned */
+  char ns[17];
+};
+
+ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
+                                       ttpu_aot_program_sink fn, void* user) {
+  if (!rt) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "runtime is NULL");
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  pg->sink = fn;
+  pg->sink_user = fn ? user : NULL;
+  ttpu_rt_unlock(rt);
+  return NULL;
+}
+
+ttpu_status* ttpu_aot_cache_open(ttpu_aot_compiler* c, ttpu_aot_target* t,
+                                 const char* root, ttpu_aot_cache** out) {
+  if (!out) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!c || !t || !root || !*root)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "compiler, target and directory are required");
+  const char* platform = ttpu_pjrt_topology_platform_name(t->topology);
+  ttpu_pjrt_caps caps;
+  ttpu_pjrt_plugin_caps(c->plugin, platform, &caps);
+  int major = 0, minor = 0;
+  ttpu_pjrt_plugin_version(c->plugin, &major, &minor);
+  ttpu_disk_namespace ns;
+  ttpu_disk_namespace_make(platform,
+                           ttpu_pjrt_topology_platform_version(t->topology),
+                           major, minor, ttpu_pjrt_compile_options_id(),
+                           caps.host_code, &ns);
+  ttpu_aot_cache* cache = calloc(1, sizeof(*cache));
+  if (!cache) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  cache->target = t;
+  snprintf(cache->ns, sizeof(cache->ns), "%016llx",
+           (unsigned long long)ttpu_disk_namespace_id(&ns));
+  /* No size cap below what is asked for: a filled cache is meant whole. */
+  ttpu_status* s = ttpu_disk_open(&ns, root, (int64_t)1 << 40, &cache->disk);
+  if (s) {
+    free(cache);
+    return s;
+  }
+  *out = cache;
+  return NULL;
+}
+
+void ttpu_aot_cache_close(ttpu_aot_cache* cache) {
+  if (!cache) return;
+  ttpu_disk_close(cache->disk);
+  free(cache);
+}
+
+const char* ttpu_aot_cache_namespace(const ttpu_aot_cache* cache) {
+  return cache ? cache->ns : "";
+}
+
+ttpu_status* ttpu_aot_cache_fill(ttpu_aot_cache* cache, const int64_t* key,
+                                 size_t n_key, const char* mlir,
+                                 size_t mlir_len, const void* results,
+                                 size_t results_len, int n_results,
+                                 const void* options, size_t options_len,
+                                 ttpu_aot_fill_outcome* outcome,
+                                 int64_t* bytes) {
+  if (!cache || !key || !n_key || !outcome || !bytes)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL argument");
+  *bytes = 0;
+  if (n_results < 0 ||
+      results_len != (size_t)n_results * sizeof(ttpu_result_plan) ||
+      (n_results && !results))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "result plans: %zu bytes for %d results (this "
+                            "engine's plans are %zu bytes each)",
+                            results_len, n_results, sizeof(ttpu_result_plan));
+  if (ttpu_disk_contains(cache->disk, key, n_key)) {
+    *outcome = TTPU_AOT_FILL_CACHED;
+    return NULL;
+  }
+  unsigned char opts[32];
+  if (!options || !options_len) {
+    options_len = encode_options(opts, 1, 1);
+    options = opts;
+  }
+  ttpu_aot_target* t = cache->target;
+  ttpu_pjrt_executable* e = NULL;
+  ttpu_status* s = ttpu_pjrt_topology_compile(t->topology, mlir, mlir_len,
+                                              options, options_len, &e);
+  if (s)
+    return ttpu_status_annotate(s, "compiling for topology '%s'",
+                                ttpu_aot_target_name(t));
+  void* exe = NULL;
+  size_t exe_len = 0;
+  s = ttpu_pjrt_executable_serialize(t->topology, e, &exe, &exe_len);
+  ttpu_pjrt_executable_destroy(t->topology, e);
+  if (s) return ttpu_status_annotate(s, "serializing the executable");
+  int rc = ttpu_disk_store_serialized(cache->disk, key, n_key, results,
+                                      n_results, exe, exe_len);
+  free(exe);
+  if (rc <= 0)
+    return ttpu_status_make(TTPU_FAILED_PRECONDITION,
+                            "cannot write the compile cache entry%s%s",
+                            rc < 0 ? ": " : "",
+                            rc < 0 ? ttpu_disk_error(cache->disk) : "");
+  *outcome = TTPU_AOT_FILL_COMPILED;
+  /* The file: header, key, plans, executable, checksum (disk.c's layout). */
+  *bytes = (int64_t)(8 + 8 + 8 + n_key * sizeof(int64_t) + 8 + results_len +
+                     8 + exe_len + 8);
+  return NULL;
+}
+
+void ttpu_aot_namespace_id(const char* platform_name,
+                           const char* platform_version, int api_major,
+                           int api_minor, const char* options_id,
+                           int host_code, char out[17]) {
+  ttpu_disk_namespace ns;
+  ttpu_disk_namespace_make(platform_name, platform_version, api_major,
+                           api_minor,
+                           options_id ? options_id
+                                      : ttpu_pjrt_compile_options_id(),
+                           host_code, &ns);
+  snprintf(out, 17, "%016llx", (unsigned long long)ttpu_disk_namespace_id(&ns));
+}
+
+const char* ttpu_aot_options_id(void) { return ttpu_pjrt_compile_options_id(); }
+
+const char* ttpu_aot_target_platform_name(const ttpu_aot_target* t) {
+  return t ? ttpu_pjrt_topology_platform_name(t->topology) : "";
+}
+
+void ttpu_aot_compiler_api_version(const ttpu_aot_compiler* c, int* major,
+                                   int* minor) {
+  *major = *minor = 0;
+  if (c) ttpu_pjrt_plugin_version(c->plugin, major, minor);
+}
+
+int ttpu_aot_read_entry(const char* path, ttpu_aot_entry* out) {
+  memset(out, 0, sizeof(*out));
+  ttpu_disk_record r;
+  if (!path || !ttpu_disk_read_file(path, &r)) return 0;
+  snprintf(out->ns, sizeof(out->ns), "%016llx", (unsigned long long)r.ns);
+  out->key = r.key;
+  out->n_key = r.n_key;
+  out->n_results = r.n_results;
+  out->exe_len = r.exe_len;
+  r.key = NULL;
+  ttpu_disk_record_free(&r);
+  return 1;
+}
+
+void ttpu_aot_entry_free(ttpu_aot_entry* e) {
+  if (!e) return;
+  free(e->key);
+  memset(e, 0, sizeof(*e));
+}

@@ -259,9 +259,20 @@ void ttpu_disk_close(ttpu_disk* d) {
   free(d);
 }
 
-ttpu_status* ttpu_disk_open(const ttpu_disk_namespace* nsp, const char* root,
-                           int64_t max_bytes, ttpu_disk** out) {
-  *out = NULL;
+void ttpu_disk_namespace_make(const char* platform_name,
+                              const char* platform_version, int api_major,
+                              int api_minor, const char* options_id,
+                              int host_code, ttpu_disk_namespace* out) {
+  memset(out, 0, sizeof(*out));
+  out->platform_name = platform_name;
+  out->platform_version = platform_version;
+  out->api_major = api_major;
+  out->api_minor = api_minor;
+  out->options_id = options_id;
+  out->host_cpu = host_code != 0;
+}
+
+uint64_t ttpu_disk_namespace_id(const ttpu_disk_namespace* nsp) {
   int major = nsp->api_major, minor = nsp->api_minor;
   uint64_t ns = fnv_str(FNV0, MAGIC);
   uint64_t bid = engine_build_id();
@@ -275,6 +286,13 @@ ttpu_status* ttpu_disk_open(const ttpu_disk_namespace* nsp, const char* root,
     uint64_t cpu = host_cpu_id();
     ns = fnv(ns, &cpu, sizeof(cpu));
   }
+  return ns;
+}
+
+ttpu_status* ttpu_disk_open(const ttpu_disk_namespace* nsp, const char* root,
+                           int64_t max_bytes, ttpu_disk** out) {
+  *out = NULL;
+  uint64_t ns = ttpu_disk_namespace_id(nsp);
   ttpu_disk* d = calloc(1, sizeof(*d));
   if (!d) return ttpu_status_oom();
   d->root = strdup(root);
@@ -301,29 +319,19 @@ ttpu_status* ttpu_disk_open(const ttpu_disk_namespace* nsp, const char* root,
 
 const char* ttpu_disk_root(const ttpu_disk* d) { return d->root; }
 
-int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
-                   size_t n, ttpu_cache_entry* out) {
-  char path[4200];
-  entry_path(d, key, n, path, sizeof(path));
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  struct stat st;
-  char* data = NULL;
-  int ok = 0;
-  size_t size = 0;
-  if (!fstat(fd, &st) && st.st_size > 0 && st.st_size < ((int64_t)1 << 34)) {
-    size = (size_t)st.st_size;
-    data = malloc(size);
-    size_t got = 0;
-    while (data && got < size) {
-      ssize_t r = read(fd, data + got, size - got);
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
-    ok = data && got == size;
-  }
-  close(fd);
-  /* Parse; any inconsistency is a corrupt (or foreign) entry. */
+void ttpu_disk_record_free(ttpu_disk_record* r) {
+  if (!r) return;
+  free(r->key);
+  free(r->results);
+  free(r->exe);
+  memset(r, 0, sizeof(*r));
+}
+
+/* Parses a whole file's bytes; any inconsistency is a corrupt (or foreign)
+ * entry. */
+static int parse_entry(const char* data, size_t size, ttpu_disk_record* out) {
+  memset(out, 0, sizeof(*out));
+  int ok = data != NULL && size >= 8;
   const char* p = data;
   const char* end = data + size;
   uint64_t ns = 0, nk = 0, exe_len = 0, sum = 0;
@@ -341,11 +349,11 @@ int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
   TAKE(magic, 8);
   ok = ok && !memcmp(magic, MAGIC, 8);
   TAKE(&ns, 8);
-  ok = ok && ns == d->ns;
   TAKE(&nk, 8);
-  ok = ok && nk == n && (size_t)(end - p) >= n * sizeof(int64_t) &&
-       !memcmp(p, key, n * sizeof(int64_t));
-  if (ok) p += n * sizeof(int64_t);
+  ok = ok && nk < ((uint64_t)1 << 24) &&
+       (size_t)(end - p) >= (size_t)nk * sizeof(int64_t);
+  const char* key = p;
+  if (ok) p += (size_t)nk * sizeof(int64_t);
   TAKE(&nr, 4);
   uint32_t pad;
   TAKE(&pad, 4);
@@ -354,35 +362,104 @@ int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
   const char* results = p;
   if (ok) p += (size_t)nr * sizeof(ttpu_result_plan);
   TAKE(&exe_len, 8);
-  ok = ok && (size_t)(end - p) == exe_len + 8;
+  ok = ok && exe_len > 0 && (size_t)(end - p) == exe_len + 8;
   const char* exe = p;
   if (ok) {
-    p += exe_len;
-    memcpy(&sum, p, 8);
+    memcpy(&sum, p + exe_len, 8);
     ok = sum == fnv(FNV0, data, size - 8);
   }
 #undef TAKE
-  if (ok) {
-    out->results = malloc((size_t)nr * sizeof(ttpu_result_plan) + 1);
-    ok = out->results != NULL;
-    if (ok) memcpy(out->results, results, (size_t)nr * sizeof(ttpu_result_plan));
+  if (!ok) return 0;
+  out->ns = ns;
+  out->n_key = (size_t)nk;
+  out->n_results = (int)nr;
+  out->exe_len = (size_t)exe_len;
+  out->key = malloc((size_t)nk * sizeof(int64_t) + 1);
+  out->results = malloc((size_t)nr * sizeof(ttpu_result_plan) + 1);
+  out->exe = malloc((size_t)exe_len);
+  if (!out->key || !out->results || !out->exe) {
+    ttpu_disk_record_free(out);
+    return 0;
   }
+  memcpy(out->key, key, (size_t)nk * sizeof(int64_t));
+  memcpy(out->results, results, (size_t)nr * sizeof(ttpu_result_plan));
+  memcpy(out->exe, exe, (size_t)exe_len);
+  return 1;
+}
+
+int ttpu_disk_read_file(const char* path, ttpu_disk_record* out) {
+  memset(out, 0, sizeof(*out));
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  struct stat st;
+  char* data = NULL;
+  int ok = 0;
+  size_t size = 0;
+  if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      st.st_size < ((int64_t)1 << 34)) {
+    size = (size_t)st.st_size;
+    data = malloc(size);
+    size_t got = 0;
+    while (data && got < size) {
+      ssize_t r = read(fd, data + got, size - got);
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    ok = data && got == size;
+  }
+  close(fd);
+  ok = ok && parse_entry(data, size, out);
+  free(data);
+  return ok;
+}
+
+/* Reads key's entry of d's namespace: 1 valid (*r filled), 0 none, -1 a
+ * file that is there but corrupt, stale or foreign. */
+static int read_entry(const ttpu_disk* d, const int64_t* key, size_t n,
+                      char* path, size_t cap, ttpu_disk_record* r) {
+  entry_path(d, key, n, path, cap);
+  if (access(path, F_OK)) return 0;
+  if (!ttpu_disk_read_file(path, r)) return -1;
+  if (r->ns != d->ns || r->n_key != n ||
+      memcmp(r->key, key, n * sizeof(int64_t))) {
+    ttpu_disk_record_free(r);
+    return -1;
+  }
+  return 1;
+}
+
+int ttpu_disk_contains(ttpu_disk* d, const int64_t* key, size_t n) {
+  char path[4200];
+  ttpu_disk_record r;
+  int got = read_entry(d, key, n, path, sizeof(path), &r);
+  if (got > 0) ttpu_disk_record_free(&r);
+  return got > 0;
+}
+
+int ttpu_disk_load(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
+                   size_t n, ttpu_cache_entry* out) {
+  char path[4200];
+  ttpu_disk_record r;
+  int got = read_entry(d, key, n, path, sizeof(path), &r);
+  if (got == 0) return 0;
+  int ok = got > 0;
   if (ok) {
-    ttpu_status* s = ttpu_pjrt_exec_deserialize(c, exe, exe_len, &out->exec);
+    ttpu_status* s = ttpu_pjrt_exec_deserialize(c, r.exe, r.exe_len, &out->exec);
     if (s) {
       ttpu_status_free(s);
-      free(out->results);
-      out->results = NULL;
       ok = 0;
     }
   }
-  free(data);
   if (!ok) {
+    ttpu_disk_record_free(&r);
     unlink(path); /* corrupt or stale: rebuilt by the caller */
     return 0;
   }
-  out->n_results = (int)nr;
+  out->results = r.results; /* the entry keeps the record's result plans */
+  out->n_results = r.n_results;
   out->hits = 0;
+  r.results = NULL;
+  ttpu_disk_record_free(&r);
   utimensat(AT_FDCWD, path, NULL, 0); /* most recently used */
   return 1;
 }
@@ -396,19 +473,28 @@ int ttpu_disk_store(ttpu_disk* d, ttpu_pjrt_client* c, const int64_t* key,
     ttpu_status_free(s);
     return 0;
   }
+  int rc = ttpu_disk_store_serialized(d, key, n, e->results, e->n_results,
+                                      exe, exe_len);
+  free(exe);
+  return rc;
+}
+
+int ttpu_disk_store_serialized(ttpu_disk* d, const int64_t* key, size_t n,
+                               const ttpu_result_plan* results, int n_results,
+                               const void* exe, size_t exe_len) {
+  if (!exe || exe_len == 0 || n_results < 0) return 0;
   wbuf b = {0};
   uint64_t nk = n, el = exe_len;
-  uint32_t nr = (uint32_t)e->n_results, pad = 0;
+  uint32_t nr = (uint32_t)n_results, pad = 0;
   int rc = put(&b, MAGIC, 8);
   rc |= put(&b, &d->ns, 8);
   rc |= put(&b, &nk, 8);
   rc |= put(&b, key, n * sizeof(int64_t));
   rc |= put(&b, &nr, 4);
   rc |= put(&b, &pad, 4);
-  rc |= put(&b, e->results, (size_t)nr * sizeof(ttpu_result_plan));
+  if (nr) rc |= put(&b, results, (size_t)nr * sizeof(ttpu_result_plan));
   rc |= put(&b, &el, 8);
   rc |= put(&b, exe, exe_len);
-  free(exe);
   uint64_t sum = rc ? 0 : fnv(FNV0, b.p, b.n);
   rc |= put(&b, &sum, 8);
   int written = 0, err = 0;

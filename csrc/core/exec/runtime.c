@@ -174,12 +174,12 @@ static void free_options(ttpu_runtime_options* o) {
 /* The disk cache's namespace for this runtime's plugin and client. */
 static ttpu_disk_namespace disk_namespace(const ttpu_runtime* rt) {
   ttpu_disk_namespace ns;
-  memset(&ns, 0, sizeof(ns));
-  ns.platform_name = ttpu_pjrt_client_platform_name(rt->client);
-  ns.platform_version = ttpu_pjrt_client_platform_version(rt->client);
-  ttpu_pjrt_plugin_version(rt->plugin, &ns.api_major, &ns.api_minor);
-  ns.options_id = ttpu_pjrt_compile_options_id();
-  ns.host_cpu = ttpu_pjrt_client_caps(rt->client)->host_code;
+  int major = 0, minor = 0;
+  ttpu_pjrt_plugin_version(rt->plugin, &major, &minor);
+  ttpu_disk_namespace_make(ttpu_pjrt_client_platform_name(rt->client),
+                           ttpu_pjrt_client_platform_version(rt->client),
+                           major, minor, ttpu_pjrt_compile_options_id(),
+                           ttpu_pjrt_client_caps(rt->client)->host_code, &ns);
   return ns;
 }
 

@@ -75,6 +75,96 @@ ttpu_status* ttpu_aot_compile(ttpu_aot_target* t, const char* mlir,
                               size_t mlir_len, int num_replicas,
                               int num_partitions, ttpu_aot_stats* out);
 
+
+/* ------------------------------------------- filling a TPU compile cache
+ * A run on the execution plugin (the CPU plugin, say) shows every program a
+ * script compiles; the same text compiled for a topology with libtpu and
+ * written under the disk-cache namespace a libtpu client of that chip looks
+ * up, with the same key, makes the first run on the TPU host load instead
+ * of compile (TORCHTPU_CACHE_DIR). Needs this same engine build there: the
+ * namespace includes it. */
+
+/* Sees each program rt lowers that the disk cache would keep (not the
+ * device-bound collectives): its label, signature key, StableHLO text,
+ * result plans (results_len opaque bytes for n_results) and compile
+ * options (NULL: the runtime's default, one replica and one partition).
+ * Everything is borrowed for the call. It runs under the runtime's lock,
+ * on the thread that compiles; it must not call into the runtime. */
+typedef void (*ttpu_aot_program_sink)(void* user, const char* what,
+                                      const int64_t* key, size_t n_key,
+                                      const char* text, size_t text_len,
+                                      const void* results, size_t results_len,
+                                      int n_results, const void* options,
+                                      size_t options_len);
+/* Installs fn (NULL removes it) on rt; user is borrowed until removed.
+ * Thread-safe (takes the runtime's lock). Programs found in rt's memory or
+ * disk cache are not lowered, so not seen: turn rt's disk cache off first
+ * to see every program. */
+ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
+                                       ttpu_aot_program_sink fn, void* user);
+
+/* A cache directory being filled for one target. Not thread-safe: one
+ * caller at a time. Owns nothing of the target's: the target (and its
+ * compiler) must outlive it. */
+typedef struct ttpu_aot_cache ttpu_aot_cache;
+
+/* Opens (creating) the disk cache under root with the namespace a libtpu
+ * client for target t's chips computes: t's platform name and version,
+ * compiler c's PJRT API version, the engine's compile options identity,
+ * no host code. Caller closes. */
+ttpu_status* ttpu_aot_cache_open(ttpu_aot_compiler* c, ttpu_aot_target* t,
+                                 const char* root, ttpu_aot_cache** out);
+void ttpu_aot_cache_close(ttpu_aot_cache* cache);
+/* The namespace directory's name (16 hex digits), borrowed. */
+const char* ttpu_aot_cache_namespace(const ttpu_aot_cache* cache);
+
+/* What ttpu_aot_cache_fill did. */
+typedef enum {
+  TTPU_AOT_FILL_COMPILED = 0, /* compiled for the target and written */
+  TTPU_AOT_FILL_CACHED = 1,   /* a valid entry was there already */
+} ttpu_aot_fill_outcome;
+
+/* Makes sure the cache holds key's program: compiles mlir for the target
+ * with `options` (a serialized CompileOptionsProto; NULL: one replica, one
+ * partition, what the runtime uses for a single-device program), serializes
+ * the executable and writes it with the result plans (as handed to the
+ * sink). *bytes: the bytes written (0 when cached). */
+ttpu_status* ttpu_aot_cache_fill(ttpu_aot_cache* cache, const int64_t* key,
+                                 size_t n_key, const char* mlir,
+                                 size_t mlir_len, const void* results,
+                                 size_t results_len, int n_results,
+                                 const void* options, size_t options_len,
+                                 ttpu_aot_fill_outcome* outcome,
+                                 int64_t* bytes);
+
+/* The disk cache's namespace id (16 hex digits and a NUL into out) for a
+ * plugin reporting these, computed by the function the runtime uses for its
+ * own client; options_id NULL means this engine's (ttpu_aot_options_id). */
+void ttpu_aot_namespace_id(const char* platform_name,
+                           const char* platform_version, int api_major,
+                           int api_minor, const char* options_id,
+                           int host_code, char out[17]);
+/* The identity of the compile options this engine compiles with, borrowed. */
+const char* ttpu_aot_options_id(void);
+/* What a libtpu client for the target reports as its platform name
+ * (borrowed), and the compiler plugin's PJRT API version. */
+const char* ttpu_aot_target_platform_name(const ttpu_aot_target* t);
+void ttpu_aot_compiler_api_version(const ttpu_aot_compiler* c, int* major,
+                                   int* minor);
+
+/* One disk-cache entry file, read and checked with the disk cache's own
+ * reader (whole, checksum, lengths) but not loaded. */
+typedef struct {
+  char ns[17];   /* namespace id it was written under */
+  int64_t* key;  /* malloc'ed: ttpu_aot_entry_free */
+  size_t n_key;
+  int n_results;
+  size_t exe_len;
+} ttpu_aot_entry;
+/* 1 and *out filled for a valid entry file, 0 otherwise. */
+int ttpu_aot_read_entry(const char* path, ttpu_aot_entry* out);
+void ttpu_aot_entry_free(ttpu_aot_entry* e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -262,3 +262,33 @@ ttpu_status* ttpu_pjrt_executable_cost_analysis(ttpu_pjrt_topology* t,
   }
   return NULL;
 }
+
+ttpu_status* ttpu_pjrt_executable_serialize(ttpu_pjrt_topology* t,
+                                            ttpu_pjrt_executable* e,
+                                            void** out, size_t* out_len) {
+  if (!out || !out_len)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  *out_len = 0;
+  if (!t || !e)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL topology or exec");
+  ttpu_pjrt_abi_serialize_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_serialize_args,
+                      serialized_executable_deleter);
+  a.executable = (ttpu_pjrt_abi_executable*)e;
+  ttpu_status* s = TTPU_PJRT_CALL(t->api, executable_serialize, a);
+  if (s) return s;
+  /* The plugin's bytes die with its deleter: hand back a free()able copy. */
+  size_t n = a.serialized_bytes_size;
+  void* copy = malloc(n ? n : 1);
+  if (!copy) {
+    s = ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    if (n) memcpy(copy, a.serialized_bytes, n);
+    *out = copy;
+    *out_len = n;
+  }
+  if (a.serialized_executable_deleter)
+    a.serialized_executable_deleter(a.serialized_executable);
+  return s;
+}

@@ -220,6 +220,12 @@ ttpu_status* ttpu_pjrt_topology_compile(ttpu_pjrt_topology* t,
                                         ttpu_pjrt_executable** out);
 void ttpu_pjrt_executable_destroy(ttpu_pjrt_topology* t,
                                   ttpu_pjrt_executable* e);
+/* PJRT_Executable_Serialize of a topology-compiled executable: what a
+ * client of that platform loads with ttpu_pjrt_exec_deserialize. *out is
+ * caller-freed (free()). */
+ttpu_status* ttpu_pjrt_executable_serialize(ttpu_pjrt_topology* t,
+                                            ttpu_pjrt_executable* e,
+                                            void** out, size_t* out_len);
 /* Per-device compiled memory stats (UNIMPLEMENTED where not offered). */
 ttpu_status* ttpu_pjrt_executable_memory_stats(ttpu_pjrt_topology* t,
                                                ttpu_pjrt_executable* e,

@@ -100,6 +100,10 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
       return ttpu_status_annotate(s, "lowering %s", what);
     }
     dump_program(ttpu_rt_options(rt)->dump_dir ? ttpu_rt_options(rt)->dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
+    if (pg->sink && req->use_disk) /* a cache filler (ttpu_aot.h) */
+      pg->sink(pg->sink_user, what, key, n_key, text, len, e.results,
+               (size_t)e.n_results * sizeof(*e.results), e.n_results,
+               req->options, req->options_len);
     t0 = now_seconds();
     s = ttpu_pjrt_compile(ttpu_rt_client(rt), text, len, req->options,
                           req->options_len, &e.exec);

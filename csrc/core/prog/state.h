@@ -27,6 +27,12 @@ typedef struct ttpu_programs {
   int n_last_sigs;
   int64_t ops_run;          /* ops the strict path ran (recompile warning) */
   int64_t programs_reloaded; /* evicted programs needed again */
+  /* Sees every disk-cacheable program lowered here (ttpu_aot_set_program_sink). */
+  void (*sink)(void* user, const char* what, const int64_t* key,
+               size_t n_key, const char* text, size_t text_len,
+               const void* results, size_t results_len, int n_results,
+               const void* options, size_t options_len);
+  void* sink_user;
 } ttpu_programs;
 
 #endif /* TTPU_PROG_STATE_H_ */

@@ -86,6 +86,10 @@ py::dict target_info(const std::string& name) {
   d["device_kind"] = ttpu_aot_target_device_kind(t);
   d["platform_version"] = ttpu_aot_target_platform_version(t);
   d["device_count"] = ttpu_aot_target_device_count(t);
+  d["platform_name"] = ttpu_aot_target_platform_name(t);
+  int major = 0, minor = 0;
+  ttpu_aot_compiler_api_version(st.compiler, &major, &minor);
+  d["api_version"] = py::make_tuple(major, minor);
   return d;
 }
 
@@ -118,6 +122,159 @@ py::dict compile(const std::string& name, const std::string& mlir,
   return d;
 }
 
+
+// ------------------------------------------------ filling a TPU cache
+
+// Programs the runtime lowered while the sink was installed. The sink runs
+// on whichever thread compiles, under the runtime's lock and maybe without
+// the GIL, so it only copies bytes under its own mutex.
+struct FillProgram {
+  std::string what, text, results, options;
+  std::vector<int64_t> key;
+  int n_results = 0;
+  bool has_options = false;
+};
+
+struct FillCapture {
+  std::mutex mu;
+  std::vector<FillProgram> programs;
+  bool on = false;
+};
+
+FillCapture& capture() {
+  static FillCapture* c = new FillCapture();  // the sink may outlive a call
+  return *c;
+}
+
+void capture_program(void* user, const char* what, const int64_t* key,
+                     size_t n_key, const char* text, size_t text_len,
+                     const void* results, size_t results_len, int n_results,
+                     const void* options, size_t options_len) {
+  auto* c = static_cast<FillCapture*>(user);
+  FillProgram p;
+  p.what = what ? what : "";
+  p.key.assign(key, key + n_key);
+  p.text.assign(text, text_len);
+  p.results.assign(static_cast<const char*>(results), results_len);
+  p.n_results = n_results;
+  p.has_options = options != nullptr && options_len > 0;
+  if (p.has_options)
+    p.options.assign(static_cast<const char*>(options), options_len);
+  std::lock_guard<std::mutex> lock(c->mu);
+  c->programs.push_back(std::move(p));
+}
+
+void fill_begin() {
+  FillCapture& c = capture();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.programs.clear();
+    c.on = true;
+  }
+  check(ttpu_aot_set_program_sink(runtime(), capture_program, &c),
+        "torchtpu.aot");
+}
+
+py::list fill_end() {
+  FillCapture& c = capture();
+  check(ttpu_aot_set_program_sink(runtime(), nullptr, nullptr),
+        "torchtpu.aot");
+  std::vector<FillProgram> got;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    got.swap(c.programs);
+    c.on = false;
+  }
+  py::list out;
+  for (const auto& p : got) {
+    py::dict d;
+    d["what"] = p.what;
+    d["key"] = py::tuple(py::cast(p.key));
+    d["text"] = py::bytes(p.text);
+    d["results"] = py::bytes(p.results);
+    d["n_results"] = p.n_results;
+    d["options"] = p.has_options ? py::object(py::bytes(p.options)) : py::none();
+    out.append(d);
+  }
+  return out;
+}
+
+// Open caches by (topology, directory), kept until exit like the targets.
+std::map<std::pair<std::string, std::string>, ttpu_aot_cache*>& caches() {
+  static auto* m = new std::map<std::pair<std::string, std::string>, ttpu_aot_cache*>();
+  return *m;
+}
+
+// Caller holds st.mu.
+ttpu_aot_cache* cache_locked(AotState& st, const std::string& topology,
+                             const std::string& dir) {
+  auto k = std::make_pair(topology, dir);
+  auto it = caches().find(k);
+  if (it != caches().end()) return it->second;
+  ttpu_aot_target* t = target_locked(st, topology);
+  ttpu_aot_cache* c = nullptr;
+  check(ttpu_aot_cache_open(st.compiler, t, dir.c_str(), &c), "torchtpu.aot");
+  caches()[k] = c;
+  return c;
+}
+
+std::string fill_namespace(const std::string& topology, const std::string& dir) {
+  AotState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return ttpu_aot_cache_namespace(cache_locked(st, topology, dir));
+}
+
+py::tuple fill_one(const std::string& topology, const std::string& dir,
+                   const std::vector<int64_t>& key, const std::string& text,
+                   const std::string& results, int n_results,
+                   const py::object& options) {
+  TORCH_CHECK_VALUE(!key.empty(), "torchtpu.aot: empty program key");
+  std::string opts;
+  if (!options.is_none()) opts = options.cast<std::string>();
+  AotState& st = state();
+  ttpu_aot_fill_outcome outcome = TTPU_AOT_FILL_COMPILED;
+  int64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    ttpu_aot_cache* c = cache_locked(st, topology, dir);
+    ttpu_status* s;
+    {
+      py::gil_scoped_release no_gil;
+      s = ttpu_aot_cache_fill(c, key.data(), key.size(), text.data(),
+                              text.size(), results.data(), results.size(),
+                              n_results, opts.empty() ? nullptr : opts.data(),
+                              opts.size(), &outcome, &bytes);
+    }
+    check(s, "");
+  }
+  return py::make_tuple(outcome == TTPU_AOT_FILL_CACHED ? "cached" : "compiled",
+                        bytes);
+}
+
+std::string namespace_id(const std::string& name, const std::string& version,
+                         int major, int minor, const py::object& options_id,
+                         bool host_code) {
+  char out[17];
+  std::string oid;
+  if (!options_id.is_none()) oid = options_id.cast<std::string>();
+  ttpu_aot_namespace_id(name.c_str(), version.c_str(), major, minor,
+                        options_id.is_none() ? nullptr : oid.c_str(),
+                        host_code ? 1 : 0, out);
+  return out;
+}
+
+py::object read_entry(const std::string& path) {
+  ttpu_aot_entry e;
+  if (!ttpu_aot_read_entry(path.c_str(), &e)) return py::none();
+  py::dict d;
+  d["namespace"] = std::string(e.ns);
+  d["key"] = py::tuple(py::cast(std::vector<int64_t>(e.key, e.key + e.n_key)));
+  d["n_results"] = e.n_results;
+  d["exe_bytes"] = e.exe_len;
+  ttpu_aot_entry_free(&e);
+  return d;
+}
+
 }  // namespace
 
 void init_aot(py::module_& m) {
@@ -132,6 +289,26 @@ void init_aot(py::module_& m) {
         py::arg("num_replicas") = 1, py::arg("num_partitions") = 1,
         "Compiles StableHLO text for the topology; per-device memory stats "
         "and cost analysis.");
+  m.def("_aot_fill_begin", &fill_begin,
+        "Starts recording every disk-cacheable program the runtime lowers.");
+  m.def("_aot_fill_end", &fill_end,
+        "Stops recording; the programs (key, text, result plans, options).");
+  m.def("_aot_fill_namespace", &fill_namespace, py::arg("topology"),
+        py::arg("dir"),
+        "The namespace directory a libtpu client for the topology reads.");
+  m.def("_aot_fill_one", &fill_one, py::arg("topology"), py::arg("dir"),
+        py::arg("key"), py::arg("text"), py::arg("results"),
+        py::arg("n_results"), py::arg("options") = py::none(),
+        "Compiles one recorded program for the topology into the cache "
+        "directory: ('compiled' | 'cached', bytes written).");
+  m.def("_disk_namespace_id", &namespace_id, py::arg("platform_name"),
+        py::arg("platform_version"), py::arg("api_major"),
+        py::arg("api_minor"), py::arg("options_id") = py::none(),
+        py::arg("host_code") = false,
+        "The disk cache namespace id for a plugin reporting these.");
+  m.def("_compile_options_id", [] { return std::string(ttpu_aot_options_id()); });
+  m.def("_disk_read_entry", &read_entry, py::arg("path"),
+        "A disk cache entry file checked and parsed (not loaded), or None.");
 }
 
 }  // namespace torchtpu
