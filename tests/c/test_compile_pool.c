@@ -193,6 +193,28 @@ static void test_inline(ttpu_test_ctx* t) {
   TTPU_CHECK(t, ttpu_pool_default_threads() >= 1);
 }
 
+/* TORCHTPU_COMPILE_THREADS: its value, else the usable CPUs. */
+static void test_option_from_env(ttpu_test_ctx* t) {
+  const char* v = getenv("TORCHTPU_COMPILE_THREADS");
+  char* old = v ? strdup(v) : NULL;
+  ttpu_runtime_options o;
+  unsetenv("TORCHTPU_COMPILE_THREADS");
+  ttpu_runtime_options_from_env(&o);
+  int dflt = o.compile_threads;
+  setenv("TORCHTPU_COMPILE_THREADS", "3", 1);
+  ttpu_runtime_options_from_env(&o);
+  int three = o.compile_threads;
+  setenv("TORCHTPU_COMPILE_THREADS", "0", 1);
+  ttpu_runtime_options_from_env(&o);
+  int zero = o.compile_threads;
+  if (old) setenv("TORCHTPU_COMPILE_THREADS", old, 1);
+  else unsetenv("TORCHTPU_COMPILE_THREADS");
+  free(old);
+  TTPU_CHECK(t, dflt == ttpu_pool_default_threads());
+  TTPU_CHECK(t, three == 3);
+  TTPU_CHECK(t, zero == 0);
+}
+
 /* ------------------------------------------------------------ strict */
 
 static ttpu_runtime* pool_runtime(ttpu_test_ctx* t, int threads) {
@@ -320,6 +342,7 @@ static const ttpu_test kTests[] = {
     {"many_compiles", test_many_compiles},
     {"destroy_in_flight", test_destroy_in_flight},
     {"inline", test_inline},
+    {"option_from_env", test_option_from_env},
     {"strict_chain", test_strict_chain},
     {"strict_compile_error", test_strict_compile_error},
     {"strict_destroy_pending", test_strict_destroy_pending},
