@@ -131,3 +131,23 @@ def test_one_thread_compiles_at_the_op():
         print(json.dumps({"at_op": at_op}))
     """, 1)
     assert r["at_op"], r
+
+
+def test_dumping_compiles_at_the_op(tmp_path):
+    """While programs are dumped (TORCHTPU_DUMP_DIR), a compiling op has run
+    and left its dump when it returns: torchtpu.aot attributes programs to
+    ops that way."""
+    r = run("""
+        import json, os, sys, torch, torchtpu
+        from torchtpu import _C
+        x = torch.arange(6.0, device="tpu")
+        ran, dumps = [], []
+        for f in (torch.sin, torch.cos, torch.exp):
+            before = _C._compile_stats()["executions"]
+            y = f(x)
+            ran.append(_C._compile_stats()["executions"] - before)
+            dumps.append(len(os.listdir(sys.argv[1] if len(sys.argv) > 1 else os.environ["TORCHTPU_DUMP_DIR"])))
+        print(json.dumps({"ran": ran, "dumps": dumps}))
+    """, 2, TORCHTPU_DUMP_DIR=tmp_path)
+    assert r["ran"] == [1, 1, 1], r
+    assert r["dumps"] == sorted(r["dumps"]) and r["dumps"][0] >= 1 and r["dumps"][-1] >= 3, r

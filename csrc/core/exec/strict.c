@@ -21,7 +21,9 @@
  * run: they are dropped, and each storage they would have written keeps
  * the error, which a read of it (download, copy, wait, an op reading it)
  * raises until the storage is written again. Later ops compile and run as
- * usual. Debug mode and fused windows compile on the calling thread. */
+ * usual. Debug mode and fused windows compile on the calling thread, and
+ * so does a miss while programs are dumped (TORCHTPU_DUMP_DIR), so that a
+ * dump and its op's execution appear before the op returns. */
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@
 #include "executor.h"
 #include "../prog/program.h"
 #include "../prog/pool.h"
+#include "../base/env.h"
 
 typedef struct {
   ttpu_runtime* rt;
@@ -540,6 +543,13 @@ static ttpu_status* check_inputs(const ttpu_strict_queue* q,
   return NULL;
 }
 
+/* Whether compiled programs are dumped (the dump directory option, else
+ * TORCHTPU_DUMP_DIR, read at each compile as program.c does). */
+static int dumping(const ttpu_runtime* rt) {
+  const char* dir = rt->opts.dump_dir ? rt->opts.dump_dir : ttpu_env_dump_dir();
+  return dir && *dir;
+}
+
 /* Strict mode with compile threads (see the top of this file). */
 static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
                                  const ttpu_op_def* def) {
@@ -554,6 +564,17 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   int dev = call->device;
   ttpu_cache_entry* e = ttpu_prog_find(rt, dev, p->key, p->n_key);
   if (e && !(q && q->n)) return execute(rt, p, e);
+  if (!e && dumping(rt)) {
+    /* Programs are dumped: compile here, after what waits, so that each
+     * dump (and each op's executions) appears when its op returns, which
+     * tools that attribute programs to ops (torchtpu.aot's capture) read.
+     * The plan is rebuilt: the FIFO's storages have their values now. */
+    s = run_queue(rt, q && q->n ? q->n - 1 : -1);
+    if (!s) s = ttpu_plan_build(rt, call, def, NULL, p);
+    if (!s) s = find_or_compile(rt, p, &e);
+    if (!s) s = execute(rt, p, e);
+    return s;
+  }
   /* The op waits in the FIFO: its record first, so that running out of
    * memory leaves nothing half done. */
   pending* o = queue_reserve(rt) ? pending_make(p) : NULL;
