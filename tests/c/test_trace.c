@@ -67,26 +67,9 @@ typedef struct {
   ttpu_tensor x, o;
 } fixture;
 
-/* A runtime that compiles on the calling thread (the compile threads
- * option at 1), so that a failing plugin call fails the op that made it. */
-static ttpu_runtime* runtime_compiling_inline(ttpu_test_ctx* t) {
-  ttpu_runtime_options o;
-  ttpu_runtime_options_from_env(&o);
-  o.plugin_path = ttpu_test_plugin_path(t);
-  o.cpu_device_count = 1;
-  o.compile_threads = 1;
-  ttpu_runtime* rt = NULL;
-  ttpu_status* s = ttpu_runtime_create(&o, &rt);
-  if (s) {
-    ttpu_test_fail(t, __FILE__, __LINE__, "runtime: %s", ttpu_status_message(s));
-    ttpu_status_free(s);
-  }
-  return rt;
-}
-
 static int fixture_init(ttpu_test_ctx* t, fixture* f) {
   memset(f, 0, sizeof(*f));
-  f->rt = runtime_compiling_inline(t);
+  f->rt = ttpu_test_runtime(t, 1);
   if (!f->rt) return 0;
   pthread_mutex_init(&f->r.mu, NULL);
   const float xv[4] = {1, 2, 3, 4};

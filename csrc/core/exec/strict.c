@@ -22,8 +22,9 @@
  * the error, which a read of it (download, copy, wait, an op reading it)
  * raises until the storage is written again. Later ops compile and run as
  * usual. Debug mode and fused windows compile on the calling thread, and
- * so does a miss while programs are dumped (TORCHTPU_DUMP_DIR), so that a
- * dump and its op's execution appear before the op returns. */
+ * so does a miss while programs are dumped (TORCHTPU_DUMP_DIR) or the
+ * trace hook reports compiles (the profiler), so that the dump, the
+ * compile's trace and the op's execution appear before the op returns. */
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -543,9 +544,13 @@ static ttpu_status* check_inputs(const ttpu_strict_queue* q,
   return NULL;
 }
 
-/* Whether compiled programs are dumped (the dump directory option, else
- * TORCHTPU_DUMP_DIR, read at each compile as program.c does). */
-static int dumping(const ttpu_runtime* rt) {
+/* Whether a miss compiles at its op: while compiled programs are dumped
+ * (the dump directory option, else TORCHTPU_DUMP_DIR, read at each compile
+ * as program.c does) or the trace hook reports compiles, which tools read
+ * as belonging to the op that returns (torchtpu.aot's capture, the
+ * profiler's tpu::compile ranges inside their op). */
+static int compile_at_op(const ttpu_runtime* rt) {
+  if (rt->trace_what & TTPU_TRACE_COMPILES) return 1;
   const char* dir = rt->opts.dump_dir ? rt->opts.dump_dir : ttpu_env_dump_dir();
   return dir && *dir;
 }
@@ -564,10 +569,9 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   int dev = call->device;
   ttpu_cache_entry* e = ttpu_prog_find(rt, dev, p->key, p->n_key);
   if (e && !(q && q->n)) return execute(rt, p, e);
-  if (!e && dumping(rt)) {
-    /* Programs are dumped: compile here, after what waits, so that each
-     * dump (and each op's executions) appears when its op returns, which
-     * tools that attribute programs to ops (torchtpu.aot's capture) read.
+  if (!e && compile_at_op(rt)) {
+    /* Compile here, after what waits, so that the dump, the trace's
+     * compile and the op's execution all happen before the op returns.
      * The plan is rebuilt: the FIFO's storages have their values now. */
     s = run_queue(rt, q && q->n ? q->n - 1 : -1);
     if (!s) s = ttpu_plan_build(rt, call, def, NULL, p);

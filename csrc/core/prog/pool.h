@@ -15,9 +15,9 @@
  *
  * Ownership: the caller owns each job it submitted and frees it with
  * ttpu_pool_job_free (which waits for it, or cancels it if it has not
- * started). ttpu_pool_destroy cancels the jobs not started (their status:
- * CANCELLED), waits for the running ones and joins the threads; jobs may
- * be freed after it, never while it runs.
+ * started). ttpu_pool_destroy cancels the jobs not started (status
+ * FAILED_PRECONDITION, "cancelled"), waits for the running ones and joins
+ * the threads; jobs may be freed after it, never while it runs.
  *
  * Threads: submit, done, wait, free and destroy may be called from any
  * thread; a job's results (status, exec, seconds) are read only once
