@@ -8,6 +8,7 @@
 #include "../pjrt/ttpu_pjrt.h"
 #include "ttpu_aot.h"
 #include "../base/env.h"
+#include "../prog/pool.h"
 
 #define LIBTPU_REL "libtpu/libtpu.so"
 #define LIBTPU_PIP "libtpu==0.0.52"
@@ -402,4 +403,58 @@ void ttpu_aot_entry_free(ttpu_aot_entry* e) {
   if (!e) return;
   free(e->key);
   memset(e, 0, sizeof(*e));
+}
+
+/* ------------------------------------------------------------ batch */
+
+typedef struct {
+  ttpu_aot_target* t;
+  const char* text;
+  size_t len;
+  int replicas, partitions;
+  ttpu_aot_stats* stats;
+} aot_job;
+
+static ttpu_status* run_aot_job(void* arg) {
+  aot_job* j = arg;
+  return ttpu_aot_compile(j->t, j->text, j->len, j->replicas, j->partitions,
+                          j->stats);
+}
+
+ttpu_status* ttpu_aot_compile_many(ttpu_aot_target* t, int n,
+                                   const char* const* texts,
+                                   const size_t* lens, int num_replicas,
+                                   int num_partitions, int threads,
+                                   ttpu_aot_stats* stats_out,
+                                   ttpu_status** status_out,
+                                   double* seconds_out) {
+  if (!t) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "target is NULL");
+  if (n < 0 || (n > 0 && (!texts || !lens || !status_out)))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "compile_many: %d programs without their arrays",
+                            n);
+  for (int k = 0; k < n; ++k) status_out[k] = NULL;
+  if (n == 0) return NULL;
+  if (threads > n) threads = n;
+  aot_job* jobs = calloc((size_t)n, sizeof(*jobs));
+  ttpu_pool_job** handles = calloc((size_t)n, sizeof(*handles));
+  ttpu_pool* pool = NULL;
+  ttpu_status* s = !jobs || !handles ? ttpu_status_oom() : NULL;
+  if (!s) s = ttpu_pool_create(threads > 1 ? threads : 0, &pool);
+  for (int k = 0; !s && k < n; ++k) {
+    jobs[k] = (aot_job){t, texts[k], lens[k], num_replicas, num_partitions,
+                        stats_out ? &stats_out[k] : NULL};
+    s = ttpu_pool_submit_fn(pool, run_aot_job, &jobs[k], &handles[k]);
+  }
+  for (int k = 0; k < n; ++k) {
+    if (!handles || !handles[k]) continue;
+    ttpu_pool_job_wait(handles[k]);
+    status_out[k] = ttpu_pool_job_take_status(handles[k]);
+    if (seconds_out) seconds_out[k] = ttpu_pool_job_seconds(handles[k]);
+    ttpu_pool_job_free(handles[k]);
+  }
+  ttpu_pool_destroy(pool);
+  free(handles);
+  free(jobs);
+  return s;
 }

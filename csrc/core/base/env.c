@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "../prog/pool.h"
 
 #define DEFAULT_PROGRAM_CACHE 1024
 #define DEFAULT_RECOMPILE_WARN 8
@@ -62,6 +63,10 @@ void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
   o->cache_dir = dir;
   const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
   o->cache_max_bytes = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
+  const char* threads = getenv("TORCHTPU_COMPILE_THREADS");
+  o->compile_threads =
+      threads && *threads ? atoi(threads) : ttpu_pool_default_threads();
+  if (o->compile_threads < 0) o->compile_threads = 0;
 }
 
 const char* ttpu_env_plugin_path(void) { return nonempty("TORCHTPU_PLUGIN"); }

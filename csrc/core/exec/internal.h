@@ -31,6 +31,9 @@ struct ttpu_buffer {
   ttpu_dtype phys_dtype;
   int phys_ndim;
   int64_t phys_dims[TTPU_MAX_DIMS];
+  /* The error of a dropped op that was to write it (exec/strict.c): a
+   * read raises it; the next version clears it. Under rt->mu. */
+  ttpu_status* error;
 };
 
 

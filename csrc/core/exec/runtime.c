@@ -591,6 +591,7 @@ void ttpu_buffer_retain(ttpu_buffer* b) {
 static void buffer_free_locked(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
+  ttpu_status_free(b->error);
   ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
   free(b);
 }
@@ -616,10 +617,20 @@ int ttpu_buffer_device(const ttpu_buffer* b) { return b->device; }
 void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
                          ttpu_dtype dtype, int ndim, const int64_t* dims) {
   if (b->pb) ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
+  ttpu_status_free(b->error);
+  b->error = NULL;
   b->pb = pb;
   b->phys_dtype = dtype;
   b->phys_ndim = ndim;
   for (int i = 0; i < ndim; ++i) b->phys_dims[i] = dims[i];
+}
+
+/* The error a storage keeps from the dropped op that was to write it
+ * (exec/strict.c), as a new status; NULL when it has none. */
+static ttpu_status* storage_error(const ttpu_buffer* b) {
+  if (!b->error) return NULL;
+  return ttpu_status_make(ttpu_status_code(b->error), "%s",
+                          ttpu_status_message(b->error));
 }
 
 static ttpu_status* check_cover(const ttpu_buffer* b, ttpu_dtype dtype,
@@ -684,6 +695,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
   s = ttpu_exec_touch(rt, b, 0);
+  if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   ttpu_pjrt_event* done = NULL;
@@ -714,6 +726,7 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
   if (s) return s;
   s = ttpu_exec_touch(rt, src, 0);
   if (!s) s = ttpu_exec_touch(rt, dst, 1);
+  if (!s) s = storage_error(src);
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = NULL;
   if (!s && src->pb)
@@ -735,6 +748,7 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
   s = ttpu_exec_touch(rt, b, 0);
+  if (!s) s = storage_error(b);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;

@@ -13,6 +13,8 @@
 
 typedef struct ttpu_window ttpu_window;
 typedef struct ttpu_executor_ops ttpu_executor_ops;
+typedef struct ttpu_strict_queue ttpu_strict_queue; /* exec/strict.c */
+struct ttpu_pool;
 
 /* Between ttpu_runtime_begin_graph and end_graph (exec/graph.c; under mu). */
 typedef struct {
@@ -62,6 +64,11 @@ struct ttpu_runtime {
   /* Strict mode's plan, rebuilt for every op into the same arrays so that
    * an op whose program is cached allocates nothing (exec/strict.c). */
   ttpu_plan strict_plan;
+  /* Strict mode's pending ops while programs compile on the compile pool
+   * (exec/strict.c; NULL until first needed), and the pool (prog/pool.h,
+   * started at the first compile it takes, joined at destroy). */
+  ttpu_strict_queue* strict_queue;
+  struct ttpu_pool* compile_pool;
   ttpu_device_state dev[TTPU_MAX_DEVICES];
   /* Guards dev[].event_callbacks, which synchronize waits to drain, so
    * that events are complete once it returns (exec/runtime.c). */

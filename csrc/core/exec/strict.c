@@ -1,5 +1,30 @@
 /* strict.c - strict mode's executor: one op call is planned, its program
- * found or compiled, and enqueued; the call returns without waiting. */
+ * found or compiled, and enqueued; the call returns without waiting.
+ *
+ * With compile threads (the compile threads option, more than 1), a
+ * program that is neither in the memory cache nor on disk is lowered here,
+ * then compiled on the runtime's compile pool (prog/pool.h) while the
+ * caller goes on: the op waits in a FIFO of pending ops (its storages
+ * retained, its scalars copied), and so does every later op, even one
+ * whose program is cached, so that ops run in program order. Later ops
+ * are planned against the storages as the pending ops will leave them (a
+ * store view, as fused mode does). A key already compiling is not
+ * compiled twice (the in-flight table). Head ops whose compile finished
+ * run at each submit; touch runs the FIFO up to the last op that uses the
+ * storage, and flush runs all of it, waiting for compiles. A finished
+ * compile is collected (logged, cached, written to disk, traced) under
+ * rt->mu, in FIFO order, so the compile log keeps program order.
+ *
+ * Errors: a failed compile (or launch, or data-dependent check) of a
+ * pending op is raised at the next submit, touch, flush or synchronize,
+ * as "compiling <op>: ...". That op and every op queued after it do not
+ * run: they are dropped, and each storage they would have written keeps
+ * the error, which a read of it (download, copy, wait, an op reading it)
+ * raises until the storage is written again. Later ops compile and run as
+ * usual. Debug mode and fused windows compile on the calling thread, and
+ * so does a miss while programs are dumped (TORCHTPU_DUMP_DIR) or the
+ * trace hook reports compiles (the profiler), so that the dump, the
+ * compile's trace and the op's execution appear before the op returns. */
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -8,6 +33,8 @@
 
 #include "executor.h"
 #include "../prog/program.h"
+#include "../prog/pool.h"
+#include "../base/env.h"
 
 typedef struct {
   ttpu_runtime* rt;
@@ -135,20 +162,531 @@ static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
   return ttpu_prog_compile(rt, call->device, p->key, p->n_key, &req, e);
 }
 
-/* plan -> find or compile -> execute (which takes the results). */
+/* ------------------------------------------------------------ pending */
+
+/* A program compiling on the pool, shared by the pending ops that need it
+ * (under rt->mu). */
+typedef struct inflight {
+  int64_t* key;
+  size_t n_key;
+  int device;
+  int op;                 /* the op that missed */
+  char reason[512];       /* why it compiles, for the compile log */
+  ttpu_pool_job* job;     /* owns the text */
+  ttpu_prog_lowered low;  /* results, until collected */
+  int users;              /* pending ops that need it */
+  int64_t hits;           /* misses that found it in flight */
+  int collected;
+  ttpu_cache_entry* entry; /* collected: pinned once per user */
+  ttpu_status* error;      /* collected and failed */
+  struct inflight* next;   /* the in-flight table (not yet collected) */
+} inflight;
+
+/* One op waiting in the FIFO: what execute() needs, copied from its plan. */
+typedef struct {
+  int op, device;
+  int n_slots;
+  ttpu_buffer** bufs;     /* retained */
+  int* param;             /* per slot: parameter index or -1 */
+  int* written;
+  ttpu_dtype* w_dt;       /* per written slot: its shape after the op */
+  int* w_nd;
+  int64_t* w_dims;        /* n_slots x TTPU_MAX_DIMS */
+  int n_params;
+  int n_f, n_i, f_param, i_param, rng_param;
+  double* f;
+  int64_t* i;
+  ttpu_cache_entry* e;    /* pinned; NULL while inf compiles */
+  inflight* inf;
+} pending;
+
+struct ttpu_strict_queue {
+  pending** ops;          /* ring */
+  int head, n, cap;
+  inflight* table;
+};
+
+static pending* q_at(const ttpu_strict_queue* q, int k) {
+  return q->ops[(q->head + k) % q->cap];
+}
+
+static void pending_free(ttpu_runtime* rt, pending* o) {
+  if (!o) return;
+  for (int k = 0; k < o->n_slots; ++k) ttpu_rt_release_locked(o->bufs[k]);
+  free(o->bufs);
+  free(o->param);
+  free(o->written);
+  free(o->w_dt);
+  free(o->w_nd);
+  free(o->w_dims);
+  free(o->f);
+  free(o->i);
+  free(o);
+  (void)rt;
+}
+
+static void inflight_free(inflight* f) {
+  if (!f) return;
+  ttpu_pool_job_free(f->job);
+  free(f->low.text);
+  free(f->low.results);
+  ttpu_status_free(f->error);
+  free(f->key);
+  free(f);
+}
+
+static inflight* table_find(const ttpu_strict_queue* q, const int64_t* key,
+                            size_t n_key) {
+  for (inflight* f = q ? q->table : NULL; f; f = f->next)
+    if (f->n_key == n_key && !memcmp(f->key, key, n_key * sizeof(int64_t)))
+      return f;
+  return NULL;
+}
+
+static void table_remove(ttpu_strict_queue* q, inflight* f) {
+  for (inflight** pp = &q->table; *pp; pp = &(*pp)->next)
+    if (*pp == f) {
+      *pp = f->next;
+      f->next = NULL;
+      return;
+    }
+}
+
+static ttpu_status* copy_status(const ttpu_status* s) {
+  return ttpu_status_make(ttpu_status_code(s), "%s", ttpu_status_message(s));
+}
+
+/* Waits for f's compile and hands its outcome to the program layer (under
+ * rt->mu): f->entry (pinned for each user) or f->error. */
+static void collect(ttpu_runtime* rt, ttpu_strict_queue* q, inflight* f) {
+  if (f->collected) return;
+  ttpu_pool_job_wait(f->job);
+  ttpu_prog_request req = {0};
+  req.what = ttpu_op_name(f->op);
+  req.n_ops = 1;
+  req.reason = f->reason;
+  req.use_disk = 1;
+  size_t len = 0;
+  const char* text = ttpu_pool_job_text(f->job, &len);
+  ttpu_status* s = ttpu_prog_finish(
+      rt, f->device, f->key, f->n_key, &req, ttpu_pool_job_take_exec(f->job),
+      ttpu_pool_job_take_status(f->job), ttpu_pool_job_seconds(f->job),
+      f->low.results, f->low.n_results, text, len, &f->entry);
+  f->low.results = NULL;
+  ttpu_pool_job_free(f->job);
+  f->job = NULL;
+  f->collected = 1;
+  table_remove(q, f);
+  if (s) {
+    f->error = s;
+    f->entry = NULL;
+  } else {
+    f->entry->pins += f->users;
+    f->entry->hits += f->hits;
+  }
+}
+
+/* One user of f is done with it. */
+static void inflight_unuse(ttpu_runtime* rt, ttpu_strict_queue* q,
+                           inflight* f) {
+  if (--f->users > 0) return;
+  /* Nobody waits for it any more: a compile still running is collected
+   * now (its program is cached as any other). */
+  if (!f->collected) collect(rt, q, f);
+  inflight_free(f);
+}
+
+/* The storage state the FIFO will leave b in (a ttpu_store_view). */
+static int queue_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
+                        ttpu_dtype* dt, int* nd, int64_t* dims) {
+  const ttpu_strict_queue* q = ctx;
+  for (int k = q->n - 1; k >= 0; --k) {
+    const pending* o = q_at(q, k);
+    for (int sl = 0; sl < o->n_slots; ++sl) {
+      if (o->bufs[sl] != b || !o->written[sl]) continue;
+      *has_value = 1;
+      *dt = o->w_dt[sl];
+      *nd = o->w_nd[sl];
+      memcpy(dims, o->w_dims + (size_t)sl * TTPU_MAX_DIMS,
+             sizeof(int64_t) * TTPU_MAX_DIMS);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static ttpu_buffer* pending_buffer(void* ctx, int slot) {
+  return ((pending*)ctx)->bufs[slot];
+}
+
+/* execute() for a pending op. */
+static ttpu_status* execute_pending(ttpu_runtime* rt, pending* o,
+                                    ttpu_cache_entry* e) {
+  int dev = o->device;
+  ttpu_pjrt_buffer* stack_args[16];
+  ttpu_pjrt_buffer* stack_outs[16];
+  ttpu_pjrt_buffer** args =
+      o->n_params <= 16 ? stack_args : calloc((size_t)o->n_params, sizeof(*args));
+  ttpu_pjrt_buffer** outs =
+      e->n_results <= 16 ? stack_outs : calloc((size_t)e->n_results, sizeof(*outs));
+  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+  ttpu_status* s = NULL;
+  const char* name = ttpu_op_name(o->op);
+  if (!args || !outs) {
+    s = ttpu_status_oom();
+    goto done;
+  }
+  for (int k = 0; k < o->n_slots; ++k) {
+    if (o->param[k] < 0) continue;
+    if (!o->bufs[k]->pb) {
+      s = ttpu_status_make(TTPU_INTERNAL,
+                           "running %s: an input storage has no value", name);
+      goto done;
+    }
+    args[o->param[k]] = o->bufs[k]->pb;
+  }
+  if (o->f_param >= 0) {
+    s = pack_buffer(rt, dev, o->f, TTPU_F64, o->n_f, &args[o->f_param], &fbuf);
+    if (s) goto done;
+  }
+  if (o->i_param >= 0) {
+    s = pack_buffer(rt, dev, o->i, TTPU_I64, o->n_i, &args[o->i_param], &ibuf);
+    if (s) goto done;
+  }
+  if (o->rng_param >= 0) args[o->rng_param] = rt->dev[dev].rng_state->pb;
+  ttpu_pjrt_event* done_event = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
+  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, o->n_params, outs,
+                        e->n_results, &done_event);
+  if (s) {
+    s = ttpu_status_annotate(s, "running %s", name);
+    goto done;
+  }
+  rt->dev[dev].stats.executions++;
+  ttpu_rt_trace_launch(rt, dev, name, 1, began, done_event);
+  ttpu_rt_add_pending(rt, dev, e, done_event);
+  s = ttpu_prog_take_results(rt, dev, e, outs, pending_buffer, o);
+done:
+  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  if (args != stack_args) free(args);
+  if (outs != stack_outs) free(outs);
+  return s;
+}
+
+/* Gives b the error of the op that should have written it. */
+static void poison(ttpu_buffer* b, const ttpu_status* s) {
+  ttpu_status_free(b->error);
+  b->error = copy_status(s);
+}
+
+/* Pops the head op and releases what it holds. */
+static pending* pop(ttpu_strict_queue* q) {
+  pending* o = q->ops[q->head];
+  q->ops[q->head] = NULL;
+  q->head = (q->head + 1) % q->cap;
+  q->n--;
+  return o;
+}
+
+static void release_op(ttpu_runtime* rt, ttpu_strict_queue* q, pending* o) {
+  if (o->e) o->e->pins--;
+  if (o->inf) {
+    if (o->inf->entry && !o->e) o->inf->entry->pins--;
+    inflight_unuse(rt, q, o->inf);
+  }
+  pending_free(rt, o);
+}
+
+/* The head op failed with s: it and every op after it are dropped, their
+ * written storages keep s. Returns s. */
+static ttpu_status* drop_all(ttpu_runtime* rt, ttpu_strict_queue* q,
+                             ttpu_status* s) {
+  while (q->n) {
+    pending* o = pop(q);
+    for (int sl = 0; sl < o->n_slots; ++sl)
+      if (o->written[sl]) poison(o->bufs[sl], s);
+    release_op(rt, q, o);
+  }
+  return s;
+}
+
+/* Runs the FIFO's head ops in order: every op up to index `upto` (-1:
+ * none), waiting for their compiles, then those whose compile is done
+ * (under rt->mu). The first failure drops the rest (drop_all). */
+static ttpu_status* run_queue(ttpu_runtime* rt, int upto) {
+  ttpu_strict_queue* q = rt->strict_queue;
+  if (!q) return NULL;
+  while (q->n) {
+    pending* o = q_at(q, 0);
+    ttpu_cache_entry* e = o->e;
+    if (!e) {
+      inflight* f = o->inf;
+      if (!f->collected) {
+        if (upto < 0 && !ttpu_pool_job_done(f->job)) break;
+        collect(rt, q, f);
+      }
+      if (f->error) {
+        ttpu_status* s = copy_status(f->error);
+        return drop_all(rt, q, s);
+      }
+      e = f->entry;
+    }
+    ttpu_status* s = execute_pending(rt, o, e);
+    if (s) return drop_all(rt, q, s);
+    pop(q);
+    release_op(rt, q, o);
+    upto--;
+  }
+  return NULL;
+}
+
+/* The last FIFO index whose op touches b (writing: any use; else a write,
+ * or the rng state it advances), or -1. */
+static int last_use(ttpu_runtime* rt, const ttpu_buffer* b, int writing) {
+  ttpu_strict_queue* q = rt->strict_queue;
+  for (int k = q ? q->n - 1 : -1; k >= 0; --k) {
+    const pending* o = q_at(q, k);
+    if (o->rng_param >= 0 && rt->dev[o->device].rng_state == b) return k;
+    for (int sl = 0; sl < o->n_slots; ++sl)
+      if (o->bufs[sl] == b && (writing || o->written[sl])) return k;
+  }
+  return -1;
+}
+
+static ttpu_status* strict_flush(ttpu_runtime* rt, ttpu_window_end why) {
+  (void)why;
+  ttpu_strict_queue* q = rt->strict_queue;
+  return q && q->n ? run_queue(rt, q->n - 1) : NULL;
+}
+
+static ttpu_status* strict_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                                 int writing) {
+  int k = last_use(rt, b, writing);
+  return k >= 0 ? run_queue(rt, k) : NULL;
+}
+
+/* The pending copy of plan p, retaining its storages. */
+static pending* pending_make(const ttpu_plan* p) {
+  pending* o = calloc(1, sizeof(*o));
+  if (!o) return NULL;
+  int n = p->n_slots;
+  o->op = p->call->op;
+  o->device = p->call->device;
+  o->bufs = calloc((size_t)n + 1, sizeof(*o->bufs));
+  o->param = calloc((size_t)n + 1, sizeof(int));
+  o->written = calloc((size_t)n + 1, sizeof(int));
+  o->w_dt = calloc((size_t)n + 1, sizeof(ttpu_dtype));
+  o->w_nd = calloc((size_t)n + 1, sizeof(int));
+  o->w_dims = calloc(((size_t)n + 1) * TTPU_MAX_DIMS, sizeof(int64_t));
+  o->f = calloc((size_t)p->n_f + 1, sizeof(double));
+  o->i = calloc((size_t)p->n_i + 1, sizeof(int64_t));
+  if (!o->bufs || !o->param || !o->written || !o->w_dt || !o->w_nd ||
+      !o->w_dims || !o->f || !o->i) {
+    pending_free(NULL, o);
+    return NULL;
+  }
+  for (int k = 0; k < n; ++k) {
+    const ttpu_slot* sl = &p->slots[k];
+    o->bufs[k] = sl->buf;
+    ttpu_buffer_retain(sl->buf);
+    o->n_slots = k + 1;
+    o->param[k] = sl->has_param ? sl->param : -1;
+    o->written[k] = sl->written;
+    if (sl->written)
+      ttpu_lower_written_phys(p, k, &o->w_dt[k], &o->w_nd[k],
+                              o->w_dims + (size_t)k * TTPU_MAX_DIMS);
+  }
+  o->n_params = p->n_params;
+  o->n_f = p->n_f;
+  o->n_i = p->n_i;
+  o->f_param = p->f_param;
+  o->i_param = p->i_param;
+  o->rng_param = p->rng_param;
+  if (p->n_f) memcpy(o->f, p->f, (size_t)p->n_f * sizeof(double));
+  if (p->n_i) memcpy(o->i, p->i, (size_t)p->n_i * sizeof(int64_t));
+  return o;
+}
+
+/* Room for one more op in the FIFO; 0 when out of memory. */
+static int queue_reserve(ttpu_runtime* rt) {
+  ttpu_strict_queue* q = rt->strict_queue;
+  if (!q) {
+    q = calloc(1, sizeof(*q));
+    if (!q) return 0;
+    rt->strict_queue = q;
+  }
+  if (q->n < q->cap) return 1;
+  int cap = q->cap ? q->cap * 2 : 64;
+  pending** ops = calloc((size_t)cap, sizeof(*ops));
+  if (!ops) return 0;
+  for (int k = 0; k < q->n; ++k) ops[k] = q_at(q, k);
+  free(q->ops);
+  q->ops = ops;
+  q->head = 0;
+  q->cap = cap;
+  return 1;
+}
+
+/* A storage that an op reads keeps the error of the dropped op that was
+ * to write it, unless a pending op writes it anew. */
+static ttpu_status* check_inputs(const ttpu_strict_queue* q,
+                                 const ttpu_plan* p) {
+  for (int k = 0; k < p->n_slots; ++k) {
+    const ttpu_slot* sl = &p->slots[k];
+    if (!sl->read || !sl->buf->error) continue;
+    ttpu_dtype dt;
+    int has, nd;
+    int64_t dims[TTPU_MAX_DIMS];
+    if (q && queue_lookup(q, sl->buf, &has, &dt, &nd, dims)) continue;
+    return copy_status(sl->buf->error);
+  }
+  return NULL;
+}
+
+/* Whether a miss compiles at its op: while compiled programs are dumped
+ * (the dump directory option, else TORCHTPU_DUMP_DIR, read at each compile
+ * as program.c does) or the trace hook reports compiles, which tools read
+ * as belonging to the op that returns (torchtpu.aot's capture, the
+ * profiler's tpu::compile ranges inside their op). */
+static int compile_at_op(const ttpu_runtime* rt) {
+  if (rt->trace_what & TTPU_TRACE_COMPILES) return 1;
+  const char* dir = rt->opts.dump_dir ? rt->opts.dump_dir : ttpu_env_dump_dir();
+  return dir && *dir;
+}
+
+/* Strict mode with compile threads (see the top of this file). */
+static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
+                                 const ttpu_op_def* def) {
+  ttpu_status* s = run_queue(rt, -1);
+  if (s) return s;
+  ttpu_strict_queue* q = rt->strict_queue;
+  ttpu_plan* p = &rt->strict_plan;
+  ttpu_store_view view = {queue_lookup, q};
+  s = ttpu_plan_build(rt, call, def, q && q->n ? &view : NULL, p);
+  if (!s) s = check_inputs(q, p);
+  if (s) return s;
+  int dev = call->device;
+  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, p->key, p->n_key);
+  if (e && !(q && q->n)) return execute(rt, p, e);
+  if (!e && compile_at_op(rt)) {
+    /* Compile here, after what waits, so that the dump, the trace's
+     * compile and the op's execution all happen before the op returns.
+     * The plan is rebuilt: the FIFO's storages have their values now. */
+    s = run_queue(rt, q && q->n ? q->n - 1 : -1);
+    if (!s) s = ttpu_plan_build(rt, call, def, NULL, p);
+    if (!s) s = find_or_compile(rt, p, &e);
+    if (!s) s = execute(rt, p, e);
+    return s;
+  }
+  /* The op waits in the FIFO: its record first, so that running out of
+   * memory leaves nothing half done. */
+  pending* o = queue_reserve(rt) ? pending_make(p) : NULL;
+  if (!o) return ttpu_status_oom();
+  q = rt->strict_queue;
+  inflight* f = e ? NULL : table_find(q, p->key, p->n_key);
+  if (f) {
+    rt->dev[dev].stats.cache_hits++; /* the cache has it once it compiled */
+    f->hits++;
+  } else if (!e) {
+    if (!ttpu_prog_note_reload(rt, p->key, p->n_key, ttpu_op_name(call->op)))
+      ttpu_plan_note_recompile(rt, p);
+    f = calloc(1, sizeof(*f));
+    if (f) f->key = malloc(p->n_key * sizeof(int64_t) + 1);
+    if (!f || !f->key) {
+      free(f);
+      pending_free(rt, o);
+      return ttpu_status_oom();
+    }
+    memcpy(f->key, p->key, p->n_key * sizeof(int64_t));
+    f->n_key = p->n_key;
+    f->device = dev;
+    f->op = call->op;
+    snprintf(f->reason, sizeof(f->reason), "%s", rt->prog.last_reason);
+    lower_one_ctx ctx = {rt, p};
+    ttpu_prog_request req = {0};
+    req.what = ttpu_op_name(call->op);
+    req.n_ops = 1;
+    req.reason = rt->prog.last_reason;
+    req.lower = lower_one;
+    req.ctx = &ctx;
+    req.use_disk = 1;
+    s = ttpu_prog_prepare(rt, dev, p->key, p->n_key, &req, &e, &f->low);
+    if (!s && !e) {
+      if (!rt->compile_pool)
+        s = ttpu_pool_create(rt->opts.compile_threads, &rt->compile_pool);
+      if (!s) {
+        s = ttpu_pool_submit_compile(rt->compile_pool, rt->client,
+                                     f->low.text, f->low.len, NULL, 0,
+                                     &f->job);
+        f->low.text = NULL; /* the job's now */
+      }
+    }
+    if (s || e) {
+      inflight_free(f);
+      f = NULL;
+    }
+    if (s) {
+      pending_free(rt, o);
+      return s;
+    }
+    if (f) {
+      f->next = q->table;
+      q->table = f;
+    }
+  }
+  if (e) {
+    /* A disk hit runs at once when nothing waits before it. */
+    if (!q->n) {
+      pending_free(rt, o);
+      return execute(rt, p, e);
+    }
+    e->pins++;
+    o->e = e;
+  } else {
+    f->users++;
+    o->inf = f;
+  }
+  q->ops[(q->head + q->n) % q->cap] = o;
+  q->n++;
+  return NULL;
+}
+
+/* plan -> find or compile -> execute (which takes the results). Debug mode
+ * (which submits through here and waits) and a runtime without compile
+ * threads compile on the calling thread. */
 static ttpu_status* strict_submit(ttpu_runtime* rt, const ttpu_op_call* call,
                                   const ttpu_op_def* def) {
   rt->prog.ops_run++;
+  if (rt->opts.compile_threads > 1 && rt->exec == &ttpu_executor_strict)
+    return submit_async(rt, call, def);
+  ttpu_status* s = run_queue(rt, rt->strict_queue ? rt->strict_queue->n - 1 : -1);
+  if (s) return s;
   ttpu_plan* p = &rt->strict_plan;
   ttpu_cache_entry* e = NULL;
-  ttpu_status* s = ttpu_plan_build(rt, call, def, NULL, p);
+  s = ttpu_plan_build(rt, call, def, NULL, p);
   if (!s) s = find_or_compile(rt, p, &e);
   if (!s) s = execute(rt, p, e);
   return s;
 }
 
-/* The plan's arrays and the kept packs. */
+/* The plan's arrays, the kept packs, the FIFO (ops left over after a
+ * failed flush) and the compile threads. */
 static void strict_destroy(ttpu_runtime* rt) {
+  ttpu_strict_queue* q = rt->strict_queue;
+  if (q) {
+    while (q->n) release_op(rt, q, pop(q));
+    while (q->table) {
+      inflight* f = q->table;
+      q->table = f->next;
+      inflight_free(f);
+    }
+    free(q->ops);
+    free(q);
+    rt->strict_queue = NULL;
+  }
+  ttpu_pool_destroy(rt->compile_pool);
+  rt->compile_pool = NULL;
   ttpu_plan_free(&rt->strict_plan);
   memset(&rt->strict_plan, 0, sizeof(rt->strict_plan));
   for (int dev = 0; dev < rt->device_count; ++dev)
@@ -162,5 +700,7 @@ static void strict_destroy(ttpu_runtime* rt) {
 const ttpu_executor_ops ttpu_executor_strict = {
     .name = "strict",
     .submit = strict_submit,
+    .flush = strict_flush,
+    .touch = strict_touch,
     .destroy = strict_destroy,
 };

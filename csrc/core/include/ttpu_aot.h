@@ -164,6 +164,22 @@ typedef struct {
 /* 1 and *out filled for a valid entry file, 0 otherwise. */
 int ttpu_aot_read_entry(const char* path, ttpu_aot_entry* out);
 void ttpu_aot_entry_free(ttpu_aot_entry* e);
+/* Compiles n programs (texts[k], lens[k] bytes each) for the target as
+ * ttpu_aot_compile does, on `threads` compile threads at once (<= 1: one
+ * after another on the calling thread; more than n: n). Per program:
+ * stats_out[k] (stats_out may be NULL), status_out[k] (NULL on success,
+ * else the caller frees it) and seconds_out[k] (may be NULL), the wall
+ * time its compile took on its thread. Returns an error only for bad
+ * arguments or running out of memory (programs not started then have a
+ * NULL status and no stats). Thread-safe as ttpu_aot_compile is; the
+ * threads are started and joined inside the call. */
+ttpu_status* ttpu_aot_compile_many(ttpu_aot_target* t, int n,
+                                   const char* const* texts,
+                                   const size_t* lens, int num_replicas,
+                                   int num_partitions, int threads,
+                                   ttpu_aot_stats* stats_out,
+                                   ttpu_status** status_out,
+                                   double* seconds_out);
 
 #ifdef __cplusplus
 }

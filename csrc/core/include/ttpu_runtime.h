@@ -82,6 +82,10 @@ typedef struct {
   const char* cache_dir;
   /* TORCHTPU_CACHE_MAX_MB in bytes; <= 0: the default (2 GiB). */
   int64_t cache_max_bytes;
+  /* TORCHTPU_COMPILE_THREADS: threads that compile strict mode's programs
+   * while later ops are enqueued; default the CPUs the process may use.
+   * 0 or 1: every program compiles on the calling thread. */
+  int compile_threads;
 } ttpu_runtime_options;
 
 /* Fills *o from the environment, as the runtime would: each field from

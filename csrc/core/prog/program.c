@@ -70,76 +70,175 @@ int ttpu_prog_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
   return 1;
 }
 
-ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
-                               const int64_t* key, size_t n_key,
-                               const ttpu_prog_request* req,
-                               ttpu_cache_entry** out) {
+/* A program compiled just now (e: its exec and results, taken; dt: the
+ * compile's seconds): counted, logged, written to the disk cache,
+ * inserted into the memory cache and its trace ended (under rt->mu). */
+static ttpu_status* keep_compiled(ttpu_runtime* rt, int device,
+                                  const int64_t* key, size_t n_key,
+                                  const ttpu_prog_request* req,
+                                  ttpu_cache_entry* e, double dt,
+                                  ttpu_cache_entry** out) {
   ttpu_programs* pg = ttpu_rt_programs(rt);
-  const char* what = req->what;
-  const char* reason = req->reason;
-  int n_ops = req->n_ops;
   ttpu_stats* st = ttpu_rt_stats(rt, device);
-  ttpu_cache_entry e = {0};
-  ttpu_rt_trace_compile_begin(rt, device, what, n_ops);
-  int from_disk = 0;
-  double t0 = now_seconds();
-  if (req->use_disk && pg->disk &&
-      ttpu_disk_load(pg->disk, ttpu_rt_client(rt), key, n_key, &e)) {
-    from_disk = 1;
-    double dt = now_seconds() - t0;
-    st->disk_hits++;
-    st->disk_load_seconds += dt;
-    ttpu_prog_log_compile(rt, what, reason, dt, 1, n_ops);
-  } else {
-    char* text = NULL;
-    size_t len = 0;
-    ttpu_status* s =
-        req->lower(req->ctx, &text, &len, &e.results, &e.n_results);
-    if (s) {
-      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
-      return ttpu_status_annotate(s, "lowering %s", what);
-    }
-    dump_program(ttpu_rt_options(rt)->dump_dir ? ttpu_rt_options(rt)->dump_dir : ttpu_env_dump_dir(), req, key, n_key, text, len);
-    if (pg->sink && req->use_disk) /* a cache filler (ttpu_aot.h) */
-      pg->sink(pg->sink_user, what, key, n_key, text, len, e.results,
-               (size_t)e.n_results * sizeof(*e.results), e.n_results,
-               req->options, req->options_len);
-    t0 = now_seconds();
-    s = ttpu_pjrt_compile(ttpu_rt_client(rt), text, len, req->options,
-                          req->options_len, &e.exec);
-    double dt = now_seconds() - t0;
-    if (s) {
-      free(e.results);
-      s = ttpu_status_annotate(s, "compiling %s", what);
-      if (ttpu_rt_options(rt)->debug_hlo)
-        fprintf(stderr, "%.*s\n", (int)len, text);
-      free(text);
-      ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
-      return s;
-    }
-    free(text);
-    st->compiles++;
-    st->compile_seconds += dt;
-    ttpu_prog_log_compile(rt, what, reason, dt, 0, n_ops);
-    int stored = req->use_disk && pg->disk
-                     ? ttpu_disk_store(pg->disk, ttpu_rt_client(rt), key, n_key, &e)
-                     : 0;
-    if (stored > 0) st->disk_writes++;
-    if (stored < 0) {
-      ttpu_rt_warn(rt,
-                   "torchtpu: cannot write the persistent compile cache (%s); "
-                   "continuing without it for this process "
-                   "(TORCHTPU_CACHE_DIR chooses another directory)",
-                   ttpu_disk_error(pg->disk));
-      ttpu_disk_close(pg->disk);
-      pg->disk = NULL;
-    }
+  st->compiles++;
+  st->compile_seconds += dt;
+  ttpu_prog_log_compile(rt, req->what, req->reason, dt, 0, req->n_ops);
+  int stored = req->use_disk && pg->disk
+                   ? ttpu_disk_store(pg->disk, ttpu_rt_client(rt), key, n_key, e)
+                   : 0;
+  if (stored > 0) st->disk_writes++;
+  if (stored < 0) {
+    ttpu_rt_warn(rt,
+                 "torchtpu: cannot write the persistent compile cache (%s); "
+                 "continuing without it for this process "
+                 "(TORCHTPU_CACHE_DIR chooses another directory)",
+                 ttpu_disk_error(pg->disk));
+    ttpu_disk_close(pg->disk);
+    pg->disk = NULL;
   }
+  ttpu_status* s = ttpu_cache_insert(pg->cache, key, n_key, e, out);
+  if (s) {
+    ttpu_pjrt_exec_destroy(ttpu_rt_client(rt), e->exec);
+    free(e->results);
+  }
+  ttpu_rt_trace_compile_end(rt, device, req->what, req->n_ops, 0, s != NULL);
+  return s;
+}
+
+/* Loads key from the disk cache into the memory cache: 1 and *out on a
+ * hit (counted, logged, its trace ended), else 0 (under rt->mu). traced:
+ * the compile's trace began already; else it begins on a hit. *ins: the
+ * insert's error. */
+static int load_from_disk(ttpu_runtime* rt, int device, const int64_t* key,
+                          size_t n_key, const ttpu_prog_request* req,
+                          int traced, ttpu_cache_entry** out,
+                          ttpu_status** ins) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  ttpu_cache_entry e = {0};
+  double t0 = now_seconds();
+  *ins = NULL;
+  if (!(req->use_disk && pg->disk &&
+        ttpu_disk_load(pg->disk, ttpu_rt_client(rt), key, n_key, &e)))
+    return 0;
+  double dt = now_seconds() - t0;
+  if (!traced) ttpu_rt_trace_compile_begin(rt, device, req->what, req->n_ops);
+  ttpu_stats* st = ttpu_rt_stats(rt, device);
+  st->disk_hits++;
+  st->disk_load_seconds += dt;
+  ttpu_prog_log_compile(rt, req->what, req->reason, dt, 1, req->n_ops);
   ttpu_status* s = ttpu_cache_insert(pg->cache, key, n_key, &e, out);
   if (s) {
     ttpu_pjrt_exec_destroy(ttpu_rt_client(rt), e.exec);
     free(e.results);
   }
-  ttpu_rt_trace_compile_end(rt, device, what, n_ops, from_disk, s != NULL);
-  return s;
+  ttpu_rt_trace_compile_end(rt, device, req->what, req->n_ops, 1, s != NULL);
+  *ins = s;
+  return 1;
+}
+
+/* A program's text was just made: dumped (the dump directory option) and
+ * handed to a cache filler's sink (ttpu_aot_set_program_sink) when the
+ * program is one the disk cache would keep. */
+static void lowered(ttpu_runtime* rt, const ttpu_prog_request* req,
+                    const int64_t* key, size_t n_key, const char* text,
+                    size_t len, const ttpu_result_plan* results,
+                    int n_results) {
+  ttpu_programs* pg = ttpu_rt_programs(rt);
+  dump_program(ttpu_rt_options(rt)->dump_dir ? ttpu_rt_options(rt)->dump_dir
+                                             : ttpu_env_dump_dir(),
+               req, key, n_key, text, len);
+  if (pg->sink && req->use_disk)
+    pg->sink(pg->sink_user, req->what, key, n_key, text, len, results,
+             (size_t)n_results * sizeof(*results), n_results, req->options,
+             req->options_len);
+}
+
+ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
+                               const int64_t* key, size_t n_key,
+                               const ttpu_prog_request* req,
+                               ttpu_cache_entry** out) {
+  const char* what = req->what;
+  int n_ops = req->n_ops;
+  ttpu_cache_entry e = {0};
+  ttpu_rt_trace_compile_begin(rt, device, what, n_ops);
+  ttpu_status* s = NULL;
+  if (load_from_disk(rt, device, key, n_key, req, 1, out, &s)) return s;
+  char* text = NULL;
+  size_t len = 0;
+  s = req->lower(req->ctx, &text, &len, &e.results, &e.n_results);
+  if (s) {
+    ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
+    return ttpu_status_annotate(s, "lowering %s", what);
+  }
+  lowered(rt, req, key, n_key, text, len, e.results, e.n_results);
+  double t0 = now_seconds();
+  s = ttpu_pjrt_compile(ttpu_rt_client(rt), text, len, req->options,
+                        req->options_len, &e.exec);
+  double dt = now_seconds() - t0;
+  if (s) {
+    free(e.results);
+    s = ttpu_status_annotate(s, "compiling %s", what);
+    if (ttpu_rt_options(rt)->debug_hlo)
+      fprintf(stderr, "%.*s\n", (int)len, text);
+    free(text);
+    ttpu_rt_trace_compile_end(rt, device, what, n_ops, 0, 1);
+    return s;
+  }
+  free(text);
+  return keep_compiled(rt, device, key, n_key, req, &e, dt, out);
+}
+
+ttpu_status* ttpu_prog_prepare(ttpu_runtime* rt, int device,
+                               const int64_t* key, size_t n_key,
+                               const ttpu_prog_request* req,
+                               ttpu_cache_entry** entry,
+                               ttpu_prog_lowered* low) {
+  memset(low, 0, sizeof(*low));
+  *entry = NULL;
+  ttpu_status* s = NULL;
+  if (load_from_disk(rt, device, key, n_key, req, 0, entry, &s)) return s;
+  s = req->lower(req->ctx, &low->text, &low->len, &low->results,
+                 &low->n_results);
+  /* A compile's trace pair is reported where its outcome is known: here
+   * for a lowering error, else when it is collected (ttpu_prog_finish),
+   * so that pairs never interleave. */
+  if (s) {
+    ttpu_rt_trace_compile_begin(rt, device, req->what, req->n_ops);
+    ttpu_rt_trace_compile_end(rt, device, req->what, req->n_ops, 0, 1);
+    free(low->text);
+    free(low->results);
+    memset(low, 0, sizeof(*low));
+    return ttpu_status_annotate(s, "lowering %s", req->what);
+  }
+  lowered(rt, req, key, n_key, low->text, low->len, low->results,
+          low->n_results);
+  return NULL;
+}
+
+ttpu_status* ttpu_prog_finish(ttpu_runtime* rt, int device,
+                              const int64_t* key, size_t n_key,
+                              const ttpu_prog_request* req,
+                              ttpu_pjrt_exec* exec, ttpu_status* compile_error,
+                              double seconds, ttpu_result_plan* results,
+                              int n_results, const char* text, size_t len,
+                              ttpu_cache_entry** out) {
+  *out = NULL;
+  ttpu_rt_trace_compile_begin(rt, device, req->what, req->n_ops);
+  if (compile_error || !exec) {
+    free(results);
+    if (exec) ttpu_pjrt_exec_destroy(ttpu_rt_client(rt), exec);
+    ttpu_status* s =
+        compile_error ? compile_error
+                      : ttpu_status_make(TTPU_INTERNAL, "no executable");
+    s = ttpu_status_annotate(s, "compiling %s", req->what);
+    if (ttpu_rt_options(rt)->debug_hlo && text)
+      fprintf(stderr, "%.*s\n", (int)len, text);
+    ttpu_rt_trace_compile_end(rt, device, req->what, req->n_ops, 0, 1);
+    return s;
+  }
+  ttpu_cache_entry e = {0};
+  e.exec = exec;
+  e.results = results;
+  e.n_results = n_results;
+  return keep_compiled(rt, device, key, n_key, req, &e, seconds, out);
 }

@@ -7,7 +7,8 @@
  * miss the caller says why (ttpu_plan_note_recompile, ttpu_prog_note_reload)
  * and ttpu_prog_compile gets it from the disk cache or lowers and compiles
  * it. The compile step needs only the request, never the plan, so that it
- * can later run on a compile thread. */
+ * can run on a compile thread: ttpu_prog_prepare and ttpu_prog_finish
+ * split ttpu_prog_compile around it (prog/pool.h). */
 #ifndef TTPU_PROG_PROGRAM_H_
 #define TTPU_PROG_PROGRAM_H_
 
@@ -51,6 +52,41 @@ ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
                                const int64_t* key, size_t n_key,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** entry);
+
+/* The same in two steps, for a compile on a compile thread (strict mode
+ * with the compile pool, exec/strict.c), both under rt->mu:
+ *
+ * ttpu_prog_prepare: the entry from the disk cache (*entry set, inserted
+ * into the memory cache and logged, as ttpu_prog_compile does), else the
+ * program lowered with req->lower into *low (and dumped): the caller
+ * compiles low->text elsewhere (ttpu_pool_submit_compile takes it) and
+ * owns low's arrays until it hands them to ttpu_prog_finish. A lowering
+ * error comes back at once, annotated "lowering <what>".
+ *
+ * ttpu_prog_finish: the compile's outcome (exec, or compile_error, both
+ * taken; seconds: its wall time on the compile thread) counted, logged,
+ * written to the disk cache, inserted into the memory cache and traced,
+ * exactly as ttpu_prog_compile would; takes results. A failure comes back
+ * annotated "compiling <what>" (text printed when the debug HLO option is
+ * on). req needs only what, n_ops, reason and use_disk. */
+typedef struct {
+  char* text;
+  size_t len;
+  ttpu_result_plan* results;
+  int n_results;
+} ttpu_prog_lowered;
+ttpu_status* ttpu_prog_prepare(ttpu_runtime* rt, int device,
+                               const int64_t* key, size_t n_key,
+                               const ttpu_prog_request* req,
+                               ttpu_cache_entry** entry,
+                               ttpu_prog_lowered* low);
+ttpu_status* ttpu_prog_finish(ttpu_runtime* rt, int device,
+                              const int64_t* key, size_t n_key,
+                              const ttpu_prog_request* req,
+                              ttpu_pjrt_exec* exec, ttpu_status* compile_error,
+                              double seconds, ttpu_result_plan* results,
+                              int n_results, const char* text, size_t len,
+                              ttpu_cache_entry** out);
 
 /* On a memory cache miss (under rt->mu): when key is a program the cache
  * evicted, counts the reload, sets the last compile reason to say so and

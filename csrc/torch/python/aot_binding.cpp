@@ -6,6 +6,7 @@
 
 #include <torch/extension.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -275,6 +276,77 @@ py::object read_entry(const std::string& path) {
   return d;
 }
 
+// Compiles every text for the topology on `threads` compile threads
+// (ttpu_aot_compile_many): per program its stats or its error ("error",
+// and "oom" for RESOURCE_EXHAUSTED) and the seconds its compile took; and
+// the wall time of the whole batch.
+py::dict compile_many(const std::string& name,
+                      const std::vector<std::string>& texts, int num_replicas,
+                      int num_partitions, int threads) {
+  AotState& st = state();
+  const size_t n = texts.size();
+  std::vector<const char*> ptrs(n);
+  std::vector<size_t> lens(n);
+  for (size_t k = 0; k < n; ++k) {
+    ptrs[k] = texts[k].data();
+    lens[k] = texts[k].size();
+  }
+  std::vector<ttpu_aot_stats> stats(n);
+  std::vector<ttpu_status*> status(n, nullptr);
+  std::vector<double> seconds(n, 0.0);
+  double wall = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    ttpu_aot_target* t = target_locked(st, name);
+    ttpu_status* s;
+    {
+      py::gil_scoped_release no_gil;
+      auto t0 = std::chrono::steady_clock::now();
+      s = ttpu_aot_compile_many(t, static_cast<int>(n), ptrs.data(),
+                                lens.data(), num_replicas, num_partitions,
+                                threads, stats.data(), status.data(),
+                                seconds.data());
+      wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           t0)
+                 .count();
+    }
+    if (s != nullptr) {
+      for (ttpu_status* e : status) ttpu_status_free(e);
+      check(s, "torchtpu.aot");
+    }
+  }
+  py::list programs;
+  for (size_t k = 0; k < n; ++k) {
+    py::dict d;
+    d["seconds"] = seconds[k];
+    if (status[k] != nullptr) {
+      d["code"] = ttpu_status_code(status[k]) == TTPU_RESOURCE_EXHAUSTED
+                      ? "oom"
+                      : "error";
+      d["error"] = std::string(ttpu_status_message(status[k]));
+      ttpu_status_free(status[k]);
+      programs.append(d);
+      continue;
+    }
+    const ttpu_aot_stats& a = stats[k];
+    d["argument_bytes"] = a.argument_bytes;
+    d["output_bytes"] = a.output_bytes;
+    d["alias_bytes"] = a.alias_bytes;
+    d["temp_bytes"] = a.temp_bytes;
+    d["generated_code_bytes"] = a.generated_code_bytes;
+    d["peak_bytes"] = a.peak_bytes;
+    d["flops"] = a.flops;
+    d["transcendentals"] = a.transcendentals;
+    d["bytes_accessed"] = a.bytes_accessed;
+    d["optimal_seconds"] = a.optimal_seconds;
+    programs.append(d);
+  }
+  py::dict out;
+  out["programs"] = programs;
+  out["wall_seconds"] = wall;
+  return out;
+}
+
 }  // namespace
 
 void init_aot(py::module_& m) {
@@ -309,6 +381,12 @@ void init_aot(py::module_& m) {
   m.def("_compile_options_id", [] { return std::string(ttpu_aot_options_id()); });
   m.def("_disk_read_entry", &read_entry, py::arg("path"),
         "A disk cache entry file checked and parsed (not loaded), or None.");
+  m.def("_aot_compile_many", &compile_many, py::arg("topology"),
+        py::arg("texts"), py::arg("num_replicas") = 1,
+        py::arg("num_partitions") = 1, py::arg("threads") = 1,
+        "Compiles a list of StableHLO texts for the topology on that many "
+        "compile threads: per program its stats or error, and the seconds "
+        "it took; the batch's wall time.");
 }
 
 }  // namespace torchtpu
