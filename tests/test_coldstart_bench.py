@@ -91,3 +91,4 @@ def test_quick_run(tmp_path):
     if has_jax:  # the same data: both losses start near ln(vocab) and agree loosely
         j = r["rows"][1]
         assert abs(j["losses"][0] - fused["losses"][0]) < 1.5
+        assert j["compiles"] in (None, 1)  # one jitted step, compiled once
