@@ -114,6 +114,10 @@ def read_programs(d):
 # Each runs in its own fresh process and writes one JSON object to --out.
 
 
+# torch.set_float32_matmul_precision -> the same XLA precision in JAX
+JAX_PRECISION = {"highest": "highest", "high": "high", "medium": "bfloat16"}
+
+
 def child_torch(a):
     sys.path.insert(0, HERE)
     import numpy as np
@@ -124,6 +128,7 @@ def child_torch(a):
     from llama import Llama
 
     s = sizes_for(a.model, a.quick)
+    torch.set_float32_matmul_precision(a.precision)
     torch.manual_seed(0)
     if a.model == "gpt":
         model = GPT(s["vocab"], d=s["d"], layers=s["layers"], heads=s["heads"], block=s["block"])
@@ -194,6 +199,7 @@ def child_jax(a):
     import jax
     import jax_models
 
+    jax.config.update("jax_default_matmul_precision", JAX_PRECISION[a.precision])
     s = sizes_for(a.model, a.quick)
     step, state, (x, y) = jax_models.build(a.model, s["vocab"], s["d"], s["layers"], s["heads"],
                                            s["block"], s["batch"])
@@ -218,39 +224,21 @@ def child_jax(a):
             "jax": jax.__version__, "platform": jax.devices()[0].platform}
 
 
-class _Timed:
-    """Wraps a compile function to time every call (thread-safe append)."""
-
-    def __init__(self, fn):
-        self.fn, self.seconds = fn, []
-
-    def __call__(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return self.fn(*args, **kwargs)
-        finally:
-            self.seconds.append(time.perf_counter() - t0)
-
-
 def child_aot(a):
     import torchtpu.aot as aot
-    from torchtpu import _C
 
     t0 = time.perf_counter()
     aot.target(a.topology)  # loads libtpu and makes the topology
     load = time.perf_counter() - t0
     programs = [(n, t, 1) for n, t in read_programs(a.dir)]
-    timed = _Timed(_C._aot_compile)
-    _C._aot_compile = timed  # torchtpu.aot calls it through the module
     t0 = time.perf_counter()
     report = aot.compile_programs(programs, a.topology, replicas=1)
     wall = time.perf_counter() - t0
     failures = report.failures + report.hbm_failures
+    per = {p.name: p.compile_seconds for p in report.programs}
     return {"topology": a.topology, "load_s": load, "programs": len(programs),
             "compiled": len(report.programs), "failures": [(n, m[:300]) for n, m in failures],
-            "sum_s": sum(timed.seconds), "wall_s": wall,
-            "per_program": dict(zip([n for n, _, _ in programs], timed.seconds))
-            if len(timed.seconds) == len(programs) else {},
+            "sum_s": sum(per.values()), "wall_s": wall, "per_program": per,
             "libtpu": report.libtpu}
 
 
@@ -414,17 +402,18 @@ def libtpu_available():
         return False
 
 
-def measure(model, mode, root, quick, topologies, log):
+def measure(model, mode, root, quick, topologies, log, precision="highest"):
     """One row: a torchtpu mode ("strict", "fused", "compiled") or "jax"."""
     work = tempfile.mkdtemp(prefix=f"{model}-{mode}-", dir=root)
     if mode == "jax":
-        row = run_child("jax", work, {"JAX_PLATFORMS": "cpu"}, model=model, quick=quick)
+        row = run_child("jax", work, {"JAX_PLATFORMS": "cpu"}, model=model, quick=quick,
+                        precision=precision)
     else:
         cache, dump = os.path.join(work, "cache"), os.path.join(work, "dump")
         os.makedirs(cache)
         os.makedirs(dump)
         row = run_child("torch", work, {"TORCHTPU_CACHE_DIR": cache, "TORCHTPU_DUMP_DIR": dump},
-                        model=model, mode=mode, quick=quick)
+                        model=model, mode=mode, quick=quick, precision=precision)
     progs = read_programs(row["programs_dir"])
     row["program_stats"] = program_stats(progs)
     row["libtpu"] = {}
@@ -458,7 +447,8 @@ def fmt_table(result):
             f"{'comp':>5s} {'comp s':>6s} {'progs':>5s} {'ops':>6s}")
     for t in topos:
         head += f" | {t + ' sum':>12s} {'wall':>6s} {'x jax':>6s}"
-    lines = [f"cold start (seconds; fresh process each, empty caches; load average "
+    lines = [f"cold start (seconds; fresh process each, empty caches; float32 matmul precision "
+             f"{result.get('precision', 'highest')}; libtpu 'x jax' compares wall times; load average "
              f"{' '.join(f'{x:.2f}' for x in result['load_average_before'] or [])} before, "
              f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after)", head]
     for r in rows:
@@ -475,7 +465,7 @@ def fmt_table(result):
                 line += f" | {'-':>12s} {'-':>6s} {'-':>6s}"
                 continue
             ja = j["libtpu"].get(t) if j else None
-            x = _ratio(a["sum_s"], ja["sum_s"]) if ja and r is not j else None
+            x = _ratio(a["wall_s"], ja["wall_s"]) if ja and r is not j else None
             fail = "!" if a["failures"] else ""
             line += f" | {a['sum_s']:11.2f}{fail or ' '} {a['wall_s']:6.2f} {(f'{x:.2f}' if x else '-'):>6s}"
         lines.append(line)
@@ -603,6 +593,9 @@ def main(argv=None):
                     help="libtpu targets, comma separated; 'none' skips libtpu")
     ap.add_argument("--no-jax", action="store_true", help="skip the JAX rows")
     ap.add_argument("--analyze", action="store_true", help="op counts and the compile matrix too")
+    ap.add_argument("--precision", default="highest", choices=sorted(JAX_PRECISION),
+                    help="float32 matmul precision of both sides (torch.set_float32_matmul_precision "
+                         "and JAX's default_matmul_precision; default: PyTorch's, highest)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--keep", help="keep programs and results in this directory")
     # a child process (internal)
@@ -636,7 +629,7 @@ def main(argv=None):
 
     root = a.keep or tempfile.mkdtemp(prefix="coldstart-")
     os.makedirs(root, exist_ok=True)
-    result = {"quick": a.quick, "topologies": topologies, "load_average_before": load_average(),
+    result = {"quick": a.quick, "topologies": topologies, "precision": a.precision, "load_average_before": load_average(),
               "python": sys.version.split()[0], "rows": []}
     try:
         print(f"cold start: models {','.join(models)}, modes {','.join(modes)}"
@@ -645,7 +638,7 @@ def main(argv=None):
         for model in models:
             for mode in modes + (["jax"] if use_jax else []):
                 result["rows"].append(measure(model, mode, root, a.quick, topologies,
-                                              lambda s: print(s, flush=True)))
+                                              lambda s: print(s, flush=True), a.precision))
         result["load_average_after"] = load_average()
         print()
         print(fmt_table(result))
