@@ -13,7 +13,8 @@ typedef struct {
   int sub;     /* result number of a multi-result op (%N#sub), or -1 */
   int scope;   /* id of the region that defines it; 0 = function body */
   /* What defined it, for the folding helpers (ttpu_hloi_def): one of
-   * TTPU_HLOI_DEF_*, its operand, and a transpose's permutation. */
+   * TTPU_HLOI_DEF_*, its operand, and a transpose's permutation or a
+   * broadcast's dimension map. */
   int def;
   int src;
   signed char perm[TTPU_MAX_DIMS];
