@@ -123,3 +123,47 @@ def test_pow_backward():
     (a.pow(3) + a.pow(0.5)).sum().backward()
     (b.pow(3) + b.pow(0.5)).sum().backward()
     torch.testing.assert_close(b.grad.cpu(), a.grad)
+
+
+def pack_sizes(d):
+    files = glob.glob(os.path.join(d, "fused_window*.mlir"))
+    text = open(sorted(files, key=os.path.getmtime)[-1]).read()
+    return [int(n) for n in re.findall(r"tensor<(\d+)xf64>\) ->", text.split("{", 2)[1])] or \
+        [int(n) for n in re.findall(r"%arg\d+: tensor<(\d+)xf64>", text)]
+
+
+def test_equal_scalars_of_an_op_are_shared(dump_dir):
+    """Every layer's `add(x, 0.5, alpha=2)` reads one shared scalar pair, so
+    their computations are identical; different values stay apart, and a
+    window whose equal values differ later still computes what CPU does."""
+    x = fresh(8, 8)
+
+    def run(values, device):
+        t = x.to(device)
+        for v in values:
+            t = t.add(v, alpha=2.0).sin()
+        return t.cpu()
+
+    sizes = []
+    for values in ([0.5] * 2, [0.5] * 6, [0.5, 0.25] * 3, [0.5] * 6):
+        with torchtpu.set_eager_mode("fused"):
+            got = run(values, "tpu")
+        torch.testing.assert_close(got, run(values, "cpu"))
+        sizes.append(pack_sizes(dump_dir))
+    # six equal calls need no more scalars than two; a second value one
+    # more (the last run reuses the second's program: no new dump)
+    assert sizes[1] == sizes[0], sizes
+    assert sizes[2] == [sizes[0][0] + 1], sizes
+
+
+def test_equal_scalars_of_a_foreach_list_are_shared():
+    params = [fresh(4, 3, seed=k) for k in range(5)]
+    steps = [0.1, 0.1, 0.2, 0.1, 0.2]
+    tp = [p.to("tpu") for p in params]
+    with torchtpu.set_eager_mode("fused"):
+        torch._foreach_mul_(tp, steps)
+        got = [p.cpu() for p in tp]
+    ref = [p.clone() for p in params]
+    torch._foreach_mul_(ref, steps)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b)

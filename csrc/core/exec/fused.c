@@ -50,7 +50,8 @@ typedef struct {
                            (plans point at it: it must not move) */
   ttpu_plan plan;
   int* store;           /* per plan slot */
-  int f_off, i_off;
+  int* f_map;           /* per float scalar of the plan: its index in w->f */
+  int* i_map;           /* per int scalar: its index in w->i */
   uint64_t hash;        /* the op's signature, for the repeat detector */
   size_t key_at;        /* where its words start in the window key */
 } wrec;
@@ -68,8 +69,21 @@ struct ttpu_window {
   int map_cap;
   double* f;
   int n_f, cap_f;
-  int64_t* i;
+  /* The scalars are shared: one entry of f per op and value (f_op:
+   * the op of each entry; fh: entry index + 1, open addressing), so that
+   * the same op in every layer reads the same scalar and the compiler can
+   * make one kernel of their identical computations. The sharing is part
+   * of the window's key. */
+  int* f_op;
+  int cap_f_op;
+  int* fh;
+  int fh_cap;
+  int64_t* i;           /* the int scalars, shared the same way */
   int n_i, cap_i;
+  int* i_op;
+  int cap_i_op;
+  int* ih;
+  int ih_cap;
   int uses_rng;
   int64_t* key;
   size_t n_key, cap_key;
@@ -276,6 +290,8 @@ void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
 static void rec_free(wrec* r) {
   ttpu_plan_free(&r->plan);
   free(r->store);
+  free(r->f_map);
+  free(r->i_map);
   free(r->call);
   memset(r, 0, sizeof(*r));
 }
@@ -290,6 +306,8 @@ static void window_clear(ttpu_window* w) {
     memset(w->map_key, 0, (size_t)w->map_cap * sizeof(*w->map_key));
   }
   w->n_f = w->n_i = 0;
+  if (w->fh_cap) memset(w->fh, 0, (size_t)w->fh_cap * sizeof(*w->fh));
+  if (w->ih_cap) memset(w->ih, 0, (size_t)w->ih_cap * sizeof(*w->ih));
   w->uses_rng = 0;
   w->n_key = 0;
 }
@@ -303,7 +321,11 @@ static void fused_destroy(ttpu_runtime* rt) {
   free(w->map_key);
   free(w->map_val);
   free(w->f);
+  free(w->f_op);
+  free(w->fh);
   free(w->i);
+  free(w->i_op);
+  free(w->ih);
   free(w->key);
   free(w->last_hash);
   free(w->last_op);
@@ -363,6 +385,56 @@ static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
   return ttpu_cache_insert(w->validated, p->key, p->n_key, &e, &out);
 }
 
+/* One of the window's scalar packs: values of 8 bytes (double or int64),
+ * the op of each, and the sharing table. */
+typedef struct {
+  void** vals;
+  int* n;
+  int* cap;
+  int** ops;
+  int* cap_ops;
+  int** table;
+  int* table_cap;
+} wpack;
+
+static size_t scalar_hash(int op, const void* v, int cap) {
+  uint64_t bits;
+  memcpy(&bits, v, sizeof(bits));
+  return (size_t)(mix(mix(0x9e3779b9ull, (uint64_t)op), bits) & (uint64_t)(cap - 1));
+}
+
+/* The index in the pack of scalar v (8 bytes) of op: an entry of the same
+ * op and bits if the window has one, else a new one; -1 on oom. */
+static int share_scalar(const wpack* k, int op, const void* v) {
+  char* vals = *k->vals;
+  if ((*k->n + 1) * 2 > *k->table_cap) {
+    int cap = *k->table_cap ? *k->table_cap * 2 : 256;
+    int* t = calloc((size_t)cap, sizeof(*t));
+    if (!t) return -1;
+    for (int e = 0; e < *k->n; ++e) {
+      size_t j = scalar_hash((*k->ops)[e], vals + 8 * (size_t)e, cap);
+      while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+      t[j] = e + 1;
+    }
+    free(*k->table);
+    *k->table = t;
+    *k->table_cap = cap;
+  }
+  size_t j = scalar_hash(op, v, *k->table_cap);
+  for (; (*k->table)[j]; j = (j + 1) & (size_t)(*k->table_cap - 1)) {
+    int e = (*k->table)[j] - 1;
+    if ((*k->ops)[e] == op && !memcmp(vals + 8 * (size_t)e, v, 8)) return e;
+  }
+  if (grow(k->vals, k->cap, *k->n + 1, 8) ||
+      grow((void**)k->ops, k->cap_ops, *k->n + 1, sizeof(int)))
+    return -1;
+  vals = *k->vals;
+  memcpy(vals + 8 * (size_t)*k->n, v, 8);
+  (*k->ops)[*k->n] = op;
+  (*k->table)[j] = *k->n + 1;
+  return (*k->n)++;
+}
+
 /* Adds the call as the window's next op (the window is on its device). */
 static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
@@ -376,10 +448,9 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   s = ttpu_plan_build(rt, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
-    if (!r->store ||
-        grow((void**)&w->f, &w->cap_f, w->n_f + r->plan.n_f, sizeof(double)) ||
-        grow((void**)&w->i, &w->cap_i, w->n_i + r->plan.n_i, sizeof(int64_t)))
-      s = ttpu_status_oom();
+    r->f_map = malloc(((size_t)r->plan.n_f + 1) * sizeof(int));
+    r->i_map = malloc(((size_t)r->plan.n_i + 1) * sizeof(int));
+    if (!r->store || !r->f_map || !r->i_map) s = ttpu_status_oom();
   }
   if (!s) {
     for (int sl = 0; sl < r->plan.n_slots; ++sl) {
@@ -409,12 +480,19 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     x->written = 1;
     x->has_value = 1;
   }
-  r->f_off = w->n_f;
-  r->i_off = w->n_i;
-  if (p->n_f) memcpy(w->f + w->n_f, p->f, (size_t)p->n_f * sizeof(double));
-  if (p->n_i) memcpy(w->i + w->n_i, p->i, (size_t)p->n_i * sizeof(int64_t));
-  w->n_f += p->n_f;
-  w->n_i += p->n_i;
+  const wpack fk = {(void**)&w->f, &w->n_f, &w->cap_f, &w->f_op, &w->cap_f_op,
+                    &w->fh, &w->fh_cap};
+  const wpack ik = {(void**)&w->i, &w->n_i, &w->cap_i, &w->i_op, &w->cap_i_op,
+                    &w->ih, &w->ih_cap};
+  int shared = 0;
+  for (int j = 0; j < p->n_f && shared >= 0; ++j)
+    shared = r->f_map[j] = share_scalar(&fk, r->call->op, &p->f[j]);
+  for (int j = 0; j < p->n_i && shared >= 0; ++j)
+    shared = r->i_map[j] = share_scalar(&ik, r->call->op, &p->i[j]);
+  if (shared < 0) {
+    rec_free(r);
+    return ttpu_status_oom();
+  }
   if (def->flags & TTPU_OP_RANDOM) w->uses_rng = 1;
   /* Key: the op's signature, then which window storage each slot is. */
   int rc = w->n_key ? 0 : key_add(w, WINDOW_TAG);
@@ -428,6 +506,8 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     h = mix(h, (uint64_t)p->key[k]);
   }
   for (int sl = 0; sl < p->n_slots; ++sl) rc |= key_add(w, r->store[sl]);
+  for (int j = 0; j < p->n_f; ++j) rc |= key_add(w, r->f_map[j]);
+  for (int j = 0; j < p->n_i; ++j) rc |= key_add(w, r->i_map[j]);
   r->hash = h;
   w->n_recs++;
   if (rc) return ttpu_status_oom();
@@ -552,8 +632,10 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   for (int i = 0; i < n_recs; ++i) {
     c.ops[i].plan = &w->recs[i].plan;
     c.ops[i].store = w->recs[i].store;
-    c.ops[i].f_off = w->recs[i].f_off;
-    c.ops[i].i_off = w->recs[i].i_off;
+    c.ops[i].f_map = w->recs[i].f_map;
+    c.ops[i].f_off = 0;
+    c.ops[i].i_map = w->recs[i].i_map;
+    c.ops[i].i_off = 0;
   }
   if (rc) {
     s = ttpu_status_oom();

@@ -19,7 +19,9 @@ struct ttpu_lower {
   ttpu_val* out;     /* per output, set by the lowering */
   ttpu_val* slot_val; /* per slot: parameter value, or ERROR */
   ttpu_val fpack, ipack; /* the program's scalar packs */
-  int f_off, i_off;       /* where this op's scalars start in them */
+  const int* f_map;       /* where this op's float and int scalars are */
+  const int* i_map;       /* (or NULL: from f_off, i_off on) */
+  int f_off, i_off;
   ttpu_val rng_state; /* current rng state value (advanced by draws) */
   ttpu_val check;     /* ttpu_l_check's info, or ERROR */
   ttpu_code check_code;
@@ -288,6 +290,33 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
     ttpu_val v = ttpu_hlo_reshape(b, flat, g.m, sorted);
     return from_stride_order(b, v, &g, t);
   }
+  if (g.divisible && g.m > 0 && total % g.stride[0] == 0) {
+    /* The storage as rows of stride0 elements, each row as the inner
+     * strides' dims: when the view starts and ends inside that layout
+     * without wrapping around a dim (a split of the last dim, a column
+     * block), one reshape and one slice read it. */
+    int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1],
+        limit[TTPU_MAX_DIMS + 1], step[TTPU_MAX_DIMS + 1];
+    shape[0] = total / g.stride[0];
+    for (int k = 1; k < g.m; ++k) shape[k] = g.stride[k - 1] / g.stride[k];
+    shape[g.m] = g.stride[g.m - 1];
+    int64_t rem = t->offset;
+    int fits = 1;
+    for (int k = 0; k <= g.m; ++k) {
+      int64_t unit = k < g.m ? g.stride[k] : 1;
+      start[k] = rem / unit;
+      rem %= unit;
+      limit[k] = start[k] + (k < g.m ? g.size[k] : 1);
+      step[k] = 1;
+      if (limit[k] > shape[k]) fits = 0;
+    }
+    if (fits) {
+      ttpu_val v = ttpu_hlo_reshape(b, flat, g.m + 1, shape);
+      v = ttpu_hlo_slice(b, v, start, limit, step);
+      v = ttpu_hlo_reshape(b, v, g.m, g.size);
+      return from_stride_order(b, v, &g, t);
+    }
+  }
   if (g.divisible) {
     /* Take the span [offset, offset + size0*stride0), reshape it so each
      * stride becomes a dim, and slice the sizes out. */
@@ -486,6 +515,14 @@ const double* ttpu_l_floats(ttpu_lower* L, int arg, int* n) {
   return g->floats;
 }
 
+/* The pack index of the op's float (int) scalar j. */
+static int f_index(const ttpu_lower* L, int j) {
+  return L->f_map ? L->f_map[j] : L->f_off + j;
+}
+static int i_index(const ttpu_lower* L, int j) {
+  return L->i_map ? L->i_map[j] : L->i_off + j;
+}
+
 int ttpu_l_scalar_static(ttpu_lower* L, int arg, double* value) {
   const ttpu_arg* g = arg_at(L, arg);
   if (!g || g->kind != TTPU_ARG_SCALAR || L->p->arg_scalar[arg] >= 0) return 0;
@@ -545,20 +582,22 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
         return ttpu_hlo_convert(L->b, ttpu_hlo_const_i(L->b, TTPU_I64, g->i), dt);
       }
       if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) in the pack */
-        int at = L->f_off + L->p->arg_scalar[arg];
+        int at = L->p->arg_scalar[arg];
         ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt)
                                                     : TTPU_F64;
-        ttpu_val c = ttpu_hlo_complex(L->b, pack_element(L, L->fpack, at, comp),
-                                      pack_element(L, L->fpack, at + 1, comp));
+        ttpu_val c = ttpu_hlo_complex(
+            L->b, pack_element(L, L->fpack, f_index(L, at), comp),
+            pack_element(L, L->fpack, f_index(L, at + 1), comp));
         return ttpu_hlo_convert(L->b, c, dt);
       }
       if (ttpu_dtype_is_float(g->scalar_dtype))
-        return pack_element(L, L->fpack, L->f_off + L->p->arg_scalar[arg], dt);
-      return pack_element(L, L->ipack, L->i_off + L->p->arg_scalar[arg], dt);
+        return pack_element(L, L->fpack, f_index(L, L->p->arg_scalar[arg]), dt);
+      return pack_element(L, L->ipack, i_index(L, L->p->arg_scalar[arg]), dt);
     case TTPU_ARG_SCALARS:
       if (k < 0 || k >= g->n)
         return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "scalar list index %d", k);
-      return pack_element(L, L->fpack, L->f_off + L->p->arg_scalar[arg] + k,
+      return pack_element(L, L->fpack,
+                          f_index(L, L->p->list_at[L->p->arg_scalar[arg] + k]),
                           dt);
     case TTPU_ARG_INT:
     case TTPU_ARG_BOOL:
@@ -873,6 +912,8 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     const ttpu_op_call* call = p->call;
     L.p = p;
     L.call = call;
+    L.f_map = op->f_map;
+    L.i_map = op->i_map;
     L.f_off = op->f_off;
     L.i_off = op->i_off;
     L.check = TTPU_VAL_ERROR;
@@ -1021,7 +1062,7 @@ ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
     st[sl].ndim = x->phys_ndim;
     memcpy(st[sl].dims, x->phys_dims, sizeof(st[sl].dims));
   }
-  ttpu_prog_op op = {p, ident, 0, 0};
+  ttpu_prog_op op = {.plan = p, .store = ident};
   ttpu_prog g;
   memset(&g, 0, sizeof(g));
   g.n_ops = 1;

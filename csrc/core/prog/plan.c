@@ -176,6 +176,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   p->arg_scalar = kept.arg_scalar;   p->cap_arg_scalar = kept.cap_arg_scalar;
   p->f = kept.f;                     p->cap_f = kept.cap_f;
   p->i = kept.i;                     p->cap_i = kept.cap_i;
+  p->list_at = kept.list_at;         p->cap_list_at = kept.cap_list_at;
   p->key = kept.key;                 p->cap_key = kept.cap_key;
   p->part_at = kept.part_at;         p->cap_parts = kept.cap_parts;
   p->part_label = kept.part_label;
@@ -197,6 +198,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   grown |= zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
   grown |= zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
   grown |= zeroed(&p->i, &p->cap_i, n_scalars + 1, sizeof(int64_t));
+  grown |= zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
   if (grown)
     return ttpu_status_oom();
   if (call->device < 0 || call->device >= ttpu_runtime_device_count(rt))
@@ -234,6 +236,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     if (sl->has_param) sl->param = p->n_params++;
   }
   int static_scalars = (def->flags & TTPU_OP_STATIC_SCALARS) != 0;
+  int n_list = 0;
   for (int a = 0; a < na; ++a) {
     const ttpu_arg* g = &call->args[a];
     if (g->kind == TTPU_ARG_SCALAR && static_scalars) {
@@ -251,8 +254,19 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
         p->i[p->n_i++] = g->i;
       }
     } else if (g->kind == TTPU_ARG_SCALARS) {
-      p->arg_scalar[a] = p->n_f;
-      for (int k = 0; k < g->n; ++k) p->f[p->n_f++] = g->floats[k];
+      /* each distinct value once (bitwise: -0.0 and 0.0 stay apart) */
+      p->arg_scalar[a] = n_list;
+      int first = p->n_f;
+      for (int k = 0; k < g->n; ++k) {
+        int at = -1;
+        for (int j = first; j < p->n_f && at < 0; ++j)
+          if (!memcmp(&p->f[j], &g->floats[k], sizeof(double))) at = j;
+        if (at < 0) {
+          at = p->n_f;
+          p->f[p->n_f++] = g->floats[k];
+        }
+        p->list_at[n_list++] = at;
+      }
     }
   }
   if (p->n_f) p->f_param = p->n_params++;
@@ -316,6 +330,10 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
       case TTPU_ARG_SCALARS:
         rc |= key_push(p, g->scalar_dtype);
         rc |= key_push(p, g->n);
+        /* which elements share a value */
+        for (int k = 0; k < g->n; ++k)
+          rc |= key_push(p, p->list_at[p->arg_scalar[a] + k] -
+                                p->list_at[p->arg_scalar[a]]);
         break;
       case TTPU_ARG_INTS:
         rc |= key_push(p, g->n);
@@ -363,6 +381,7 @@ void ttpu_plan_free(ttpu_plan* p) {
   free(p->arg_scalar);
   free(p->f);
   free(p->i);
+  free(p->list_at);
   free(p->key);
   free(p->part_at);
   free(p->part_label);

@@ -30,8 +30,14 @@ typedef struct {
   int n_f, n_i;      /* runtime scalars */
   double* f;
   int64_t* i;
-  int* arg_scalar;   /* per arg: first index into f or i; -1 for a Scalar
-                        of an op with TTPU_OP_STATIC_SCALARS */
+  int* arg_scalar;   /* per arg: a Scalar's first index into f or i (-1 for
+                        an op with TTPU_OP_STATIC_SCALARS); a Scalar list's
+                        first entry in list_at */
+  /* Per element of a Scalar list: its index into f. Equal values of one
+   * list share one entry of f (their pattern is in the signature), so the
+   * per-tensor programs of a foreach op read the same scalar and come out
+   * identical, which lets the compiler make one kernel of them. */
+  int* list_at;
   int f_param, i_param, rng_param; /* parameter indices or -1 */
   int n_params;
   /* signature */
@@ -45,7 +51,7 @@ typedef struct {
   /* Element capacities of the arrays above, kept across builds: a plan
    * built again into the same struct reuses them (see ttpu_plan_build). */
   int cap_slots, cap_tensor_slot, cap_out_slot, cap_out_full, cap_arg_scalar,
-      cap_f, cap_i;
+      cap_f, cap_i, cap_list_at;
 } ttpu_plan;
 
 /* How storages look to a recording that has not run yet (a fused window,
@@ -92,6 +98,10 @@ typedef struct {
 typedef struct {
   const ttpu_plan* plan;
   const int* store; /* per plan slot */
+  /* Where the op's float scalars are in the program's float pack: f_map[j]
+   * for its scalar j, or f_off + j when f_map is NULL. */
+  const int* f_map;
+  const int* i_map; /* the same for its int scalars (or i_off + j) */
   int f_off, i_off;
 } ttpu_prog_op;
 
