@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "env.h"
-#include "../prog/pool.h"
 
 #define DEFAULT_PROGRAM_CACHE 1024
 #define DEFAULT_RECOMPILE_WARN 8
@@ -64,8 +63,10 @@ void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
   const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
   o->cache_max_bytes = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
   const char* threads = getenv("TORCHTPU_COMPILE_THREADS");
-  o->compile_threads =
-      threads && *threads ? atoi(threads) : ttpu_pool_default_threads();
+  /* Strict mode compiles on the calling thread unless asked: with compile
+   * threads, an op's errors (a data-dependent check, an out-of-memory)
+   * surface at the next point that waits, not at the op itself. */
+  o->compile_threads = threads && *threads ? atoi(threads) : 1;
   if (o->compile_threads < 0) o->compile_threads = 0;
 }
 

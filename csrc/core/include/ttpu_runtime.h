@@ -83,8 +83,9 @@ typedef struct {
   /* TORCHTPU_CACHE_MAX_MB in bytes; <= 0: the default (2 GiB). */
   int64_t cache_max_bytes;
   /* TORCHTPU_COMPILE_THREADS: threads that compile strict mode's programs
-   * while later ops are enqueued; default the CPUs the process may use.
-   * 0 or 1: every program compiles on the calling thread. */
+   * while later ops are enqueued (an op's errors then surface at the next
+   * point that waits for it). Default 1: every program compiles on the
+   * calling thread and errors are raised at their op. */
   int compile_threads;
 } ttpu_runtime_options;
 
