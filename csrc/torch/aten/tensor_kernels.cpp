@@ -354,13 +354,7 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
     return stack.back().toTensor();
   }
   // Crossing devices: PyTorch's own _to_copy allocates the destination and
-  // calls copy_, which lands in copy_tensor. Leaving the device, the value
-  // is computed first, so that an error of the ops that make it (one still
-  // compiling on the compile threads, an out-of-memory) is raised as itself
-  // before the host allocates the destination.
-  if (self.device().type() == kTpu && (!device || device->type() != kTpu) &&
-      self.storage().nbytes() > 0)
-    check(ttpu_buffer_wait(buffer_of(self)), "copying from tpu");
+  // calls copy_, which lands in copy_tensor.
   return at::native::_to_copy(self, dtype, layout, device, pin_memory,
                               non_blocking, memory_format);
 }
