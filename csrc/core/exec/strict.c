@@ -94,50 +94,69 @@ static ttpu_status* pack_buffer(ttpu_runtime* rt, int dev, const void* data,
   return NULL;
 }
 
-static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
-                            ttpu_cache_entry* e) {
-  const ttpu_op_call* call = p->call;
-  int dev = call->device;
-  ttpu_pjrt_buffer* stack_args[16];
+/* What one launch of a one-op program needs besides its storages' buffers
+ * (the plan of an op run now, or the copy a pending op keeps). */
+typedef struct {
+  int op, device, n_params;
+  const double* f;
+  int n_f, f_param;
+  const int64_t* i;
+  int n_i, i_param, rng_param;
+} launch_args;
+
+/* Launches e with args (storage parameters filled in; packs and the rng
+ * state are added here) and gives its results to buffer_of(ctx, slot). */
+static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
+                           ttpu_pjrt_buffer** args, ttpu_cache_entry* e,
+                           ttpu_buffer* (*buffer_of)(void*, int), void* ctx) {
+  int dev = a->device;
+  const char* name = ttpu_op_name(a->op);
   ttpu_pjrt_buffer* stack_outs[16];
-  ttpu_pjrt_buffer** args =
-      p->n_params <= 16 ? stack_args : calloc((size_t)p->n_params, sizeof(*args));
   ttpu_pjrt_buffer** outs =
       e->n_results <= 16 ? stack_outs : calloc((size_t)e->n_results, sizeof(*outs));
   ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL; /* uploads not kept */
   ttpu_status* s = NULL;
-  if (!args || !outs) {
-    s = ttpu_status_oom();
-    goto done;
-  }
-  for (int k = 0; k < p->n_slots; ++k)
-    if (p->slots[k].has_param) args[p->slots[k].param] = p->slots[k].buf->pb;
-  if (p->f_param >= 0) {
-    s = pack_buffer(rt, dev, p->f, TTPU_F64, p->n_f, &args[p->f_param], &fbuf);
+  if (!outs) return ttpu_status_oom();
+  if (a->f_param >= 0) {
+    s = pack_buffer(rt, dev, a->f, TTPU_F64, a->n_f, &args[a->f_param], &fbuf);
     if (s) goto done;
   }
-  if (p->i_param >= 0) {
-    s = pack_buffer(rt, dev, p->i, TTPU_I64, p->n_i, &args[p->i_param], &ibuf);
+  if (a->i_param >= 0) {
+    s = pack_buffer(rt, dev, a->i, TTPU_I64, a->n_i, &args[a->i_param], &ibuf);
     if (s) goto done;
   }
-  if (p->rng_param >= 0) args[p->rng_param] = rt->dev[dev].rng_state->pb;
+  if (a->rng_param >= 0) args[a->rng_param] = rt->dev[dev].rng_state->pb;
   ttpu_pjrt_event* done_event = NULL;
   int64_t began = ttpu_rt_trace_clock(rt);
-  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, p->n_params, outs,
+  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, a->n_params, outs,
                         e->n_results, &done_event);
   if (s) {
-    s = ttpu_status_annotate(s, "running %s", ttpu_op_name(call->op));
+    s = ttpu_status_annotate(s, "running %s", name);
     goto done;
   }
   rt->dev[dev].stats.executions++;
-  ttpu_rt_trace_launch(rt, dev, ttpu_op_name(call->op), 1, began, done_event);
+  ttpu_rt_trace_launch(rt, dev, name, 1, began, done_event);
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(rt, dev, e, outs, slot_buffer, (void*)p);
+  s = ttpu_prog_take_results(rt, dev, e, outs, buffer_of, ctx);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
-  if (args != stack_args) free(args);
   if (outs != stack_outs) free(outs);
+  return s;
+}
+
+static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
+                            ttpu_cache_entry* e) {
+  ttpu_pjrt_buffer* stack_args[16];
+  ttpu_pjrt_buffer** args =
+      p->n_params <= 16 ? stack_args : calloc((size_t)p->n_params, sizeof(*args));
+  if (!args) return ttpu_status_oom();
+  for (int k = 0; k < p->n_slots; ++k)
+    if (p->slots[k].has_param) args[p->slots[k].param] = p->slots[k].buf->pb;
+  launch_args a = {p->call->op, p->call->device, p->n_params, p->f, p->n_f,
+                   p->f_param, p->i, p->n_i, p->i_param, p->rng_param};
+  ttpu_status* s = launch(rt, &a, args, e, slot_buffer, (void*)p);
+  if (args != stack_args) free(args);
   return s;
 }
 
@@ -322,55 +341,24 @@ static ttpu_buffer* pending_buffer(void* ctx, int slot) {
 /* execute() for a pending op. */
 static ttpu_status* execute_pending(ttpu_runtime* rt, pending* o,
                                     ttpu_cache_entry* e) {
-  int dev = o->device;
   ttpu_pjrt_buffer* stack_args[16];
-  ttpu_pjrt_buffer* stack_outs[16];
   ttpu_pjrt_buffer** args =
       o->n_params <= 16 ? stack_args : calloc((size_t)o->n_params, sizeof(*args));
-  ttpu_pjrt_buffer** outs =
-      e->n_results <= 16 ? stack_outs : calloc((size_t)e->n_results, sizeof(*outs));
-  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+  if (!args) return ttpu_status_oom();
   ttpu_status* s = NULL;
-  const char* name = ttpu_op_name(o->op);
-  if (!args || !outs) {
-    s = ttpu_status_oom();
-    goto done;
-  }
-  for (int k = 0; k < o->n_slots; ++k) {
+  for (int k = 0; k < o->n_slots && !s; ++k) {
     if (o->param[k] < 0) continue;
-    if (!o->bufs[k]->pb) {
+    if (!o->bufs[k]->pb)
       s = ttpu_status_make(TTPU_INTERNAL,
-                           "running %s: an input storage has no value", name);
-      goto done;
-    }
-    args[o->param[k]] = o->bufs[k]->pb;
+                           "running %s: an input storage has no value",
+                           ttpu_op_name(o->op));
+    else
+      args[o->param[k]] = o->bufs[k]->pb;
   }
-  if (o->f_param >= 0) {
-    s = pack_buffer(rt, dev, o->f, TTPU_F64, o->n_f, &args[o->f_param], &fbuf);
-    if (s) goto done;
-  }
-  if (o->i_param >= 0) {
-    s = pack_buffer(rt, dev, o->i, TTPU_I64, o->n_i, &args[o->i_param], &ibuf);
-    if (s) goto done;
-  }
-  if (o->rng_param >= 0) args[o->rng_param] = rt->dev[dev].rng_state->pb;
-  ttpu_pjrt_event* done_event = NULL;
-  int64_t began = ttpu_rt_trace_clock(rt);
-  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, o->n_params, outs,
-                        e->n_results, &done_event);
-  if (s) {
-    s = ttpu_status_annotate(s, "running %s", name);
-    goto done;
-  }
-  rt->dev[dev].stats.executions++;
-  ttpu_rt_trace_launch(rt, dev, name, 1, began, done_event);
-  ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(rt, dev, e, outs, pending_buffer, o);
-done:
-  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  launch_args a = {o->op, o->device, o->n_params, o->f, o->n_f,
+                   o->f_param, o->i, o->n_i, o->i_param, o->rng_param};
+  if (!s) s = launch(rt, &a, args, e, pending_buffer, o);
   if (args != stack_args) free(args);
-  if (outs != stack_outs) free(outs);
   return s;
 }
 
