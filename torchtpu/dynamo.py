@@ -73,6 +73,8 @@ _MAX_REPLAYS = 4
 _SIDE_EFFECT_PREFIXES = ("aten::_assert", "aten::_print", "aten::sym_constrain",
                          "aten::_functional_assert")
 _METADATA_MUTATIONS = {"aten::set_", "aten::resize_", "aten::resize_as_"}
+# Our own ops that are one engine op each (torchtpu.jax_op's calls).
+_ENGINE_CUSTOM_OPS = {"torchtpu::jax_call", "torchtpu::jax_call_out"}
 
 
 def _replay_enabled():
@@ -96,7 +98,9 @@ def _replayable(gm):
         if n.op != "call_function" or n.target is operator.getitem:
             continue
         op = n.target
-        if not isinstance(op, torch._ops.OpOverload) or op.namespace not in ("aten", "prims"):
+        if not isinstance(op, torch._ops.OpOverload):
+            return False
+        if op.namespace not in ("aten", "prims") and op.name() not in _ENGINE_CUSTOM_OPS:
             return False
         name = op.name()
         if (torch.Tag.inplace_view in op.tags or name in _METADATA_MUTATIONS

@@ -1,4 +1,5 @@
 /* hlo_builder.c - builder state, values, scopes, op emission and printing. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,11 @@ struct ttpu_hlo {
   int n_rec_ops, cap_rec_ops;
   int* pending; /* function-body values used inside the open regions */
   int n_pending, cap_pending;
+  /* ttpu_hlo_call: the callees and the text defining each, printed once
+   * after main in the order of their first call. */
+  char** callees;
+  char** callee_texts;
+  int n_callees, cap_callees;
 };
 
 /* ------------------------------------------------------------ text buffer */
@@ -262,6 +268,12 @@ void ttpu_hlo_free(ttpu_hlo* b) {
   free(b->params);
   free(b->aliases);
   free(b->results);
+  for (int i = 0; i < b->n_callees; i++) {
+    free(b->callees[i]);
+    free(b->callee_texts[i]);
+  }
+  free(b->callees);
+  free(b->callee_texts);
   if (b->err) ttpu_status_free(b->err);
   free(b);
 }
@@ -661,6 +673,81 @@ ttpu_val ttpu_hloi_op(ttpu_hlo* b, const char* name, const ttpu_val* ops,
   return ttpu_hloi_emit(b, name, ops, n_ops, NULL, attrs, &res, 1, NULL);
 }
 
+/* ------------------------------------------------------------ calls */
+
+static int symbol_ok(const char* name) {
+  if (!name || !name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
+    return 0;
+  for (const char* c = name; *c; c++)
+    if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.' && *c != '$')
+      return 0;
+  return 1;
+}
+
+/* Records callee's defining text the first time a program calls it. The
+ * same callee must come with the same text. */
+static int add_callee(ttpu_hlo* b, const char* callee, const char* text) {
+  for (int i = 0; i < b->n_callees; i++) {
+    if (strcmp(b->callees[i], callee)) continue;
+    if (strcmp(b->callee_texts[i], text)) {
+      ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                    "call: @%s is defined by two different texts", callee);
+      return -1;
+    }
+    return 0;
+  }
+  if (b->n_callees == b->cap_callees) {
+    int cap = b->cap_callees ? b->cap_callees * 2 : 4;
+    char** n = realloc(b->callees, (size_t)cap * sizeof *n);
+    if (n) b->callees = n;
+    char** t = n ? realloc(b->callee_texts, (size_t)cap * sizeof *t) : NULL;
+    if (t) b->callee_texts = t;
+    if (!n || !t) {
+      ttpu_hlo_fail(b, TTPU_RESOURCE_EXHAUSTED, "call: out of memory");
+      return -1;
+    }
+    b->cap_callees = cap;
+  }
+  char* name = strdup(callee);
+  char* copy = strdup(text);
+  if (!name || !copy) {
+    free(name);
+    free(copy);
+    ttpu_hlo_fail(b, TTPU_RESOURCE_EXHAUSTED, "call: out of memory");
+    return -1;
+  }
+  b->callees[b->n_callees] = name;
+  b->callee_texts[b->n_callees] = copy;
+  b->n_callees++;
+  return 0;
+}
+
+void ttpu_hlo_call(ttpu_hlo* b, const char* callee, const char* text,
+                   const ttpu_val* args, int n, const ttpu_type* res,
+                   int n_res, ttpu_val* outs) {
+  for (int i = 0; i < n_res; i++) outs[i] = TTPU_VAL_ERROR;
+  if (b->err) return;
+  if (!symbol_ok(callee)) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "call: '%s' is not a symbol name",
+                  callee ? callee : "(null)");
+    return;
+  }
+  if (n_res < 1 || n < 0 || !text) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                  "call: @%s needs a defining text and at least one result",
+                  callee);
+    return;
+  }
+  if (b->depth != 1) {
+    ttpu_hlo_fail(b, TTPU_INTERNAL, "call: @%s inside a region", callee);
+    return;
+  }
+  if (add_callee(b, callee, text)) return;
+  char attrs[320];
+  snprintf(attrs, sizeof attrs, "callee = @%s", callee);
+  ttpu_hloi_emit(b, "func.call", args, n, NULL, attrs, res, n_res, outs);
+}
+
 /* ------------------------------------------------------------ regions */
 
 void ttpu_hloi_region_begin(ttpu_hlo* b, const ttpu_type* arg_types, int n,
@@ -828,7 +915,13 @@ ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len) {
     if (i) ttpu_hloi_buf_put(&s, ", ");
     ttpu_hloi_put_type(&s, &b->vals[b->results[i]].type);
   }
-  ttpu_hloi_buf_put(&s, ") -> ()\n  }\n}\n");
+  ttpu_hloi_buf_put(&s, ") -> ()\n  }\n");
+  for (int i = 0; i < b->n_callees; i++) {
+    ttpu_hloi_buf_put(&s, b->callee_texts[i]);
+    size_t k = strlen(b->callee_texts[i]);
+    if (k && b->callee_texts[i][k - 1] != '\n') ttpu_hloi_buf_put(&s, "\n");
+  }
+  ttpu_hloi_buf_put(&s, "}\n");
   size_t n = s.n;
   char* text = ttpu_hloi_buf_take(&s);
   if (!text) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "hlo print: oom");

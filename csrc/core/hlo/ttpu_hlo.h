@@ -286,6 +286,18 @@ void ttpu_hlo_while(ttpu_hlo* b, const ttpu_val* init, int n,
                     ttpu_hlo_while_cond cond, ttpu_hlo_while_body body,
                     void* ctx, ttpu_val* outs);
 
+/* A call of a function defined outside the builder: `text` is
+ * module-level StableHLO (one or more func.func ops, private, one of them
+ * named `callee`; other symbols it defines must not clash with another
+ * text's). It is printed once after main, whatever the number of calls;
+ * a callee must always come with the same text. args must have the
+ * callee's argument types and res are its result types (n_res >= 1); the
+ * call is pure: equal calls are shared and an unused one is dropped. outs
+ * receives n_res values. */
+void ttpu_hlo_call(ttpu_hlo* b, const char* callee, const char* text,
+                   const ttpu_val* args, int n, const ttpu_type* res,
+                   int n_res, ttpu_val* outs);
+
 #ifdef __cplusplus
 }
 #endif

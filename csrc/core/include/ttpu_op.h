@@ -107,6 +107,25 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
 /* Thread-safe: calls from several threads are serialized by the runtime's
  * lock, in the order they take it. */
 
+/* ------------------------------------------------------- outside functions */
+
+/* Functions defined outside the engine (StableHLO a front end lowered,
+ * such as a JAX function) are called through the op
+ * "torchtpu::extern_call" (args: the input tensors as one list, then the
+ * callee's name as a STR; outputs: one per result, of the callee's result
+ * types). The callee's text is module-level StableHLO: private func.func
+ * ops, one named `callee`, every other symbol in it prefixed so that it
+ * cannot clash; a program that calls it carries the text once. Because
+ * the name is part of the op's signature, the text must never differ for
+ * one name: derive the name from the text.
+ *
+ * Defines callee for this process. Defining a name again with the same
+ * text is a no-op; with another text, INVALID_ARGUMENT. Definitions live
+ * until the process exits. Thread-safe. */
+ttpu_status* ttpu_extern_define(const char* callee, const char* text);
+/* The text defining callee, or NULL. Valid for the process. Thread-safe. */
+const char* ttpu_extern_text(const char* callee);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,6 +53,7 @@ extern const ttpu_op_def ttpu_ops_grid_sample[];
 extern const ttpu_op_def ttpu_ops_upsample_aa[];
 extern const ttpu_op_def ttpu_ops_attention[];
 extern const ttpu_op_def ttpu_ops_bincount[];
+extern const ttpu_op_def ttpu_ops_extern[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -98,6 +99,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_upsample_aa,
     ttpu_ops_attention,
     ttpu_ops_bincount,
+    ttpu_ops_extern,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

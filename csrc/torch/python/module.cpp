@@ -81,6 +81,7 @@ py::tuple stream_tuple(const c10::Stream& stream) {
 namespace torchtpu { void init_aot(py::module_& m); }  // aot_binding.cpp
 namespace torchtpu { void init_coll(py::module_& m); }  // coll_binding.cpp
 namespace torchtpu { void init_graph_replay(py::module_& m); }  // graph_replay.cpp
+namespace torchtpu { void init_extern(py::module_& m); }  // extern_binding.cpp
 namespace torchtpu { void init_profiler(py::module_& m); }  // runtime/profiler.cpp
 namespace torchtpu { void init_device_api(py::module_& m); }  // runtime/runtime.cpp
 
@@ -88,6 +89,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torchtpu;
   init_aot(m);
   init_graph_replay(m);
+  init_extern(m);
   init_profiler(m);
   init_device_api(m);
   m.doc() = "torchtpu C++ glue: PrivateUse1 registration and engine access";
