@@ -2,6 +2,9 @@
 position embeddings, causal attention through scaled_dot_product_attention,
 a SwiGLU MLP, untied head. The default size is the one the cold-start
 figures quote: d=256, 4 layers, 4 heads, batch 8 x 128 tokens.
+`attention` replaces the causal attention: a function (q, k, v) -> out on
+(B, H, T, head_dim) tensors, such as a Pallas kernel through
+torchtpu.jax_op (tests/test_kernels.py).
 """
 import math
 
@@ -34,9 +37,10 @@ def apply_rope(x, cos, sin):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, hidden):
+    def __init__(self, d, heads, hidden, attention=None):
         super().__init__()
         self.heads = heads
+        self.attention = attention
         self.norm1 = RMSNorm(d)
         self.qkv = nn.Linear(d, 3 * d, bias=False)
         self.proj = nn.Linear(d, d, bias=False)
@@ -53,18 +57,21 @@ class Block(nn.Module):
         k = k.view(B, T, H, D // H).transpose(1, 2)
         v = v.view(B, T, H, D // H).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.attention is None:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            a = self.attention(q, k, v)
         x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
         h = self.norm2(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab, d=256, layers=4, heads=4, block=128, hidden=None):
+    def __init__(self, vocab, d=256, layers=4, heads=4, block=128, hidden=None, attention=None):
         super().__init__()
         hidden = hidden or 256 * math.ceil(8 * d / 3 / 256)
         self.tok = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList(Block(d, heads, hidden) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, hidden, attention) for _ in range(layers))
         self.norm = RMSNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         cos, sin = rope_tables(d // heads, block)

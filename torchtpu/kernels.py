@@ -176,9 +176,11 @@ class _Lowered:
             raise _named(e, self.name) from e
 
     def first(self, platform):
-        """Lowers for the runtime's platform; names the callee after the
-        text, so one name always means one text."""
-        lowered = self._lower(platform)
+        """Lowers once for the XLA CPU platform (in Pallas interpret mode)
+        and names the callee after that text: one name always means one
+        computation, and the name, so the op's signature, is the same on
+        every platform (a TPU disk cache filled on a CPU host hits)."""
+        lowered = self._lower("cpu")
         jax = _jax()
         leaves, tree = jax.tree_util.tree_flatten(lowered.out_info)
         if not leaves:
@@ -191,7 +193,9 @@ class _Lowered:
         self.outs = [(tuple(x.shape), _to_torch_dtype(x.dtype, self.name)) for x in leaves]
         digest = hashlib.sha256(lowered.as_text().encode()).hexdigest()[:20]
         self.callee = f"tj{digest}"
-        self.blocks[platform] = _block(lowered, self.callee, self.name)
+        self.blocks["cpu"] = _block(lowered, self.callee, self.name)
+        if platform != "cpu":
+            self.block(platform)
 
     def block(self, platform):
         with _lock:

@@ -261,7 +261,11 @@ def compile_programs(programs, topology="v5e:2x2", *, replicas=None, capture="pr
     programs = list(programs)
     batch = {"programs": [], "wall_seconds": 0.0}
     if programs:
-        batch = _C._aot_compile_many(topology, [text for _, text, _ in programs],
+        from ..kernels import retarget
+
+        # JAX functions the programs call, lowered for TPU (Pallas kernels
+        # as Mosaic kernels rather than their interpret-mode loops).
+        batch = _C._aot_compile_many(topology, [retarget(text, "tpu") for _, text, _ in programs],
                                      report.replicas, 1, _compile_threads())
     for (name, _text, runs), s in zip(programs, batch["programs"]):
         if "error" in s:

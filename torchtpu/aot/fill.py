@@ -54,6 +54,7 @@ def recording():
 def namespace(topology, directory):
     """The namespace directory name (16 hex digits) under ``directory`` that
     a libtpu client for ``topology`` looks up."""
+    from ..kernels import retarget
     from . import _compiler
 
     _compiler()
@@ -118,7 +119,7 @@ def fill_cache(programs, topology, directory):
         seen.add(key)
         try:
             outcome, nbytes = _C._aot_fill_one(
-                topology, directory, list(key), p["text"], p["results"], p["n_results"], p["options"]
+                topology, directory, list(key), retarget(p["text"], "tpu"), p["results"], p["n_results"], p["options"]
             )
             report.outcomes.append((p["what"], outcome, nbytes, ""))
         except Exception as e:  # libtpu's message, per program
