@@ -22,7 +22,7 @@ setup() {
     # The extension builds against the venv's torch (no build isolation),
     # so torch and the build tools come first.
     "${PIP[@]}" torch setuptools wheel ninja
-    "${PIP[@]}" --no-build-isolation -e ".[test,tpu]" >.venv/build.log 2>&1 \
+    "${PIP[@]}" --no-build-isolation -e ".[test,tpu,kernels]" >.venv/build.log 2>&1 \
       || { cat .venv/build.log; exit 1; }
     touch .venv/.deps-stamp
   fi

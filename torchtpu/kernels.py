@@ -171,7 +171,7 @@ class _Lowered:
         interp = _interpret_context(pallas_interpret(platform))
         try:
             with x64, interp:
-                return jax.jit(fn).trace(*specs).lower(lowering_platforms=(platform,))
+                return jax.jit(fn, keep_unused=True).trace(*specs).lower(lowering_platforms=(platform,))
         except Exception as e:
             raise _named(e, self.name) from e
 
