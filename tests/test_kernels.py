@@ -438,3 +438,65 @@ def test_jax_stays_on_its_cpu_backend():
     """, timeout=60, JAX_PLATFORMS="")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "PLATFORMS cpu ['cpu']" in r.stdout and "OK [2.0, 2.0, 2.0] [2.0, 2.0, 2.0]" in r.stdout
+
+
+def test_complex_gradients_follow_pytorch():
+    """PyTorch's complex gradients are the conjugates of JAX's cotangents."""
+    cases = [
+        (lambda z: jnp.abs(z) ** 2, lambda z: z.abs() ** 2, 1),
+        (lambda z: z * z + 1j * z, lambda z: z * z + 1j * z, 1),
+        (lambda z, x: jnp.real(z * x) + jnp.imag(z) * x, lambda z, x: (z * x).real + z.imag * x, 2),
+        (lambda z, x: z * jnp.exp(1j * x), lambda z, x: z * torch.exp(1j * x), 2),
+    ]
+    torch.manual_seed(0)
+    for jf, tf, n in cases:
+        f = torchtpu.jax_op(jf)
+        args = (torch.randn(4, dtype=torch.complex64), torch.randn(4))[:n]
+        ours = tpu(*args, grad=True)
+        ours = [ours] if n == 1 else ours
+        ref = [a.clone().requires_grad_() for a in args]
+        y, yc = f(*ours), tf(*ref)
+        g = torch.randn(yc.shape, dtype=yc.dtype)
+        y.backward(g.to("tpu"))
+        yc.backward(g)
+        for a, b in zip(ours, ref):
+            torch.testing.assert_close(a.grad.cpu(), b.grad)
+
+
+@needs_libtpu
+def test_fill_cache_with_a_pallas_kernel(tmp_path):
+    """--fill-cache compiles the program with the Mosaic kernel, under the
+    key the CPU runtime uses for the same call."""
+    import os
+    import subprocess
+
+    from torchtpu import _C
+
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        "import torch, torchtpu, jax\n"
+        "from jax.experimental import pallas as pl\n"
+        "def kernel(x_ref, o_ref):\n"
+        "    o_ref[...] = x_ref[...] + 1.0\n"
+        "f = torchtpu.jax_op(lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x))\n"
+        "print('sum', float(f(torch.zeros(16, 128, device='tpu')).sum()))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(BENCHMARKS))
+    tpu_dir, cpu_dir = tmp_path / "tpu", tmp_path / "cpu"
+    p = subprocess.run([sys.executable, "-m", "torchtpu.aot", "--topology", "v5e:2x2", "--fill-cache",
+                        str(tpu_dir), str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "sum 2048.0" in p.stdout and "compiled        torchtpu::extern_call" in p.stdout, p.stdout
+    assert ", 0 failed" in p.stdout.strip().splitlines()[-1], p.stdout
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=dict(env, TORCHTPU_CACHE_DIR=str(cpu_dir)), timeout=300)
+    assert p.returncode == 0, p.stderr
+
+    def keys(root):
+        out = set()
+        for ns in os.listdir(root):
+            for f in os.listdir(os.path.join(root, ns)):
+                if not f.startswith("."):
+                    out.add(tuple(_C._disk_read_entry(os.path.join(root, ns, f))["key"]))
+        return out
+
+    assert keys(tpu_dir) == keys(cpu_dir)

@@ -272,7 +272,12 @@ _MARKED = re.compile(r"// torchtpu\.jax_op (\w+)\n.*?// end \1\n", re.S)
 def retarget(text, platform):
     """A program's text with each JAX function it calls lowered for
     `platform` instead ("tpu": Pallas kernels become Mosaic kernels).
-    Functions this process did not lower are left as they are."""
+    Functions this process did not lower are left as they are. Takes and
+    returns str or bytes."""
+    if isinstance(text, (bytes, bytearray)):
+        if b"// torchtpu.jax_op " not in text:
+            return text
+        return retarget(bytes(text).decode(), platform).encode()
     if "// torchtpu.jax_op " not in text:
         return text
 
@@ -495,6 +500,7 @@ def _vjp_maker(low, fn, backward, args, kwargs, positions):
         else:
             def build():
                 import numpy as np
+                jnp = jax.numpy
 
                 def flat(*arrays):
                     full_p = list(arrays[:n])
@@ -512,11 +518,13 @@ def _vjp_maker(low, fn, backward, args, kwargs, positions):
 
                     outs, pull = jax.vjp(f_diff, *[full_p[i] for i in idx])
                     it = iter(arrays[n:])
-                    cts_all = tuple(next(it) if f else np.zeros(o.shape, dtype=jax.dtypes.float0)
+                    # PyTorch's gradients of complex values are the conjugates
+                    # of JAX's cotangents: conjugate on the way in and out.
+                    cts_all = tuple(jnp.conj(next(it)) if f else np.zeros(o.shape, dtype=jax.dtypes.float0)
                                     for o, f in zip(outs, out_float))
                     grads = pull(cts_all)
                     jax_holder["keep"] = diff
-                    return tuple(grads)
+                    return tuple(jnp.conj(g) if jnp.iscomplexobj(g) else g for g in grads)
                 return flat
 
         specs = [(tuple(t.shape), t.dtype) for t in primals + cts]

@@ -54,7 +54,6 @@ def recording():
 def namespace(topology, directory):
     """The namespace directory name (16 hex digits) under ``directory`` that
     a libtpu client for ``topology`` looks up."""
-    from ..kernels import retarget
     from . import _compiler
 
     _compiler()
@@ -103,7 +102,9 @@ class FillReport:
 def fill_cache(programs, topology, directory):
     """Compiles each recorded program for ``topology`` and writes it into the
     cache ``directory``; returns a FillReport (a program libtpu rejects is
-    reported as failed, not raised)."""
+    reported as failed, not raised). JAX functions the programs call are
+    compiled as lowered for TPU (torchtpu.kernels.retarget)."""
+    from ..kernels import retarget
     from . import _compiler
 
     _compiler()
