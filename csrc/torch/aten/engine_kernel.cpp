@@ -451,16 +451,7 @@ class CallPacker {
       desc.dtype = TTPU_DTYPE_NONE;
       return desc;
     }
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        tensor.dim() <= TTPU_MAX_DIMS, "tpu tensors have at most ",
-        TTPU_MAX_DIMS, " dimensions, got ", tensor.dim());
-    desc.buffer = buffer_of(tensor);
-    desc.dtype = to_ttpu_dtype_checked(tensor.scalar_type());
-    desc.ndim = static_cast<int>(tensor.dim());
-    desc.sizes = tensor.sizes().data();
-    desc.strides = tensor.strides().data();
-    desc.offset = tensor.storage_offset();
-    return desc;
+    return engine_tensor(tensor);
   }
 
   // Inline room for a typical call: packing one allocates nothing.

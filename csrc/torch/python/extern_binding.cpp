@@ -23,16 +23,7 @@ ttpu_tensor describe(const at::Tensor& t, const char* role, size_t index,
   }
   TORCH_CHECK(t.device().index() == *device, "extern call: ", role, " ", index,
               " is on ", t.device(), ", another tensor on tpu:", *device);
-  TORCH_CHECK_NOT_IMPLEMENTED(t.dim() <= TTPU_MAX_DIMS, "tpu tensors have at most ",
-                              TTPU_MAX_DIMS, " dimensions, got ", t.dim());
-  ttpu_tensor d{};
-  d.buffer = buffer_of(t);
-  d.dtype = to_ttpu_dtype_checked(t.scalar_type());
-  d.ndim = static_cast<int>(t.dim());
-  d.sizes = t.sizes().data();
-  d.strides = t.strides().data();
-  d.offset = t.storage_offset();
-  return d;
+  return engine_tensor(t);
 }
 
 void extern_call(const std::string& callee, const std::vector<at::Tensor>& inputs,

@@ -188,6 +188,20 @@ ttpu_buffer* buffer_of(const at::Tensor& tensor) {
       tensor.unsafeGetTensorImpl()->unsafe_storage().data_ptr().get());
 }
 
+ttpu_tensor engine_tensor(const at::Tensor& tensor) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      tensor.dim() <= TTPU_MAX_DIMS, "tpu tensors have at most ",
+      TTPU_MAX_DIMS, " dimensions, got ", tensor.dim());
+  ttpu_tensor desc{};
+  desc.buffer = buffer_of(tensor);
+  desc.dtype = to_ttpu_dtype_checked(tensor.scalar_type());
+  desc.ndim = static_cast<int>(tensor.dim());
+  desc.sizes = tensor.sizes().data();
+  desc.strides = tensor.strides().data();
+  desc.offset = tensor.storage_offset();
+  return desc;
+}
+
 c10::DeviceIndex current_device() {
   return thread_current_device;
 }

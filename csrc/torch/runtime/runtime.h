@@ -56,6 +56,10 @@ ttpu_dtype to_ttpu_dtype_checked(c10::ScalarType type);
 // The engine buffer behind a tpu tensor's storage (nullptr for an empty
 // storage). The DataPtr's data pointer is the handle itself.
 ttpu_buffer* buffer_of(const at::Tensor& tensor);
+// The engine's view of a defined tpu tensor (storage, dtype, geometry),
+// borrowing the tensor's sizes and strides; NotImplementedError beyond the
+// engine's rank limit or for a dtype it has not.
+ttpu_tensor engine_tensor(const at::Tensor& tensor);
 
 // The current tpu device index of this thread.
 c10::DeviceIndex current_device();
