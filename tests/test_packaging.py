@@ -78,6 +78,7 @@ def test_wheel_contents(wheel):
     assert "numpy" in requires, requires
     assert any(r.startswith("libtpu==") and 'extra == "tpu"' in r for r in requires), requires
     assert any(r.startswith("jax-cuda13-pjrt==") and 'extra == "gpu"' in r for r in requires)
+    assert any(r.startswith("jax==") and 'extra == "kernels"' in r for r in requires)
     assert f"TORCH_VERSION = {torch.__version__!r}" in build_info
     assert "torchtpu = torchtpu:_autoload" in entry_points
     assert "tpu = torchtpu.dynamo:backend" in entry_points

@@ -34,8 +34,8 @@ as Mosaic kernels on a TPU. ``torchtpu.aot`` compiles programs that call a
 JAX function with the function lowered for TPU, so a Pallas kernel reaches
 libtpu as its Mosaic kernel even when the step ran on the CPU plugin.
 
-JAX is optional (``pip install "torchtpu[kernels]"``). It is imported on
-the first call of a wrapped function; unless ``JAX_PLATFORMS`` says
+JAX is optional (``pip install "torchtpu[kernels]"``): ``jax_op`` raises an
+ImportError naming the extra without it. Unless ``JAX_PLATFORMS`` says
 otherwise, JAX is then limited to its CPU backend, which it uses only to
 lower: the device stays ours.
 """
@@ -390,6 +390,7 @@ def jax_op(fn=None, *, backward=None):
         return functools.partial(jax_op, backward=backward)
     if not callable(fn):
         raise TypeError(f"jax_op: expected a function, got {type(fn).__name__}")
+    _jax()  # ImportError naming the extra when JAX is missing
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     cache = {}
 
