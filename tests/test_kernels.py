@@ -501,3 +501,23 @@ def test_fill_cache_with_a_pallas_kernel(tmp_path):
         return out
 
     assert keys(tpu_dir) == keys(cpu_dir)
+
+
+def test_same_forward_text_different_gradients():
+    """Two functions that lower to one text (one engine callee) keep their
+    own backward: a given one, and JAX's custom_vjp rule."""
+    plain = torchtpu.jax_op(lambda x: x * 2.0)
+    given = torchtpu.jax_op(lambda x: x * 2.0, backward=lambda x, g: (g * 5.0,))
+
+    @jax.custom_vjp
+    def doubled(x):
+        return x * 2.0
+
+    doubled.defvjp(lambda x: (x * 2.0, None), lambda _, g: (g * 7.0,))
+    custom = torchtpu.jax_op(doubled)
+    for f, grad in ((plain, 2.0), (given, 5.0), (custom, 7.0), (plain, 2.0)):
+        x = tpu(torch.randn(3), grad=True)
+        y = f(x)
+        torch.testing.assert_close(y.detach().cpu(), x.detach().cpu() * 2)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad.cpu(), torch.full((3,), grad))

@@ -39,8 +39,10 @@ ImportError naming the extra without it. Unless ``JAX_PLATFORMS`` says
 otherwise, JAX is then limited to its CPU backend, which it uses only to
 lower: the device stays ours.
 """
+import contextlib
 import functools
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -144,7 +146,13 @@ def _differentiable(dtype):
 
 # ------------------------------------------------------------- lowerings
 
-_registry = {}  # callee name -> _Lowered
+# The op's key ("<callee>.<n>") -> _Lowered. Each wrapped function and
+# signature has a key of its own: two functions may lower to one text (one
+# callee for the engine) and still differ in their gradients (a
+# jax.custom_vjp, a given backward). The key lives in this process only.
+_registry = {}
+_by_callee = {}  # callee -> a _Lowered of it (for retarget)
+_serial = itertools.count()
 
 
 class _Lowered:
@@ -159,6 +167,7 @@ class _Lowered:
         self.blocks = {}
         self.vjp = None
         self.callee = None
+        self.key = None
         self.outs = None            # [(shape, torch dtype)]
         self.single = False         # the function returned one array
 
@@ -167,7 +176,7 @@ class _Lowered:
         specs = [jax.ShapeDtypeStruct(tuple(s), _to_jax_dtype(d, self.name))
                  for s, d in self.in_specs]
         fn = self.build()
-        x64 = jax.enable_x64(True) if self.wide else _nullcontext()
+        x64 = jax.enable_x64(True) if self.wide else contextlib.nullcontext()
         interp = _interpret_context(pallas_interpret(platform))
         try:
             with x64, interp:
@@ -193,6 +202,7 @@ class _Lowered:
         self.outs = [(tuple(x.shape), _to_torch_dtype(x.dtype, self.name)) for x in leaves]
         digest = hashlib.sha256(lowered.as_text().encode()).hexdigest()[:20]
         self.callee = f"tj{digest}"
+        self.key = f"{self.callee}.{next(_serial)}"
         self.blocks["cpu"] = _block(lowered, self.callee, self.name)
         if platform != "cpu":
             self.block(platform)
@@ -204,21 +214,13 @@ class _Lowered:
             return self.blocks[platform]
 
 
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _interpret_context(interpret):
     if not interpret:
-        return _nullcontext()
+        return contextlib.nullcontext()
     try:
         from jax.experimental.pallas import tpu as pltpu
     except Exception:  # a JAX without Pallas TPU support: nothing to force
-        return _nullcontext()
+        return contextlib.nullcontext()
     # Plain interpret mode (an HLO loop over the grid), not TPU interpret
     # mode, which calls back into this process's JAX runtime.
     return pltpu.force_tpu_interpret_mode(True)
@@ -282,7 +284,7 @@ def retarget(text, platform):
         return text
 
     def swap(m):
-        low = _registry.get(m.group(1))
+        low = _by_callee.get(m.group(1))
         return low.block(platform) if low is not None else m.group(0)
 
     return _MARKED.sub(swap, text)
@@ -297,8 +299,9 @@ def _define(low):
 # --------------------------------------------------------------- the ops
 
 _lib = torch.library.Library("torchtpu", "FRAGMENT")
-_lib.define("jax_call(Tensor[] inputs, str callee) -> Tensor[]")
-_lib.define("jax_call_out(Tensor[] inputs, str callee, Tensor(a!)[] out) -> ()")
+# `key` names a lowering of this process (_registry), not the engine's callee.
+_lib.define("jax_call(Tensor[] inputs, str key) -> Tensor[]")
+_lib.define("jax_call_out(Tensor[] inputs, str key, Tensor(a!)[] out) -> ()")
 
 
 def _device_of(inputs):
@@ -307,53 +310,53 @@ def _device_of(inputs):
     return torch.device("tpu", torch.tpu.current_device())
 
 
-def _lookup(callee):
-    low = _registry.get(callee)
+def _lookup(key):
+    low = _registry.get(key)
     if low is None:
         raise RuntimeError(
-            f"torchtpu.jax_call: no JAX function {callee} was lowered in this process "
+            f"torchtpu.jax_call: no JAX function {key} was lowered in this process "
             "(graphs calling JAX functions are not kept in compile caches)")
     return low
 
 
 @torch.library.register_fake("torchtpu::jax_call")
-def _jax_call_fake(inputs, callee):
-    low = _lookup(callee)
+def _jax_call_fake(inputs, key):
+    low = _lookup(key)
     dev = _device_of(inputs)
     return [torch.empty(s, dtype=d, device=dev) for s, d in low.outs]
 
 
 @torch.library.impl("torchtpu::jax_call", "PrivateUse1")
-def _jax_call_tpu(inputs, callee):
-    low = _lookup(callee)
+def _jax_call_tpu(inputs, key):
+    low = _lookup(key)
     dev = _device_of(inputs)
     outs = [torch.empty(s, dtype=d, device=dev) for s, d in low.outs]
     _define(low)
-    _C._extern_call(callee, list(inputs), outs)
+    _C._extern_call(low.callee, list(inputs), outs)
     return outs
 
 
 @torch.library.register_fake("torchtpu::jax_call_out")
-def _jax_call_out_fake(inputs, callee, out):
+def _jax_call_out_fake(inputs, key, out):
     return None
 
 
 @torch.library.impl("torchtpu::jax_call_out", "PrivateUse1")
-def _jax_call_out_tpu(inputs, callee, out):
-    low = _lookup(callee)
+def _jax_call_out_tpu(inputs, key, out):
+    low = _lookup(key)
     _define(low)
-    _C._extern_call(callee, list(inputs), list(out))
+    _C._extern_call(low.callee, list(inputs), list(out))
 
 
 def _setup_context(ctx, inputs, output):
-    tensors, callee = inputs
-    ctx.callee = callee
+    tensors, key = inputs
+    ctx.key = key
     ctx.n = len(tensors)
     ctx.save_for_backward(*tensors)
 
 
 def _backward(ctx, grads):
-    low = _registry[ctx.callee]
+    low = _registry[ctx.key]
     primals = list(ctx.saved_tensors)
     bwd = low.vjp
     if bwd is None:
@@ -365,7 +368,7 @@ def _backward(ctx, grads):
         cts.append(g if g is not None else torch.zeros(shape, dtype=dtype, device=_device_of(primals)))
     with _lock:
         lowered = bwd(primals, cts)
-    outs = torch.ops.torchtpu.jax_call(primals + cts, lowered.callee)
+    outs = torch.ops.torchtpu.jax_call(primals + cts, lowered.key)
     it = iter(outs)
     result = []
     for t, keep in zip(primals, lowered.grads_for):
@@ -419,7 +422,8 @@ def jax_op(fn=None, *, backward=None):
             wide = any(d in _WIDE for _, d in specs)
             low = _Lowered(name, build, specs, wide)
             low.first(lowering_platform())
-            low = _registry.setdefault(low.callee, low)
+            _registry[low.key] = low
+            _by_callee.setdefault(low.callee, low)
             low.vjp = _vjp_maker(low, fn, backward, args, kwargs, positions)
             cache[key] = low
             return low
@@ -435,9 +439,9 @@ def jax_op(fn=None, *, backward=None):
         if out is not None:
             outs = [out] if isinstance(out, torch.Tensor) else list(out)
             _check_out(low, outs, tensors, name)
-            torch.ops.torchtpu.jax_call_out(tensors, low.callee, outs)
+            torch.ops.torchtpu.jax_call_out(tensors, low.key, outs)
             return out
-        results = torch.ops.torchtpu.jax_call(tensors, low.callee)
+        results = torch.ops.torchtpu.jax_call(tensors, low.key)
         return results[0] if low.single else tuple(results)
 
     try:
@@ -535,9 +539,8 @@ def _vjp_maker(low, fn, backward, args, kwargs, positions):
         bl.grads_for = list(jax_holder.get("keep", diff))
         if not any(bl.grads_for):
             raise RuntimeError(f"jax_op({low.name}): no tensor argument is differentiable")
-        bl = _registry.setdefault(bl.callee, bl)
-        if not hasattr(bl, "grads_for"):
-            bl.grads_for = list(jax_holder.get("keep", diff))
+        _registry[bl.key] = bl
+        _by_callee.setdefault(bl.callee, bl)
         cache[key] = bl
         return bl
 
