@@ -75,6 +75,29 @@ def test_views_statics_and_tuples():
     tt, _ = two_outputs(tpu(base).t(), 0)
     torch.testing.assert_close(tt.cpu(), torch.tanh(base.t()))
 
+    # statics are typed: 2 and 2.0 are two lowerings
+    scale = torchtpu.jax_op(lambda x, k: x * k)
+    i = tpu(torch.arange(4, dtype=torch.int32))
+    assert scale(i, 2).dtype == torch.int32 and scale(i, 2.0).dtype == torch.float32
+    torch.testing.assert_close(scale(i, 2.0).cpu(), torch.arange(4) * 2.0)
+    # 64-bit inputs lower with JAX's x64 mode on, where a Python float is float64
+    assert scale(tpu(torch.arange(4)), 2.0).dtype == torch.float64
+
+
+def test_the_lowering_cache_keeps_no_tensor_alive():
+    import gc
+    import weakref
+
+    x = tpu(torch.randn(7, 3))
+    ref = weakref.ref(x)
+    two_outputs(x, 1)[0].sum().item()
+    y = tpu(torch.randn(7, 3), grad=True)
+    yref = weakref.ref(y)
+    two_outputs(y, 1)[1].sum().backward()
+    del x, y
+    gc.collect()
+    assert ref() is None and yref() is None
+
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64,
                                    torch.int64, torch.int32, torch.bool, torch.complex64])

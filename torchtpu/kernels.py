@@ -399,9 +399,11 @@ def jax_op(fn=None, *, backward=None):
 
     def lowered_for(args, kwargs, tensors):
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        statics = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
+        # Typed: 1, 1.0 and True are equal keys but lower differently.
+        statics = tuple((i, type(a), a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
+        named = tuple((k, type(v), v) for k, v in sorted(kwargs.items()))
         try:
-            key = (positions, statics, tuple(sorted(kwargs.items())), _signature(tensors))
+            key = (positions, statics, named, _signature(tensors))
             hash(key)
         except TypeError as e:
             raise TypeError(f"jax_op({name}): static (non-tensor) arguments must be hashable: {e}") from None
@@ -410,12 +412,17 @@ def jax_op(fn=None, *, backward=None):
             if low is not None:
                 return low
 
+            # The statics in place, no tensor: the cache must not keep the
+            # first call's tensors alive.
+            template = [None if isinstance(a, torch.Tensor) else a for a in args]
+            kw = dict(kwargs)
+
             def build():
                 def flat(*arrays):
-                    full = list(args)
+                    full = list(template)
                     for i, a in zip(positions, arrays):
                         full[i] = a
-                    return fn(*full, **kwargs)
+                    return fn(*full, **kw)
                 return flat
 
             specs = [(tuple(t.shape), t.dtype) for t in tensors]
@@ -424,7 +431,7 @@ def jax_op(fn=None, *, backward=None):
             low.first(lowering_platform())
             _registry[low.key] = low
             _by_callee.setdefault(low.callee, low)
-            low.vjp = _vjp_maker(low, fn, backward, args, kwargs, positions)
+            low.vjp = _vjp_maker(low, fn, backward, template, kw, positions)
             cache[key] = low
             return low
 
