@@ -524,6 +524,11 @@ def test_fill_cache_with_a_pallas_kernel(tmp_path):
         return out
 
     assert keys(tpu_dir) == keys(cpu_dir)
+    # the report CLI compiles the same script's programs, the kernel's included
+    p = subprocess.run([sys.executable, "-m", "torchtpu.aot", "--topology", "v6e:2x2", str(script)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "torchtpu::extern_call-" in p.stdout and " 0 failed" in p.stdout, p.stdout
 
 
 def test_same_forward_text_different_gradients():
