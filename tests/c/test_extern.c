@@ -64,8 +64,11 @@ static void test_builder_prints_a_callee_once(ttpu_test_ctx* t) {
 
 static void test_builder_refuses(ttpu_test_ctx* t) {
   ttpu_type ty = TY(TTPU_F32, 1, 4);
-  const char* bad_names[] = {"", "1abc", "a b", "x}{", NULL};
-  for (int i = 0; i < 5; i++) {
+  char long_name[300];
+  memset(long_name, 'a', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = 0;
+  const char* bad_names[] = {"", "1abc", "a b", "x}{", long_name, NULL};
+  for (int i = 0; i < 6; i++) {
     ttpu_hlo* b = ttpu_hlo_create();
     TTPU_CHECK(t, b);
     ttpu_val x = ttpu_hlo_param(b, ty, -1), r;

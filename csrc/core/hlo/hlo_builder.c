@@ -675,8 +675,10 @@ ttpu_val ttpu_hloi_op(ttpu_hlo* b, const char* name, const ttpu_val* ops,
 
 /* ------------------------------------------------------------ calls */
 
+/* An MLIR bare identifier of at most 256 characters. */
 static int symbol_ok(const char* name) {
-  if (!name || !name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
+  if (!name || !name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_') ||
+      strlen(name) > 256)
     return 0;
   for (const char* c = name; *c; c++)
     if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.' && *c != '$')
@@ -746,6 +748,12 @@ void ttpu_hlo_call(ttpu_hlo* b, const char* callee, const char* text,
   char attrs[320];
   snprintf(attrs, sizeof attrs, "callee = @%s", callee);
   ttpu_hloi_emit(b, "func.call", args, n, NULL, attrs, res, n_res, outs);
+}
+
+ttpu_val ttpu_hlo_opaque(ttpu_hlo* b, ttpu_val x) {
+  if (!ttpu_hloi_check(b, x, "opaque")) return TTPU_VAL_ERROR;
+  return ttpu_hloi_op(b, "stablehlo.optimization_barrier", &x, 1, NULL,
+                      b->vals[x].type);
 }
 
 /* ------------------------------------------------------------ regions */

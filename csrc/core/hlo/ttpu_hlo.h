@@ -286,10 +286,16 @@ void ttpu_hlo_while(ttpu_hlo* b, const ttpu_val* init, int n,
                     ttpu_hlo_while_cond cond, ttpu_hlo_while_body body,
                     void* ctx, ttpu_val* outs);
 
+/* x, through a value XLA cannot see through (an optimization barrier):
+ * for a constant whose use must stay as written (XLA turns a division by
+ * a constant into a multiplication by its rounded reciprocal). */
+ttpu_val ttpu_hlo_opaque(ttpu_hlo* b, ttpu_val x);
+
 /* A call of a function defined outside the builder: `text` is
  * module-level StableHLO (one or more func.func ops, private, one of them
  * named `callee`; other symbols it defines must not clash with another
- * text's). It is printed once after main, whatever the number of calls;
+ * text's; callee is a bare identifier of at most 256 characters). It is
+ * printed once after main, whatever the number of calls;
  * a callee must always come with the same text. args must have the
  * callee's argument types and res are its result types (n_res >= 1); the
  * call is pure: equal calls are shared and an unused one is dropped. outs

@@ -103,6 +103,27 @@ ttpu_status* ttpu_complex_unary(ttpu_lower* L) {
   return NULL;
 }
 
+/* exp with C99's special values, as the CPU's: a zero imaginary part
+ * stays exactly (exp(x) + 0i, NaN + 0i too), and an infinite real part
+ * with a NaN or infinite imaginary part gives inf + NaN i (+inf) or 0 + 0i
+ * (-inf), where the formula exp(x) (cos y + i sin y) gives NaN. */
+ttpu_status* ttpu_complex_exp(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val x = ttpu_ew_in(L, 0, out_dtype(L));
+  ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
+  ttpu_val r = ttpu_hlo_unary(b, TTPU_EXP, x);
+  ttpu_val bad_im = ttpu_hlo_unary(b, TTPU_NOT, ttpu_hlo_unary(b, TTPU_IS_FINITE, im));
+  ttpu_val pinf = ttpu_hlo_binary(b, TTPU_AND, bad_im, ttpu_ew_cmpk(b, TTPU_EQ, re, INFINITY));
+  ttpu_val ninf = ttpu_hlo_binary(b, TTPU_AND, bad_im, ttpu_ew_cmpk(b, TTPU_EQ, re, -INFINITY));
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, im, 0),
+                      ttpu_hlo_complex(b, ttpu_hlo_unary(b, TTPU_EXP, re), im), r);
+  r = ttpu_hlo_select(b, pinf,
+                      ttpu_hlo_complex(b, re, ttpu_hlo_binary(b, TTPU_SUB, im, im)), r);
+  r = ttpu_hlo_select(b, ninf, ttpu_hlo_complex(b, ttpu_ew_k(b, re, 0), ttpu_ew_k(b, re, 0)), r);
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
 /* conj_physical: re - im*i (a real input is its own conjugate) */
 static ttpu_status* lower_conj(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);

@@ -20,6 +20,8 @@ ttpu_status* ttpu_complex_arith(ttpu_lower* L);
 ttpu_status* ttpu_complex_div(ttpu_lower* L);
 /* param a ttpu_unop, in the result dtype: neg, sgn, exp, log, sqrt ... */
 ttpu_status* ttpu_complex_unary(ttpu_lower* L);
+/* exp with C99's special values (inf + NaN i, 0 + 0 i, exact zero imaginary). */
+ttpu_status* ttpu_complex_exp(ttpu_lower* L);
 ttpu_status* ttpu_complex_abs(ttpu_lower* L);
 ttpu_status* ttpu_complex_angle(ttpu_lower* L);
 /* param a ttpu_cmp (EQ, NE) */

@@ -38,6 +38,13 @@ int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op) {
   return 0;
 }
 
+void ttpu_ew_set(ttpu_lower* L, ttpu_val v, ttpu_dtype dt) {
+  const ttpu_type* t = ttpu_hlo_type(ttpu_l_hlo(L), v);
+  if (t && t->dtype != dt && ttpu_l_out_type(L, 0).dtype != dt)
+    v = ttpu_hlo_convert(ttpu_l_hlo(L), v, dt);
+  ttpu_l_set_out(L, 0, v);
+}
+
 ttpu_val ttpu_ew_fit(ttpu_lower* L, ttpu_val v, ttpu_dtype dt) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type o = ttpu_l_out_type(L, 0);
@@ -183,7 +190,7 @@ static ttpu_status* add_like(ttpu_lower* L) {
     y = ttpu_hlo_binary(b, is_bool ? TTPU_AND : TTPU_MUL, y, a);
   }
   if (is_bool) op = TTPU_OR;
-  ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, op, x, y));
+  ttpu_ew_set(L, ttpu_hlo_binary(b, op, x, y), dt);
   return NULL;
 }
 
@@ -191,9 +198,8 @@ static ttpu_status* lower_mul(ttpu_lower* L) {
   ttpu_dtype dt = ttpu_ew_common(L);
   ttpu_val x, y;
   operands(L, dt, &x, &y);
-  ttpu_l_set_out(L, 0, ttpu_hlo_binary(ttpu_l_hlo(L),
-                                       dt == TTPU_BOOL ? TTPU_AND : TTPU_MUL,
-                                       x, y));
+  ttpu_ew_set(L, ttpu_hlo_binary(ttpu_l_hlo(L), dt == TTPU_BOOL ? TTPU_AND : TTPU_MUL, x, y),
+              dt);
   return NULL;
 }
 
@@ -252,8 +258,9 @@ static ttpu_status* div_mode(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x, y;
   if (!mode) {
-    operands(L, ttpu_ew_float(L), &x, &y);
-    ttpu_l_set_out(L, 0, ttpu_ew_div(b, x, y));
+    ttpu_dtype dt = ttpu_ew_float(L);
+    operands(L, dt, &x, &y);
+    ttpu_ew_set(L, ttpu_ew_div(b, x, y), dt);
     return NULL;
   }
   int floor = mode[0] == 'f';

@@ -45,6 +45,11 @@ int ttpu_ew_accepts(ttpu_lower* L, ttpu_dtype dt, int kinds, const char* op);
 ttpu_val ttpu_ew_in(ttpu_lower* L, int arg, ttpu_dtype dt);
 /* Like ttpu_ew_in for a value already read. */
 ttpu_val ttpu_ew_fit(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
+/* Sets output 0 to v, a result computed in opmath of the result type dt:
+ * rounded to dt first when the output has another dtype (an out= of a
+ * wider type receives the rounded result, as on the CPU: half + half into
+ * a float64 out= overflows to inf). */
+void ttpu_ew_set(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
 /* A constant with the type of `like`. */
 ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v);
 /* x != x: bool, same shape. */

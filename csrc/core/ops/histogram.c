@@ -37,7 +37,9 @@ static ttpu_val part(ttpu_hlo* b, ttpu_val v, int64_t lo, int64_t hi) {
  * ends towards the middle); lo and hi are 0-d f64 values. */
 static ttpu_val linspace(ttpu_hlo* b, ttpu_val lo, ttpu_val hi, int64_t steps, ttpu_dtype dt) {
   ttpu_val start = ttpu_hlo_convert(b, lo, dt), end = ttpu_hlo_convert(b, hi, dt);
-  ttpu_val step = bin(b, TTPU_DIV, bin(b, TTPU_SUB, end, start), ttpu_hlo_const_f(b, dt, (double)(steps > 1 ? steps - 1 : 1)));
+  /* a true division: XLA would multiply by a constant divisor's reciprocal */
+  ttpu_val step = bin(b, TTPU_DIV, bin(b, TTPU_SUB, end, start),
+                      ttpu_hlo_opaque(b, ttpu_hlo_const_f(b, dt, (double)(steps > 1 ? steps - 1 : 1))));
   ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
   ttpu_val i = ttpu_hlo_iota(b, ti, 0);
   ttpu_val back = bin(b, TTPU_SUB, kc(b, ti, (double)(steps - 1)), i);

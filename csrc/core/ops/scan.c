@@ -67,8 +67,9 @@ static ttpu_val shifted(ttpu_hlo* b, ttpu_val x, int dim, int64_t k, ttpu_val fi
   return ttpu_hlo_slice(b, p, lo, hi, st);
 }
 
-/* log(exp(a) + exp(b)) without overflow; -inf + -inf stays -inf and a
- * +inf wins (both have a - b NaN). */
+/* log(exp(a) + exp(b)) without overflow; -inf + -inf stays -inf, a +inf
+ * wins (both have a - b NaN) and a NaN stays NaN (XLA's max and min need
+ * not propagate it, the CPU's scan does). */
 static ttpu_val logaddexp(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
   ttpu_val hi = ttpu_hlo_binary(b, TTPU_MAX, x, y), lo = ttpu_hlo_binary(b, TTPU_MIN, x, y);
   ttpu_val d = ttpu_hlo_binary(b, TTPU_SUB, lo, hi);
@@ -77,7 +78,10 @@ static ttpu_val logaddexp(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
   ttpu_val same_inf = ttpu_hlo_binary(
       b, TTPU_AND, ttpu_hlo_compare(b, TTPU_EQ, x, y),
       ttpu_hlo_unary(b, TTPU_NOT, ttpu_hlo_unary(b, TTPU_IS_FINITE, x)));
-  return ttpu_hlo_select(b, same_inf, x, r);
+  r = ttpu_hlo_select(b, same_inf, x, r);
+  ttpu_val nan = ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_compare(b, TTPU_NE, x, x),
+                                 ttpu_hlo_compare(b, TTPU_NE, y, y));
+  return ttpu_hlo_select(b, nan, ttpu_hlo_binary(b, TTPU_ADD, x, y), r);
 }
 
 /* _logcumsumexp(self, int dim): an inclusive scan with logaddexp in

@@ -411,8 +411,11 @@ static ttpu_val lin_values(ttpu_lower* L, ttpu_dtype dt, ttpu_dtype ct,
   ttpu_val start = ttpu_hlo_convert(b, ttpu_l_scalar(L, 0, dt), ct);
   ttpu_val end = ttpu_hlo_convert(b, ttpu_l_scalar(L, 1, dt), ct);
   if (steps == 1) return ttpu_hlo_broadcast_to(b, start, 1, &steps);
-  ttpu_val step = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, end, start),
-                                  ttpu_hlo_const_f(b, ct, (double)(steps - 1)));
+  /* A true division, as the CPU's: XLA would multiply by the rounded
+   * reciprocal of a constant divisor (999999 * (1 / 999999) < 1) */
+  ttpu_val step = ttpu_hlo_binary(
+      b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, end, start),
+      ttpu_hlo_opaque(b, ttpu_hlo_const_f(b, ct, (double)(steps - 1))));
   ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
   ttpu_val i = ttpu_hlo_iota(b, ti, 0);
   ttpu_val back = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const(b, ti, 0, steps - 1), i);

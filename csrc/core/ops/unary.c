@@ -13,8 +13,8 @@ typedef ttpu_val (*unary_fn)(ttpu_hlo* b, ttpu_val x);
 
 /* A float-valued function: input in opmath of the result's float type. */
 static ttpu_status* float_unary(ttpu_lower* L, unary_fn f) {
-  ttpu_dtype md = ttpu_ew_opmath(ttpu_ew_float(L));
-  ttpu_l_set_out(L, 0, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, md)));
+  ttpu_dtype dt = ttpu_ew_float(L);
+  ttpu_ew_set(L, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, ttpu_ew_opmath(dt))), dt);
   return NULL;
 }
 
@@ -22,7 +22,7 @@ static ttpu_status* float_unary(ttpu_lower* L, unary_fn f) {
  * records name the kinds the CPU kernel dispatches. */
 static ttpu_status* same_unary(ttpu_lower* L, unary_fn f) {
   ttpu_dtype dt = ttpu_ew_common(L);
-  ttpu_l_set_out(L, 0, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, ttpu_ew_opmath(dt))));
+  ttpu_ew_set(L, f(ttpu_l_hlo(L), ttpu_ew_in(L, 0, ttpu_ew_opmath(dt))), dt);
   return NULL;
 }
 
@@ -402,7 +402,7 @@ static ttpu_status* lower_logit_backward(ttpu_lower* L) {
   {#name, lower_##name, .variants = TTPU_V_INPLACE | TTPU_V_OUT, __VA_ARGS__}
 
 const ttpu_op_def ttpu_ops_unary[] = {
-    UNARY_DEFS(exp, .param = TTPU_EXP, .complex_fn = ttpu_complex_unary),
+    UNARY_DEFS(exp, .param = TTPU_EXP, .complex_fn = ttpu_complex_exp),
     UNARY_DEFS(exp2, .flags = 0),
     UNARY_DEFS(expm1, .flags = 0),
     UNARY_DEFS(log, .param = TTPU_LOG, .complex_fn = ttpu_complex_unary),

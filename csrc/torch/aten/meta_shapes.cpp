@@ -97,6 +97,31 @@ void multi_margin_loss_meta(const c10::OperatorHandle& op, c10::DispatchKeySet /
   }
 }
 
+// multilabel_margin_loss_forward of a 1-D input with reduction='none':
+// the CPU's loss is 0-d, the meta function's (1,), as for multi_margin.
+void multilabel_margin_loss_forward_meta(const c10::OperatorHandle& op,
+                                         c10::DispatchKeySet /*keys*/,
+                                         torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  const c10::IValue* args = stack->data() + (stack->size() - num_args);
+  const bool to_scalar = num_args > 2 && args[0].isTensor() && args[0].toTensor().dim() <= 1 &&
+                         args[2].isInt() && args[2].toInt() == 0;
+  std::optional<at::Tensor> out;
+  if (num_args > 3 && args[3].isTensor()) {
+    out = args[3].toTensor();  // the .output overload's output=
+  }
+  op.callBoxed(stack);
+  if (!to_scalar || stack->size() < 2 || !(*stack)[stack->size() - 2].isTensor()) {
+    return;
+  }
+  if (out) {
+    out->resize_({});
+  } else {
+    c10::IValue& loss = (*stack)[stack->size() - 2];
+    loss = at::empty({}, loss.toTensor().options());
+  }
+}
+
 // ---------------------------------------------------------------- ctc
 
 at::Tensor ctc_loss_backward_meta(const at::Tensor& /*grad*/, const at::Tensor& log_probs,
@@ -551,6 +576,10 @@ Registry make_registry() {
   r.emplace("geqrf", typed(TORCH_FN(geqrf_meta)));
   r.emplace("multi_margin_loss", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
   r.emplace("multi_margin_loss.out", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
+  r.emplace("multilabel_margin_loss_forward",
+            c10::KernelFunction::makeFromBoxedFunction<&multilabel_margin_loss_forward_meta>());
+  r.emplace("multilabel_margin_loss_forward.output",
+            c10::KernelFunction::makeFromBoxedFunction<&multilabel_margin_loss_forward_meta>());
   r.emplace("multi_margin_loss_backward", typed(TORCH_FN(multi_margin_loss_backward_meta)));
   r.emplace("multilabel_margin_loss_backward", typed(TORCH_FN(multilabel_margin_loss_backward_meta)));
   r.emplace("_cummax_helper", typed(TORCH_FN(cum_extreme_helper_meta)));

@@ -7,6 +7,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/record_function.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -168,6 +169,21 @@ void copy_tpu_to_tpu_across_devices(const at::Tensor& dst,
 
 // ------------------------------------------------------------ kernels
 
+// torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory (its default): new
+// memory holds NaN (floating, complex) or the largest value (integers), as
+// on the CPU, instead of the engine's zeros.
+bool deterministic_fill() {
+  return at::globalContext().deterministicAlgorithms() &&
+         at::globalContext().deterministicFillUninitializedMemory();
+}
+
+void fill_if_deterministic(at::Tensor& t) {
+  if (deterministic_fill() && t.numel() > 0) {
+    at::native::fill_empty_deterministic_(t);
+  }
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size,
                                std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
@@ -177,8 +193,10 @@ at::Tensor empty_memory_format(c10::IntArrayRef size,
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
               "tpu tensors are strided; got layout ", *layout);
   CurrentDeviceScope scope(index_of(device));
-  return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(),
-                                   c10::dtype_or_default(dtype), memory_format);
+  at::Tensor out = at::detail::empty_generic(size, tpu_allocator(), tpu_keys(),
+                                             c10::dtype_or_default(dtype), memory_format);
+  fill_if_deterministic(out);
+  return out;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -189,9 +207,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
               "tpu tensors are strided; got layout ", *layout);
   CurrentDeviceScope scope(index_of(device));
-  return at::detail::empty_strided_generic(size, stride, tpu_allocator(),
-                                           tpu_keys(),
-                                           c10::dtype_or_default(dtype));
+  at::Tensor out = at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(),
+                                                     c10::dtype_or_default(dtype));
+  fill_if_deterministic(out);
+  return out;
 }
 
 // Autograd's "known zero" (e.g. the gradient of sgn): a tensor with no
@@ -245,8 +264,12 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   const size_t needed = at::detail::computeStorageNbytes(
       self.sizes(), self.strides(), self.element_size(),
       static_cast<size_t>(self.storage_offset()));
-  if (needed > impl->unsafe_storage().nbytes()) {
+  const size_t old_nbytes = impl->unsafe_storage().nbytes();
+  if (needed > old_nbytes) {
     resize_storage_bytes(impl->unsafe_storage(), needed);
+    if (deterministic_fill()) {
+      at::native::fill_resize_deterministic_(self, static_cast<int64_t>(old_nbytes));
+    }
   }
   return self;
 }
