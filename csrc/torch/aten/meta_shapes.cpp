@@ -73,51 +73,31 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
 }
 
 // Where the CPU kernel's shape differs from the meta function PyTorch
-// ships, follow the CPU: multi_margin_loss of a 1-D input with
-// reduction='none' is 0-d on the CPU but (1,) from the decomposition that
-// serves as its meta function.
-void multi_margin_loss_meta(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
-                            torch::jit::Stack* stack) {
+// ships, follow the CPU: multi_margin_loss and multilabel_margin_loss of a
+// 1-D input with reduction='none' are 0-d on the CPU but (1,) from the
+// decompositions that serve as their meta functions. kReduction is the
+// reduction argument, kOut the out= argument of the .out overload, kLoss
+// the loss's place among the returns counted from the last (1: the last).
+template <size_t kReduction, size_t kOut, size_t kLoss>
+void zero_dim_loss_meta(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                        torch::jit::Stack* stack) {
   const size_t num_args = op.schema().arguments().size();
   const c10::IValue* args = stack->data() + (stack->size() - num_args);
-  const bool to_scalar = num_args > 5 && args[0].isTensor() && args[0].toTensor().dim() <= 1 &&
-                         args[5].isInt() && args[5].toInt() == 0;
+  const bool to_scalar = num_args > kReduction && args[0].isTensor() &&
+                         args[0].toTensor().dim() <= 1 && args[kReduction].isInt() &&
+                         args[kReduction].toInt() == 0;
   std::optional<at::Tensor> out;
-  if (num_args > 6 && args[6].isTensor()) {
-    out = args[6].toTensor();  // the .out overload's out=
+  if (num_args > kOut && args[kOut].isTensor()) {
+    out = args[kOut].toTensor();
   }
   op.callBoxed(stack);
-  if (!to_scalar || stack->empty() || !stack->back().isTensor()) {
+  if (!to_scalar || stack->size() < kLoss || !(*stack)[stack->size() - kLoss].isTensor()) {
     return;
   }
   if (out) {
     out->resize_({});
   } else {
-    stack->back() = at::empty({}, stack->back().toTensor().options());
-  }
-}
-
-// multilabel_margin_loss_forward of a 1-D input with reduction='none':
-// the CPU's loss is 0-d, the meta function's (1,), as for multi_margin.
-void multilabel_margin_loss_forward_meta(const c10::OperatorHandle& op,
-                                         c10::DispatchKeySet /*keys*/,
-                                         torch::jit::Stack* stack) {
-  const size_t num_args = op.schema().arguments().size();
-  const c10::IValue* args = stack->data() + (stack->size() - num_args);
-  const bool to_scalar = num_args > 2 && args[0].isTensor() && args[0].toTensor().dim() <= 1 &&
-                         args[2].isInt() && args[2].toInt() == 0;
-  std::optional<at::Tensor> out;
-  if (num_args > 3 && args[3].isTensor()) {
-    out = args[3].toTensor();  // the .output overload's output=
-  }
-  op.callBoxed(stack);
-  if (!to_scalar || stack->size() < 2 || !(*stack)[stack->size() - 2].isTensor()) {
-    return;
-  }
-  if (out) {
-    out->resize_({});
-  } else {
-    c10::IValue& loss = (*stack)[stack->size() - 2];
+    c10::IValue& loss = (*stack)[stack->size() - kLoss];
     loss = at::empty({}, loss.toTensor().options());
   }
 }
@@ -574,12 +554,14 @@ using Registry = std::unordered_map<std::string, c10::KernelFunction>;
 Registry make_registry() {
   Registry r;
   r.emplace("geqrf", typed(TORCH_FN(geqrf_meta)));
-  r.emplace("multi_margin_loss", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
-  r.emplace("multi_margin_loss.out", c10::KernelFunction::makeFromBoxedFunction<&multi_margin_loss_meta>());
+  constexpr auto multi_margin = &zero_dim_loss_meta<5, 6, 1>;
+  constexpr auto multilabel_margin = &zero_dim_loss_meta<2, 3, 2>;
+  r.emplace("multi_margin_loss", c10::KernelFunction::makeFromBoxedFunction<multi_margin>());
+  r.emplace("multi_margin_loss.out", c10::KernelFunction::makeFromBoxedFunction<multi_margin>());
   r.emplace("multilabel_margin_loss_forward",
-            c10::KernelFunction::makeFromBoxedFunction<&multilabel_margin_loss_forward_meta>());
+            c10::KernelFunction::makeFromBoxedFunction<multilabel_margin>());
   r.emplace("multilabel_margin_loss_forward.output",
-            c10::KernelFunction::makeFromBoxedFunction<&multilabel_margin_loss_forward_meta>());
+            c10::KernelFunction::makeFromBoxedFunction<multilabel_margin>());
   r.emplace("multi_margin_loss_backward", typed(TORCH_FN(multi_margin_loss_backward_meta)));
   r.emplace("multilabel_margin_loss_backward", typed(TORCH_FN(multilabel_margin_loss_backward_meta)));
   r.emplace("_cummax_helper", typed(TORCH_FN(cum_extreme_helper_meta)));
