@@ -61,7 +61,13 @@ def test_histc(dtype):
     check(lambda t: torch.histc(t, bins=4, min=0, max=4), torch.tensor([0.0, 1.0, 4.0, 5.0, -1.0]).to(dtype))
 
 
-def test_histc_rejects_integers():
+def test_histc_counts_integers_as_cuda_and_refuses_bool():
+    # The CPU refuses integer inputs; tpu counts them as CUDA does
+    # (tests/test_ops_out_forms.py checks the bins), which MoE routing needs.
+    with pytest.raises(NotImplementedError):
+        torch.histc(torch.ones(3, dtype=torch.int64))
+    got = torch.histc(torch.ones(3, dtype=torch.int64, device=DEV), bins=2).cpu()
+    assert got.dtype == torch.int64 and got.tolist() == [0, 3]
     for dev in ("cpu", DEV):
-        with pytest.raises(NotImplementedError):
-            torch.histc(torch.ones(3, dtype=torch.int64, device=dev))
+        with pytest.raises((NotImplementedError, RuntimeError)):
+            torch.histc(torch.ones(3, dtype=torch.bool, device=dev))

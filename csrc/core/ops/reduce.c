@@ -256,6 +256,14 @@ static ttpu_status* lower_var_like(ttpu_lower* L) {
 /* any/all(self), .dim(self, int dim, keepdim), .dims(self, int[]? dim,
  * keepdim): None reduces every dim, an empty list none (as on CPU). The
  * output is bool, or uint8 for uint8 input. */
+/* x != 0 as bool; a complex value is nonzero when either part is. */
+static ttpu_val nonzero(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* t = ttpu_hlo_type(b, x);
+  if (t && ttpu_dtype_is_complex(t->dtype))
+    return ttpu_hlo_compare(b, TTPU_NE, x, ttpu_hlo_const_c(b, *t, 0, 0));
+  return ttpu_hlo_convert(b, x, TTPU_BOOL);
+}
+
 static ttpu_status* lower_any_all(ttpu_lower* L) {
   int is_any = (int)ttpu_l_param_at(L, 0);
   int has_dim = (int)ttpu_l_param_at(L, 1);
@@ -267,8 +275,7 @@ static ttpu_status* lower_any_all(ttpu_lower* L) {
     dim_mask(L, 1, tx.ndim, 0, mask);
   else
     for (int d = 0; d < tx.ndim; ++d) mask[d] = 1;
-  ttpu_val nz = ttpu_hlo_convert(b, x, TTPU_BOOL);
-  ttpu_val r = ttpu_l_reduce_mask(L, nz, is_any ? TTPU_RED_OR : TTPU_RED_AND, mask);
+  ttpu_val r = ttpu_l_reduce_mask(L, nonzero(b, x), is_any ? TTPU_RED_OR : TTPU_RED_AND, mask);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ttpu_l_out_type(L, 0)));
   return NULL;
 }
@@ -281,7 +288,7 @@ static ttpu_status* lower_count_nonzero(ttpu_lower* L) {
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 1, mask);
-  ttpu_val nz = ttpu_hlo_convert(b, ttpu_hlo_convert(b, x, TTPU_BOOL), TTPU_I64);
+  ttpu_val nz = ttpu_hlo_convert(b, nonzero(b, x), TTPU_I64);
   ttpu_val r = ttpu_l_reduce_mask(L, nz, TTPU_RED_SUM, mask);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ttpu_l_out_type(L, 0)));
   return NULL;
@@ -413,14 +420,21 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"std.correction", lower_var_like, .param = TTPU_PARAMS(1, 0, 0)},
     {"var_mean.correction", lower_var_like, .param = TTPU_PARAMS(0, 1, 0)},
     {"std_mean.correction", lower_var_like, .param = TTPU_PARAMS(1, 1, 0)},
-    {"any", lower_any_all, .param = TTPU_PARAMS(1, 0, 0)},
-    {"any.dim", lower_any_all, .param = TTPU_PARAMS(1, 1, 0)},
-    {"any.dims", lower_any_all, .param = TTPU_PARAMS(1, 1, 0)},
-    {"all", lower_any_all, .param = TTPU_PARAMS(0, 0, 0)},
-    {"all.dim", lower_any_all, .param = TTPU_PARAMS(0, 1, 0)},
-    {"all.dims", lower_any_all, .param = TTPU_PARAMS(0, 1, 0)},
-    {"count_nonzero", lower_count_nonzero, .flags = 0},
-    {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = 0},
+    {"any", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 0, 0)},
+    {"any.all_out", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 0, 0)},
+    {"any.dim", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 1, 0),
+     .variants = TTPU_V_OUT},
+    {"any.dims", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 1, 0),
+     .variants = TTPU_V_OV_OUT},
+    {"all", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 0, 0)},
+    {"all.all_out", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 0, 0)},
+    {"all.dim", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 1, 0),
+     .variants = TTPU_V_OUT},
+    {"all.dims", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 1, 0),
+     .variants = TTPU_V_OV_OUT},
+    {"count_nonzero", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS,
+     .variants = TTPU_V_OV_OUT},
     {"logsumexp", lower_logsumexp, .flags = 0},
     {"cumsum", lower_cumsum, .variants = TTPU_V_INPLACE},
     {"cumprod", lower_cumprod, .variants = TTPU_V_INPLACE},

@@ -104,16 +104,20 @@ static ttpu_status* lower_mode(ttpu_lower* L) {
 /* histc(self, bins=100, min=0, max=0): counts in equal-width bins over
  * [min, max] (the data's range when min == max, widened by 1 each way when
  * that is empty too); values outside are ignored, max falls in the last
- * bin. A scatter-add of ones at each element's bin. */
+ * bin. A scatter-add of ones at each element's bin. Integer inputs count
+ * as CUDA counts them (the CPU refuses them): min and max in the input's
+ * type, the bin (x - min) * bins / (max - min) in 64-bit integers. */
 static ttpu_status* lower_histc(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!ttpu_dtype_is_float(ot.dtype)) {
+  if (ot.dtype == TTPU_BOOL || ttpu_dtype_is_complex(ot.dtype)) {
     ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"histogram_cpu\" not implemented for '%s'",
                   ttpu_dtype_torch_title(ot.dtype));
     return NULL;
   }
-  ttpu_dtype md = ot.dtype == TTPU_BF16 || ot.dtype == TTPU_F16 ? TTPU_F32 : ot.dtype;
+  int is_int = !ttpu_dtype_is_float(ot.dtype);
+  ttpu_dtype md = is_int ? TTPU_I64
+                  : ot.dtype == TTPU_BF16 || ot.dtype == TTPU_F16 ? TTPU_F32 : ot.dtype;
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), md);
   ttpu_type tx = ttpu_l_type(L, x);
   int64_t n = ttpu_type_numel(&tx), bins = ttpu_l_int(L, 1, 100);
@@ -123,7 +127,10 @@ static ttpu_status* lower_histc(ttpu_lower* L) {
   }
   x = ttpu_hlo_reshape(b, x, 1, &n);
   ttpu_type t1 = ttpu_type_make(md, 1, &n), t0 = ttpu_type_make(md, 0, NULL);
-  ttpu_val lo = ttpu_l_scalar(L, 2, md), hi = ttpu_l_scalar(L, 3, md);
+  ttpu_val lo = ttpu_l_scalar(L, 2, is_int ? ot.dtype : md);
+  ttpu_val hi = ttpu_l_scalar(L, 3, is_int ? ot.dtype : md);
+  lo = ttpu_hlo_convert(b, lo, md);
+  hi = ttpu_hlo_convert(b, hi, md);
   int64_t zero = 0;
   ttpu_val same = ttpu_hlo_compare(b, TTPU_EQ, lo, hi);
   lo = ttpu_hlo_select(b, same, ttpu_hlo_reduce(b, x, TTPU_RED_MIN, &zero, 1), lo);
@@ -138,7 +145,8 @@ static ttpu_status* lower_histc(ttpu_lower* L) {
                                                  ttpu_hlo_const(b, t1, (double)bins, bins)),
                                  ttpu_hlo_binary(b, TTPU_SUB, hib, lob));
   ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &n);
-  ttpu_val idx = ttpu_hlo_convert(b, ttpu_hlo_unary(b, TTPU_FLOOR, pos), TTPU_I64);
+  /* inside [lo, hi] the quotient is >= 0: an integer division is its floor */
+  ttpu_val idx = is_int ? pos : ttpu_hlo_convert(b, ttpu_hlo_unary(b, TTPU_FLOOR, pos), TTPU_I64);
   idx = ttpu_hlo_binary(b, TTPU_MIN, idx, ttpu_hlo_const(b, ti, 0, bins - 1));
   ttpu_val inside = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_compare(b, TTPU_GE, x, lob),
                                     ttpu_hlo_compare(b, TTPU_LE, x, hib));

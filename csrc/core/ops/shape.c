@@ -490,6 +490,8 @@ const ttpu_op_def ttpu_ops_shape[] = {
     {"narrow_copy", lower_narrow_copy, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"unfold_backward", lower_unfold_backward, .flags = 0},
     {"arange.start_out", lower_arange, .flags = 0},
+    /* torch.range: the meta kernel's size includes the end */
+    {"range.out", lower_arange, .flags = 0},
     {"linspace.out", lower_linspace, .flags = 0},
     {"logspace.out", lower_logspace, .flags = 0},
     {"eye.m_out", lower_eye, .variants = TTPU_V_OUT},
