@@ -398,6 +398,18 @@ static ttpu_status* lower_norm_at(ttpu_lower* L) {
 }
 
 
+/* any/all over everything, one dim or dims, and their out= forms
+ * ("op.all_out" does not follow the variants' naming rule). */
+#define ANY_ALL_DEFS(op, is_any)                                                   \
+  {#op, lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS,                             \
+   .param = TTPU_PARAMS(is_any, 0, 0)},                                            \
+  {#op ".all_out", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS,                  \
+   .param = TTPU_PARAMS(is_any, 0, 0)},                                            \
+  {#op ".dim", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS,                      \
+   .param = TTPU_PARAMS(is_any, 1, 0), .variants = TTPU_V_OUT},                    \
+  {#op ".dims", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS,                     \
+   .param = TTPU_PARAMS(is_any, 1, 0), .variants = TTPU_V_OV_OUT}
+
 const ttpu_op_def ttpu_ops_reduce[] = {
     {"sum", lower_sum, .param = TTPU_CX_ALL, .complex_fn = ttpu_complex_reduce},
     {"sum.dim_IntList", lower_sum_dim, .complex_fn = ttpu_complex_reduce},
@@ -420,18 +432,8 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"std.correction", lower_var_like, .param = TTPU_PARAMS(1, 0, 0)},
     {"var_mean.correction", lower_var_like, .param = TTPU_PARAMS(0, 1, 0)},
     {"std_mean.correction", lower_var_like, .param = TTPU_PARAMS(1, 1, 0)},
-    {"any", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 0, 0)},
-    {"any.all_out", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 0, 0)},
-    {"any.dim", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 1, 0),
-     .variants = TTPU_V_OUT},
-    {"any.dims", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 1, 0),
-     .variants = TTPU_V_OV_OUT},
-    {"all", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 0, 0)},
-    {"all.all_out", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 0, 0)},
-    {"all.dim", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 1, 0),
-     .variants = TTPU_V_OUT},
-    {"all.dims", lower_any_all, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 1, 0),
-     .variants = TTPU_V_OV_OUT},
+    ANY_ALL_DEFS(any, 1),
+    ANY_ALL_DEFS(all, 0),
     {"count_nonzero", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS,
      .variants = TTPU_V_OV_OUT},
