@@ -54,6 +54,7 @@ extern const ttpu_op_def ttpu_ops_upsample_aa[];
 extern const ttpu_op_def ttpu_ops_attention[];
 extern const ttpu_op_def ttpu_ops_bincount[];
 extern const ttpu_op_def ttpu_ops_extern[];
+extern const ttpu_op_def ttpu_ops_weight_norm[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -100,6 +101,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_attention,
     ttpu_ops_bincount,
     ttpu_ops_extern,
+    ttpu_ops_weight_norm,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
