@@ -1,6 +1,7 @@
 """Overloads the PyTorch suite found missing on tpu: the out= forms of
 any/all, count_nonzero, median/nanmedian, kthvalue, scatter_reduce, take
-and range; complex inputs to the ops that only move or test elements; and
+and range; complex inputs to the ops that only move or test elements, and
+complex linspace; and
 histc of integer inputs (as CUDA counts them; the CPU refuses them)."""
 import pytest
 import torch
@@ -97,7 +98,9 @@ def test_complex_elements():
         a.index_put_((torch.tensor([1, 1], device=d),), torch.tensor([1j, 1], dtype=torch.complex64, device=d),
                      accumulate=True)
         return [torch.count_nonzero(z), torch.any(z.reshape(2, 3), 1), torch.all(z),
-                torch.take(z, torch.tensor([5, 1], device=d)), a]
+                torch.take(z, torch.tensor([5, 1], device=d)), a,
+                torch.linspace(-2 + 3j, 4 - 1j, 7, device=d),
+                torch.linspace(0, 1 + 1j, 5, dtype=torch.complex128, device=d)]
 
     both(run)
 

@@ -429,11 +429,11 @@ static ttpu_val lin_values(ttpu_lower* L, ttpu_dtype dt, ttpu_dtype ct,
 }
 
 /* linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out):
- * floats computed in their own type (CPU's step is of the output type),
- * integers through f64 and truncation. */
+ * floats and complex values computed in their own type (CPU's step is of
+ * the output type), integers through f64 and truncation. */
 static ttpu_status* lower_linspace(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  ttpu_dtype ct = ttpu_dtype_is_float(ot.dtype) ? ot.dtype : TTPU_F64;
+  ttpu_dtype ct = ttpu_dtype_is_float(ot.dtype) || ttpu_dtype_is_complex(ot.dtype) ? ot.dtype : TTPU_F64;
   ttpu_l_set_out(L, 0, lin_values(L, ot.dtype, ct, ot.dims[0]));
   return NULL;
 }
@@ -492,7 +492,7 @@ const ttpu_op_def ttpu_ops_shape[] = {
     {"arange.start_out", lower_arange, .flags = 0},
     /* torch.range: the meta kernel's size includes the end */
     {"range.out", lower_arange, .flags = 0},
-    {"linspace.out", lower_linspace, .flags = 0},
+    {"linspace.out", lower_linspace, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"logspace.out", lower_logspace, .flags = 0},
     {"eye.m_out", lower_eye, .variants = TTPU_V_OUT},
     {0},
