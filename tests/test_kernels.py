@@ -432,6 +432,11 @@ def test_bad_arguments():
         two_outputs(tpu(torch.randn(2, 2)), [0])
     with pytest.raises(TypeError, match="expected a function"):
         torchtpu.jax_op(3)
+    with pytest.raises(TypeError, match="at least one tpu tensor"):
+        torchtpu.jax_op(lambda: jnp.ones(3))()
+    with pytest.raises(TypeError, match="w2= must be passed positionally"):
+        mlp(torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu"),
+            w2=torch.ones(2, 2, device="tpu"))
     # the process stays usable
     torch.testing.assert_close(two_outputs(tpu(torch.ones(2, 2)), 0)[1].cpu(), torch.full((2,), 2.0))
 

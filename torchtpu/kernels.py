@@ -116,13 +116,18 @@ _TO_JAX = None
 _TO_TORCH = None
 
 
-def _to_jax_dtype(dtype, name):
+def _dtype_maps():
     global _TO_JAX, _TO_TORCH
     if _TO_JAX is None:
         import numpy as np
         pairs = _dtype_pairs()
-        _TO_JAX = {t: j for t, j in pairs}
         _TO_TORCH = {np.dtype(j): t for t, j in pairs}
+        _TO_JAX = {t: j for t, j in pairs}
+    return _TO_JAX, _TO_TORCH
+
+
+def _to_jax_dtype(dtype, name):
+    _dtype_maps()
     if dtype not in _TO_JAX:
         raise TypeError(f"jax_op({name}): tensors of dtype {dtype} have no JAX dtype")
     return _TO_JAX[dtype]
@@ -130,7 +135,7 @@ def _to_jax_dtype(dtype, name):
 
 def _to_torch_dtype(dtype, name):
     import numpy as np
-    t = _TO_TORCH.get(np.dtype(dtype))
+    t = _dtype_maps()[1].get(np.dtype(dtype))
     if t is None:
         raise TypeError(f"jax_op({name}): JAX returned dtype {dtype}, which torch has no dtype for")
     return t
@@ -438,6 +443,14 @@ def jax_op(fn=None, *, backward=None):
     @functools.wraps(fn)
     def call(*args, out=None, **kwargs):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                raise TypeError(f"jax_op({name}): tensor argument {k}= must be passed positionally "
+                                "(keyword arguments are static)")
+        if not tensors:
+            raise TypeError(
+                f"jax_op({name}): needs at least one tpu tensor argument (the call runs on "
+                "its device); pass tensors positionally")
         for i, t in enumerate(tensors):
             if t.device.type != "tpu":
                 raise ValueError(
