@@ -317,19 +317,11 @@ def test_mosaic_kernel_compiles_for_v5e():
 # ---------------------------------------------------- flash attention
 
 
-def _flash():
-    from jax.experimental.pallas.ops.tpu import flash_attention as fa
-
-    @torchtpu.jax_op
-    def flash(q, k, v, sm_scale):
-        return fa.flash_attention(q, k, v, causal=True, sm_scale=sm_scale)
-
-    return lambda q, k, v: flash(q, k, v, q.shape[-1] ** -0.5)
-
-
 def test_flash_attention_matches_sdpa_forward_and_backward():
     torch.manual_seed(0)
-    attention = _flash()
+    from kernels import flash_attention
+
+    attention = flash_attention()
     q, k, v, g = (torch.randn(2, 2, 128, 64) for _ in range(4))
     qt, kt, vt = tpu(q, k, v, grad=True)
     out = attention(qt, kt, vt)
@@ -343,26 +335,11 @@ def test_flash_attention_matches_sdpa_forward_and_backward():
 
 
 def test_llama_with_flash_attention_trains_like_sdpa():
-    from llama import Llama
+    from kernels import flash_attention, llama_pair
 
-    torch.manual_seed(0)
-    ref = Llama(128, d=128, layers=2, heads=2, block=128)
-    model = Llama(128, d=128, layers=2, heads=2, block=128, attention=_flash())
-    model.load_state_dict(ref.state_dict())
-    model.to("tpu")
-    idx, tgt = torch.randint(0, 128, (2, 128)), torch.randint(0, 128, (2, 128))
-    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-3)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for _ in range(2):
-        loss_ref = ref(idx, tgt)
-        opt_ref.zero_grad()
-        loss_ref.backward()
-        opt_ref.step()
-        loss = model(idx.to("tpu"), tgt.to("tpu"))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        torch.testing.assert_close(loss.detach().cpu(), loss_ref.detach(), rtol=1e-4, atol=1e-4)
+    ref, model, losses = llama_pair(flash_attention(), steps=2)
+    for loss_ref, loss in losses:
+        torch.testing.assert_close(loss, loss_ref, rtol=1e-4, atol=1e-4)
     for (n, a), b in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-3, atol=1e-4, msg=n)
 
@@ -371,13 +348,9 @@ def test_llama_with_flash_attention_trains_like_sdpa():
 def test_llama_step_with_flash_attention_compiles_for_v5e_and_v6e():
     r = run_script("""
         import torch, torchtpu, torchtpu.aot as aot
-        from jax.experimental.pallas.ops.tpu import flash_attention as fa
+        from kernels import flash_attention
         from llama import Llama
-        @torchtpu.jax_op
-        def flash(q, k, v, sm_scale):
-            return fa.flash_attention(q, k, v, causal=True, sm_scale=sm_scale)
-        model = Llama(128, d=128, layers=2, heads=2, block=128,
-                      attention=lambda q, k, v: flash(q, k, v, q.shape[-1] ** -0.5))
+        model = Llama(128, d=128, layers=2, heads=2, block=128, attention=flash_attention())
         idx, tgt = torch.randint(0, 128, (2, 128)), torch.randint(0, 128, (2, 128))
         for rep in aot.compile_for(model, (idx, tgt), ["v5e:2x2", "v6e:2x2"]):
             ext = [p for p in rep.programs if "extern_call" in p.name]

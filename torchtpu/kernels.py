@@ -173,6 +173,7 @@ class _Lowered:
         self.vjp = None
         self.callee = None
         self.key = None
+        self.defined = False        # the engine holds the callee's text
         self.outs = None            # [(shape, torch dtype)]
         self.single = False         # the function returned one array
 
@@ -296,9 +297,12 @@ def retarget(text, platform):
 
 
 def _define(low):
-    """Gives the engine the callee's text for the runtime's platform."""
-    if not _C._extern_defined(low.callee):
+    """Gives the engine the callee's text for the runtime's platform, once
+    per lowering (the engine keeps it for the process; a second lowering of
+    the same text defines it again as a no-op, another text is refused)."""
+    if not low.defined:
         _C._extern_define(low.callee, low.block(lowering_platform()))
+        low.defined = True
 
 
 # --------------------------------------------------------------- the ops
@@ -356,7 +360,6 @@ def _jax_call_out_tpu(inputs, key, out):
 def _setup_context(ctx, inputs, output):
     tensors, key = inputs
     ctx.key = key
-    ctx.n = len(tensors)
     ctx.save_for_backward(*tensors)
 
 
@@ -375,10 +378,7 @@ def _backward(ctx, grads):
         lowered = bwd(primals, cts)
     outs = torch.ops.torchtpu.jax_call(primals + cts, lowered.key)
     it = iter(outs)
-    result = []
-    for t, keep in zip(primals, lowered.grads_for):
-        result.append(next(it) if keep else None)
-    return result, None
+    return [next(it) if keep else None for keep in lowered.grads_for], None
 
 
 torch.library.register_autograd("torchtpu::jax_call", _backward, setup_context=_setup_context)

@@ -47,6 +47,23 @@ ttpu_val ttpu_l_reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
   return ttpu_hlo_reduce(ttpu_l_hlo(L), x, op, dims, n);
 }
 
+ttpu_val ttpu_l_linspace(ttpu_hlo* b, ttpu_val start, ttpu_val end, int64_t steps, ttpu_dtype ct) {
+  if (steps == 1) return ttpu_hlo_broadcast_to(b, start, 1, &steps);
+  ttpu_val step = ttpu_hlo_binary(
+      b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, end, start),
+      ttpu_hlo_opaque(b, ttpu_hlo_const_f(b, ct, (double)(steps - 1))));
+  ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
+  ttpu_val i = ttpu_hlo_iota(b, ti, 0);
+  ttpu_val back = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const(b, ti, 0, steps - 1), i);
+  ttpu_val sb = ttpu_hlo_broadcast_to(b, step, 1, &steps);
+  ttpu_val lo = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_broadcast_to(b, start, 1, &steps),
+                                ttpu_hlo_binary(b, TTPU_MUL, sb, ttpu_hlo_convert(b, i, ct)));
+  ttpu_val hi = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_broadcast_to(b, end, 1, &steps),
+                                ttpu_hlo_binary(b, TTPU_MUL, sb, ttpu_hlo_convert(b, back, ct)));
+  ttpu_val first = ttpu_hlo_compare(b, TTPU_LT, i, ttpu_hlo_const(b, ti, 0, steps / 2));
+  return ttpu_hlo_select(b, first, lo, hi);
+}
+
 ttpu_val ttpu_l_bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type t,
                            const int* mask) {
   ttpu_hlo* b = ttpu_l_hlo(L);

@@ -33,22 +33,6 @@ static ttpu_val part(ttpu_hlo* b, ttpu_val v, int64_t lo, int64_t hi) {
   return ttpu_hlo_slice(b, v, &lo, &hi, &st);
 }
 
-/* linspace(lo, hi, steps) in dtype dt as the CPU computes it (from both
- * ends towards the middle); lo and hi are 0-d f64 values. */
-static ttpu_val linspace(ttpu_hlo* b, ttpu_val lo, ttpu_val hi, int64_t steps, ttpu_dtype dt) {
-  ttpu_val start = ttpu_hlo_convert(b, lo, dt), end = ttpu_hlo_convert(b, hi, dt);
-  /* a true division: XLA would multiply by a constant divisor's reciprocal */
-  ttpu_val step = bin(b, TTPU_DIV, bin(b, TTPU_SUB, end, start),
-                      ttpu_hlo_opaque(b, ttpu_hlo_const_f(b, dt, (double)(steps > 1 ? steps - 1 : 1))));
-  ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
-  ttpu_val i = ttpu_hlo_iota(b, ti, 0);
-  ttpu_val back = bin(b, TTPU_SUB, kc(b, ti, (double)(steps - 1)), i);
-  ttpu_val sv = ttpu_hlo_broadcast_to(b, step, 1, &steps);
-  ttpu_val from_start = bin(b, TTPU_ADD, ttpu_hlo_broadcast_to(b, start, 1, &steps), bin(b, TTPU_MUL, sv, ttpu_hlo_convert(b, i, dt)));
-  ttpu_val from_end = bin(b, TTPU_SUB, ttpu_hlo_broadcast_to(b, end, 1, &steps), bin(b, TTPU_MUL, sv, ttpu_hlo_convert(b, back, dt)));
-  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, i, kc(b, ti, (double)(steps / 2))), from_start, from_end);
-}
-
 /* Points (n, D) of the input (..., D), or of all its elements (D = 1). */
 static ttpu_val points(ttpu_lower* L, int arg, int dd, int64_t* n, int64_t* d) {
   ttpu_val x = ttpu_l_tensor(L, arg);
@@ -101,7 +85,8 @@ static void outer_edges(ttpu_lower* L, ttpu_val x, int64_t n, int64_t dims, cons
     ttpu_val same = ttpu_hlo_compare(b, TTPU_EQ, lo, hi);
     lo = ttpu_hlo_select(b, same, bin(b, TTPU_SUB, lo, ttpu_hlo_const_f(b, TTPU_F64, 0.5)), lo);
     hi = ttpu_hlo_select(b, same, bin(b, TTPU_ADD, hi, ttpu_hlo_const_f(b, TTPU_F64, 0.5)), hi);
-    edges[k] = linspace(b, lo, hi, bins[k] + 1, dt);
+    edges[k] = ttpu_l_linspace(b, ttpu_hlo_convert(b, lo, dt), ttpu_hlo_convert(b, hi, dt),
+                               bins[k] + 1, dt);
   }
   if (bad != TTPU_VAL_ERROR) {
     int64_t one = 1;

@@ -402,30 +402,14 @@ static ttpu_status* lower_arange(ttpu_lower* L) {
   return NULL;
 }
 
-/* CPU's linspace formula: start + i * step for the first half, end -
- * (steps - 1 - i) * step for the rest, in type ct, with start and end
- * first converted to the output's dtype `dt` as CPU does. */
+/* CPU's linspace (ttpu_l_linspace) in type ct, with start and end first
+ * converted to the output's dtype `dt` as CPU does. */
 static ttpu_val lin_values(ttpu_lower* L, ttpu_dtype dt, ttpu_dtype ct,
                            int64_t steps) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val start = ttpu_hlo_convert(b, ttpu_l_scalar(L, 0, dt), ct);
   ttpu_val end = ttpu_hlo_convert(b, ttpu_l_scalar(L, 1, dt), ct);
-  if (steps == 1) return ttpu_hlo_broadcast_to(b, start, 1, &steps);
-  /* A true division, as the CPU's: XLA would multiply by the rounded
-   * reciprocal of a constant divisor (999999 * (1 / 999999) < 1) */
-  ttpu_val step = ttpu_hlo_binary(
-      b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, end, start),
-      ttpu_hlo_opaque(b, ttpu_hlo_const_f(b, ct, (double)(steps - 1))));
-  ttpu_type ti = ttpu_type_make(TTPU_I64, 1, &steps);
-  ttpu_val i = ttpu_hlo_iota(b, ti, 0);
-  ttpu_val back = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const(b, ti, 0, steps - 1), i);
-  ttpu_val sb = ttpu_hlo_broadcast_to(b, step, 1, &steps);
-  ttpu_val lo = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_broadcast_to(b, start, 1, &steps),
-                                ttpu_hlo_binary(b, TTPU_MUL, sb, ttpu_hlo_convert(b, i, ct)));
-  ttpu_val hi = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_broadcast_to(b, end, 1, &steps),
-                                ttpu_hlo_binary(b, TTPU_MUL, sb, ttpu_hlo_convert(b, back, ct)));
-  ttpu_val first = ttpu_hlo_compare(b, TTPU_LT, i, ttpu_hlo_const(b, ti, 0, steps / 2));
-  return ttpu_hlo_select(b, first, lo, hi);
+  return ttpu_l_linspace(b, start, end, steps, ct);
 }
 
 /* linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out):

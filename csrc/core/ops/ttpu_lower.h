@@ -185,6 +185,12 @@ ttpu_val ttpu_l_reduce_mask(ttpu_lower* L, ttpu_val x, ttpu_redop op,
  * dims kept as 1 and broadcast back to t's shape. */
 ttpu_val ttpu_l_bcast_back(ttpu_lower* L, ttpu_val r, ttpu_type t,
                            const int* mask);
+/* linspace(start, end, steps) as the CPU computes it: start + i * step
+ * for the first half, end - (steps - 1 - i) * step for the rest, step =
+ * (end - start) / (steps - 1) a true division (XLA would multiply by a
+ * constant divisor's rounded reciprocal). start and end are 0-d values
+ * of dtype ct, which the result has; steps == 1 gives start. */
+ttpu_val ttpu_l_linspace(ttpu_hlo* b, ttpu_val start, ttpu_val end, int64_t steps, ttpu_dtype ct);
 /* Gathers x's slices along dim at idx (1-d i64 of length n): x's shape
  * with dim -> n. x's dim must not be empty. */
 ttpu_val ttpu_l_gather_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx);

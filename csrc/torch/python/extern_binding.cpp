@@ -76,9 +76,6 @@ void init_extern(py::module_& m) {
   m.def("_extern_define", [](const std::string& callee, const std::string& text) {
     check(ttpu_extern_define(callee.c_str(), text.c_str()), "extern define");
   });
-  m.def("_extern_defined", [](const std::string& callee) {
-    return ttpu_extern_text(callee.c_str()) != nullptr;
-  });
   m.def("_extern_call", &extern_call);
 }
 
