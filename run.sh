@@ -6,6 +6,8 @@
 #   ./run.sh setup   only the set-up
 #   ./run.sh wheel   set-up, then a binary wheel in dist/
 #   ./run.sh check-torch VERSION   build against torch VERSION, run the quick tests
+#   ./run.sh check-vision  torch 2.14.1 with torchvision 0.29.1: the
+#                  detection ops and Faster R-CNN against torchvision's CPU kernels
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -46,14 +48,20 @@ QUICK_TESTS=(tests/test_device.py tests/test_ops_elementwise.py tests/test_ops_r
              tests/test_modes.py tests/test_compile.py tests/test_autocast.py
              tests/test_distributed.py tests/test_packaging.py tests/test_profiler.py
              tests/test_api_parity.py tests/test_examples.py)
+# check_torch VERSION DIR [EXTRA_PACKAGES...] -- TESTS...
 check_torch() {
-  local version=$1 dir=build/check-torch-$1
+  local version=$1 dir=$2
+  shift 2
+  local extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do extra+=("$1"); shift; done
+  shift
+  local tests=("$@")
   mkdir -p "$dir/src"
   git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$dir/src"
   cd "$dir/src"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   grep -v '^torch==' ../../../constraints.txt >constraints.txt
-  "${PIP[@]}" "torch==$version" setuptools wheel ninja
+  "${PIP[@]}" "torch==$version" "${extra[@]}" setuptools wheel ninja
   # Verbose, so the compilers' warnings reach the log.
   .venv/bin/pip install -v --disable-pip-version-check -c constraints.txt --no-build-isolation \
     -e ".[test]" >.venv/build.log 2>&1 || { cat .venv/build.log; exit 1; }
@@ -62,7 +70,7 @@ check_torch() {
     echo "build warnings against torch $version" >&2
   fi
   .venv/bin/python -c 'import torch, torchtpu; print("torch", torch.__version__, "->", torchtpu.platform())'
-  exec .venv/bin/python -m pytest -q "${QUICK_TESTS[@]}"
+  exec .venv/bin/python -m pytest -q "${tests[@]}"
 }
 
 case "${1:-}" in
@@ -75,7 +83,11 @@ case "${1:-}" in
     ;;
   check-torch)
     [ $# -eq 2 ] || { echo "usage: $0 check-torch VERSION (e.g. 2.14.1)" >&2; exit 2; }
-    check_torch "$2"
+    check_torch "$2" "build/check-torch-$2" -- "${QUICK_TESTS[@]}"
+    ;;
+  check-vision)
+    # torchvision's wheels need this torch (a CUDA build, several GB)
+    check_torch 2.14.1 build/check-vision torchvision==0.29.1 -- tests/test_ops_vision.py
     ;;
   demo)
     setup
@@ -92,7 +104,7 @@ case "${1:-}" in
     exec .venv/bin/python -m pytest -q tests "$@"
     ;;
   *)
-    echo "usage: $0 demo|test|setup|wheel|check-torch VERSION" >&2
+    echo "usage: $0 demo|test|setup|wheel|check-torch VERSION|check-vision" >&2
     exit 2
     ;;
 esac

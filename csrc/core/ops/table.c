@@ -55,6 +55,7 @@ extern const ttpu_op_def ttpu_ops_attention[];
 extern const ttpu_op_def ttpu_ops_bincount[];
 extern const ttpu_op_def ttpu_ops_extern[];
 extern const ttpu_op_def ttpu_ops_weight_norm[];
+extern const ttpu_op_def ttpu_ops_vision[];
 
 static const ttpu_op_def* const families[] = {
     ttpu_ops_copy,
@@ -102,6 +103,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_bincount,
     ttpu_ops_extern,
     ttpu_ops_weight_norm,
+    ttpu_ops_vision,
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
