@@ -190,3 +190,22 @@ def test_sparse_gradient_is_not_implemented():
     out = F.embedding_bag(IDX.to(DEV), w, OFF.to(DEV), sparse=True)
     with pytest.raises(NotImplementedError, match="sparse"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("psw", [False, True])
+def test_bfloat16_sums_round_as_the_cpu(mode, psw):
+    # The CPU's fast path rounds its float32 sums to bfloat16 with ties away
+    # from zero; sums of a few bfloat16 values hit exact ties often.
+    if mode == "mean" and psw:
+        pytest.skip("per_sample_weights is for mode='sum' only")
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        w = torch.randn(50, 16, generator=g).bfloat16()
+        i = torch.randint(0, 50, (200,), generator=g)
+        off = torch.arange(0, 200, 10)
+        p = torch.rand(200, generator=g).bfloat16() if psw else None
+        want = F.embedding_bag(i, w, off, mode=mode, per_sample_weights=p)
+        got = F.embedding_bag(i.to("tpu"), w.to("tpu"), off.to("tpu"), mode=mode,
+                              per_sample_weights=None if p is None else p.to("tpu"))
+        assert torch.equal(got.cpu(), want)

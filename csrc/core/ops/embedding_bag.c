@@ -33,6 +33,21 @@
 
 enum { MODE_SUM = 0, MODE_MEAN = 1, MODE_MAX = 2 };
 
+/* float32 -> bfloat16 rounding half away from zero (add half an ulp of
+ * the result to the bits, truncate), as the CPU's fast path converts its
+ * float32 sums; a plain convert rounds ties to even. */
+static ttpu_val bf16_round_half_up(ttpu_hlo* b, ttpu_val x) {
+  if (!ttpu_hlo_type(b, x)) return ERR;
+  ttpu_type t = *ttpu_hlo_type(b, x);
+  t.dtype = TTPU_U32;
+  ttpu_val u = ttpu_hlo_bitcast(b, x, t);
+  u = ttpu_hlo_binary(b, TTPU_ADD, u, ttpu_hlo_const(b, t, 32768, 32768));
+  u = ttpu_hlo_binary(b, TTPU_SHR_L, u, ttpu_hlo_const(b, t, 16, 16));
+  ttpu_val h = ttpu_hlo_convert(b, u, TTPU_U16);
+  t.dtype = TTPU_BF16;
+  return ttpu_hlo_bitcast(b, h, t);
+}
+
 static const char kBadInput[] =
     "embedding_bag: offsets[0] has to be 0 and offsets[-1] can not be "
     "greater than input's length %lld, and every index has to be in [0, "
@@ -237,7 +252,7 @@ static ttpu_status* lower_embedding_bag(ttpu_lower* L) {
         c = ttpu_hlo_binary(b, TTPU_MUL, c, cols(b, p, dd));
       }
       out = ttpu_l_scatter_dim(b, konst(b, acc, 2, od, 0, 0), 0, segk, c, TTPU_ADD);
-      out = ttpu_hlo_convert(b, out, wdt);
+      out = fast && wdt == TTPU_BF16 ? bf16_round_half_up(b, out) : ttpu_hlo_convert(b, out, wdt);
     } else {
       out = konst(b, wdt, 2, od, 0, 0);
     }
