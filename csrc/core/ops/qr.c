@@ -141,6 +141,7 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
     taus[j] = ttpu_hlo_reshape(b, tau, one.ndim, one.dims);
   }
   *out_a = a;
+  ttau.dtype = t.dtype;
   *out_tau = k ? ttpu_hlo_concat(b, taus, (int)k, nb) : kc(b, ttau, 0);
   return 1;
 }
@@ -172,7 +173,9 @@ static ttpu_status* lower_geqrf(ttpu_lower* L) {
 /* linalg_householder_product(input, tau): the first n columns of Q. */
 static ttpu_status* lower_householder_product(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  /* in the input's dtype: an out= of a wider one takes the result cast */
   ttpu_type ot = ttpu_l_out_type(L, 0);
+  ot.dtype = ttpu_l_type(L, ttpu_l_tensor(L, 0)).dtype;
   if (!ttpu_mx_lapack_dtype(L, ot.dtype, "orgqr_cpu")) return NULL;
   ttpu_val tau = ttpu_l_tensor(L, 1);
   ttpu_type tt = ttpu_l_type(L, tau);

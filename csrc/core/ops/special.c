@@ -36,13 +36,14 @@ static ttpu_status* lower_lgamma(ttpu_lower* L) {
 /* digamma(+-0) is -+inf (PyTorch follows the limit from the other side of
  * the sign), NaN at negative integers and at -inf. Below zero it uses the
  * reflection digamma(x) = digamma(1 - x) - pi / tan(pi x) with the
- * argument of tan reduced exactly first (x - floor(x)): XLA's own
- * reflection loses digits near the poles. */
+ * argument of tan reduced exactly first, to x - round(x) in [-1/2, 1/2]
+ * (exact, where x - floor(x) would round away the digits of a small x
+ * near a pole): XLA's own reflection loses digits near the poles. */
 static ttpu_val digamma_v(ttpu_hlo* b, ttpu_val x) {
   ttpu_val neg = ttpu_ew_cmpk(b, TTPU_LT, x, 0);
   ttpu_val pos_x = ttpu_hlo_select(b, neg, ttpu_ew_ksub(b, 1, x), x);
   ttpu_val r = ttpu_hlo_unary(b, TTPU_DIGAMMA, pos_x);
-  ttpu_val frac = ttpu_ew_sub(b, x, ttpu_hlo_unary(b, TTPU_FLOOR, x));
+  ttpu_val frac = ttpu_ew_sub(b, x, ttpu_hlo_unary(b, TTPU_ROUND_EVEN, x));
   ttpu_val t = ttpu_hlo_unary(b, TTPU_TAN, ttpu_ew_mulk(b, frac, kPi));
   ttpu_val refl = ttpu_ew_sub(b, r, ttpu_ew_div(b, ttpu_ew_k(b, x, kPi), t));
   r = ttpu_hlo_select(b, neg, refl, r);

@@ -1343,6 +1343,9 @@ const KernelRegistration& register_engine_kernels() {
                                       std::make_unique<EngineKernel>(info)));
       result.registered.push_back(name);
     }
+    for (std::string& name : register_out_forms()) {
+      result.registered.push_back(std::move(name));
+    }
     return result;
   }();
   return registration;

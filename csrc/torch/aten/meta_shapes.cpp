@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 
@@ -70,6 +71,32 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
   tau_shape.pop_back();
   tau_shape.back() = std::min(m, n);
   return {at::empty_like(self), at::empty(tau_shape, self.options())};
+}
+
+// geqrf.a: the outs resized to geqrf's shapes; the results are cast into
+// outs of another dtype, as on the CPU.
+std::tuple<at::Tensor&, at::Tensor&> geqrf_out_meta(const at::Tensor& self, at::Tensor& a, at::Tensor& tau) {
+  auto [qr, t] = geqrf_meta(self);
+  for (auto [out, like] : {std::pair<at::Tensor&, const at::Tensor&>{a, qr}, {tau, t}}) {
+    TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
+                " can't be cast to the desired output type ", out.scalar_type());
+    out.resize_(like.sizes());
+  }
+  return {a, tau};
+}
+
+// cat.out: the CPU refuses outs its inputs' result type cannot be cast to
+// with a TypeError (PyTorch's reference meta says RuntimeError).
+at::Tensor& cat_out_meta(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  std::vector<at::Tensor> list;
+  for (const at::Tensor& t : tensors) {
+    list.push_back(t);
+  }
+  const c10::ScalarType type = at::native::result_type(list);
+  TORCH_CHECK_TYPE(at::canCast(type, out.scalar_type()), "torch.cat(): input types can't be cast to the desired output type ",
+                   out.scalar_type());
+  out.resize_(at::cat(list, dim).sizes());
+  return out;
 }
 
 // Where the CPU kernel's shape differs from the meta function PyTorch
@@ -554,6 +581,8 @@ using Registry = std::unordered_map<std::string, c10::KernelFunction>;
 Registry make_registry() {
   Registry r;
   r.emplace("geqrf", typed(TORCH_FN(geqrf_meta)));
+  r.emplace("geqrf.a", typed(TORCH_FN(geqrf_out_meta)));
+  r.emplace("cat.out", typed(TORCH_FN(cat_out_meta)));
   constexpr auto multi_margin = &zero_dim_loss_meta<5, 6, 1>;
   constexpr auto multilabel_margin = &zero_dim_loss_meta<2, 3, 2>;
   r.emplace("multi_margin_loss", c10::KernelFunction::makeFromBoxedFunction<multi_margin>());

@@ -35,6 +35,11 @@ struct KernelRegistration {
 };
 const KernelRegistration& register_engine_kernels();
 
+// Registers a kernel for every ATen out= overload without a tpu kernel
+// whose functional counterpart has one (out_forms.cpp); returns their
+// names. Called once, by register_engine_kernels, after the engine ops.
+std::vector<std::string> register_out_forms();
+
 // Ops that have their own kernels (tensor_kernels.cpp); the engine
 // registration leaves these alone.
 bool has_direct_kernel(const std::string& op_name);
