@@ -252,7 +252,7 @@ def test_gradients():
 
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.log1p, lambda a: a.cumsum(0), lambda a: a.prod()):
+    for f in (torch.log1p, lambda a: a.prod(), lambda a: torch.sigmoid(a)):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
 
@@ -317,3 +317,44 @@ def test_random(dtype):
     assert abs(n.real.mean() - 2) < 0.15 and abs(n.imag.mean() - 2) < 0.15
     with pytest.raises(RuntimeError):
         torch.empty(3, dtype=dtype, device=DEV).normal_(0, -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_var_std_of_complex(dtype):
+    # the mean squared modulus of the deviations (real), the mean complex
+    z = torch.randn(4, 5, dtype=dtype)
+    cases = [lambda t: torch.var(t), lambda t: torch.std(t, 1), lambda t: torch.var_mean(t, 0, correction=0),
+             lambda t: torch.std_mean(t, (0, 1), keepdim=True), lambda t: torch.var(t[:, ::2], 1, correction=2)]
+    for f in cases:
+        want, got = f(z), f(z.to(DEV))
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert g.dtype == w.dtype
+            torch.testing.assert_close(g.cpu(), w)
+    a = z.clone().requires_grad_()
+    torch.std(a, 1).sum().backward()
+    t = z.to(DEV).requires_grad_()
+    torch.std(t, 1).sum().backward()
+    torch.testing.assert_close(t.grad.cpu(), a.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_indexing_fills_scans_of_complex(dtype):
+    z = torch.randn(3, 4, dtype=dtype)
+    t = z.to(DEV)
+    idx = torch.tensor([0, 2])
+    cases = [
+        lambda x, i: x[i], lambda x, i: x[x.real > 0], lambda x, i: x[:, i.flip(0)],
+        lambda x, i: x.masked_fill(x.real > 0, 1j), lambda x, i: x.masked_fill(x.real > 0, 2.5),
+        lambda x, i: x.clone().masked_fill_(x.real < 0, torch.tensor(-1 - 1j)),
+        lambda x, i: x.cumsum(1), lambda x, i: x.cumprod(0), lambda x, i: x[:, :3].trace(),
+        lambda x, i: x[:, ::2].cumsum(0),
+    ]
+    for f in cases:
+        want, got = f(z, idx), f(t, idx.to(DEV))
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)
+    a = z.clone().requires_grad_()
+    a.cumprod(1).abs().sum().backward()
+    g = t.clone().requires_grad_()
+    g.cumprod(1).abs().sum().backward()
+    torch.testing.assert_close(g.grad.cpu(), a.grad)

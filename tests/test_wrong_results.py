@@ -188,3 +188,14 @@ def test_deterministic_fill_of_new_memory(dtype):
     same(fresh)
     # off again: no fill
     assert torch.empty(3, device="tpu").dtype == torch.float32
+
+
+def test_softmax_of_integers_is_refused_as_on_cpu():
+    # (log_softmax of bool stops earlier, in PyTorch's meta function, with
+    # a RuntimeError about subtracting bools)
+    for dtype, fns in ((torch.long, 2), (torch.int32, 2), (torch.bool, 1)):
+        for f in (lambda t: torch.softmax(t, 0), lambda t: torch.log_softmax(t, 0))[:fns]:
+            with pytest.raises(NotImplementedError, match="not implemented for"):
+                f(torch.ones(4, dtype=dtype, device="tpu"))
+    got = torch.softmax(torch.ones(4, dtype=torch.long, device="tpu"), 0, dtype=torch.float32)
+    torch.testing.assert_close(got.cpu(), torch.full((4,), 0.25))

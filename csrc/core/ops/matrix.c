@@ -510,7 +510,7 @@ const ttpu_op_def ttpu_ops_matrix[] = {
     {"triangular_solve", lower_triangular_solve, .flags = 0},
     {"triangular_solve.X", lower_triangular_solve, .flags = 0},
     {"linalg_solve_triangular", lower_linalg_solve_triangular, .variants = TTPU_V_OUT},
-    {"trace", lower_trace, .variants = TTPU_V_OUT},
+    {"trace", lower_trace, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"linalg_cross", lower_linalg_cross, .variants = TTPU_V_OUT},
     {0},
 };

@@ -863,8 +863,9 @@ static ttpu_status* lower_nll_loss_bwd(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_nn[] = {
-    {"_softmax", lower_softmax_like, .param = 0},
-    {"_log_softmax", lower_softmax_like, .param = 1},
+    {"_softmax", lower_softmax_like, .param = 0, .kinds = TTPU_K_FLOAT, .kernel = "softmax_lastdim_kernel_impl"},
+    {"_log_softmax", lower_softmax_like, .param = 1, .kinds = TTPU_K_FLOAT,
+     .kernel = "log_softmax_lastdim_kernel_impl"},
     {"_softmax_backward_data", lower_softmax_bwd, .flags = 0},
     {"_log_softmax_backward_data", lower_log_softmax_bwd, .flags = 0},
     {"native_layer_norm", lower_layer_norm, .flags = 0},

@@ -222,22 +222,33 @@ static ttpu_status* lower_aminmax(ttpu_lower* L) {
  * correction, keepdim). Two passes (mean, then squared deviations) in the
  * accumulation dtype; the divisor max(N - correction, 0) is computed at
  * run time because correction is a runtime Scalar. */
+/* var/std(_mean).correction. A complex input's variance is the mean
+ * squared modulus of its deviations, var(re) + var(im), as on the CPU
+ * (real, of the component dtype); its mean stays complex. */
 static ttpu_status* lower_var_like(ttpu_lower* L) {
   int take_sqrt = (int)ttpu_l_param_at(L, 0);
   int with_mean = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
   ttpu_dtype acc = acc_of(out.dtype);
-  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), acc);
-  ttpu_type tx = ttpu_l_type(L, x);
+  ttpu_val z = ttpu_l_tensor(L, 0);
+  ttpu_type tz = ttpu_l_type(L, z);
+  int cx = ttpu_dtype_is_complex(tz.dtype);
+  ttpu_val parts[2] = {ttpu_hlo_convert(b, cx ? ttpu_hlo_real(b, z) : z, acc),
+                       cx ? ttpu_hlo_convert(b, ttpu_hlo_imag(b, z), acc) : TTPU_VAL_ERROR};
+  ttpu_type tx = ttpu_l_type(L, parts[0]);
   int mask[TTPU_MAX_DIMS];
   dim_mask(L, 1, tx.ndim, 1, mask);
   double n = (double)masked_numel(tx, mask);
-  ttpu_val mean = ttpu_l_reduce_mask(L, x, TTPU_RED_SUM, mask);
-  mean = ttpu_hlo_binary(b, TTPU_DIV, mean, ttpu_l_const_like(L, mean, n));
-  ttpu_val dev = ttpu_hlo_binary(b, TTPU_SUB, x, ttpu_l_bcast_back(L, mean, tx, mask));
-  ttpu_val m2 = ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, dev, dev),
-                            TTPU_RED_SUM, mask);
+  ttpu_val means[2] = {TTPU_VAL_ERROR, TTPU_VAL_ERROR}, m2 = TTPU_VAL_ERROR;
+  for (int k = 0; k < 1 + cx; ++k) {
+    ttpu_val x = parts[k];
+    ttpu_val mean = ttpu_l_reduce_mask(L, x, TTPU_RED_SUM, mask);
+    means[k] = mean = ttpu_hlo_binary(b, TTPU_DIV, mean, ttpu_l_const_like(L, mean, n));
+    ttpu_val dev = ttpu_hlo_binary(b, TTPU_SUB, x, ttpu_l_bcast_back(L, mean, tx, mask));
+    ttpu_val sq = ttpu_l_reduce_mask(L, ttpu_hlo_binary(b, TTPU_MUL, dev, dev), TTPU_RED_SUM, mask);
+    m2 = k ? ttpu_hlo_binary(b, TTPU_ADD, m2, sq) : sq;
+  }
   ttpu_val corr = ttpu_l_is_none(L, 2) ? ttpu_hlo_const_f(b, acc, 1.0)
                                        : ttpu_l_scalar(L, 2, acc);
   ttpu_val div = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const_f(b, acc, n), corr);
@@ -247,7 +258,10 @@ static ttpu_status* lower_var_like(ttpu_lower* L) {
   ttpu_val var = ttpu_hlo_binary(b, TTPU_DIV, m2, div);
   if (take_sqrt) var = ttpu_hlo_unary(b, TTPU_SQRT, var);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, var, out));
-  if (with_mean) ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, mean, ttpu_l_out_type(L, 1)));
+  if (with_mean) {
+    ttpu_val mean = cx ? ttpu_hlo_complex(b, means[0], means[1]) : means[0];
+    ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, mean, ttpu_l_out_type(L, 1)));
+  }
   return NULL;
 }
 
@@ -428,18 +442,18 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"argmax", lower_argextreme, .param = 1},
     {"argmin", lower_argextreme, .param = 0},
     {"aminmax", lower_aminmax, .flags = 0},
-    {"var.correction", lower_var_like, .param = TTPU_PARAMS(0, 0, 0)},
-    {"std.correction", lower_var_like, .param = TTPU_PARAMS(1, 0, 0)},
-    {"var_mean.correction", lower_var_like, .param = TTPU_PARAMS(0, 1, 0)},
-    {"std_mean.correction", lower_var_like, .param = TTPU_PARAMS(1, 1, 0)},
+    {"var.correction", lower_var_like, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 0, 0)},
+    {"std.correction", lower_var_like, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 0, 0)},
+    {"var_mean.correction", lower_var_like, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(0, 1, 0)},
+    {"std_mean.correction", lower_var_like, .flags = TTPU_OP_COMPLEX_AS_IS, .param = TTPU_PARAMS(1, 1, 0)},
     ANY_ALL_DEFS(any, 1),
     ANY_ALL_DEFS(all, 0),
     {"count_nonzero", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS,
      .variants = TTPU_V_OV_OUT},
     {"logsumexp", lower_logsumexp, .flags = 0},
-    {"cumsum", lower_cumsum, .variants = TTPU_V_INPLACE},
-    {"cumprod", lower_cumprod, .variants = TTPU_V_INPLACE},
+    {"cumsum", lower_cumsum, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"cumprod", lower_cumprod, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"linalg_vector_norm", lower_norm_at, .param = 2},
     {"norm.Scalar", lower_norm_at, .param = -1},
     {"norm.ScalarOpt_dtype", lower_norm_at, .param = -1},
