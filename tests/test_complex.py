@@ -358,3 +358,30 @@ def test_indexing_fills_scans_of_complex(dtype):
     g = t.clone().requires_grad_()
     g.cumprod(1).abs().sum().backward()
     torch.testing.assert_close(g.grad.cpu(), a.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_pow_and_logsumexp_of_complex(dtype):
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(64, generator=g, dtype=dtype)
+    z[0], z[1], z[2] = 0, -2, 1e-3j
+    w = torch.randn(64, generator=g, dtype=dtype)
+    w[0] = 0
+    t = z.to(DEV)
+    close = dict(rtol=2e-6, atol=1e-6, equal_nan=True)
+    for k in (0, 1, 2, 3, 0.5, -0.5, -1, -2, 2.5, -1.5, 1 + 2j, 0j):
+        torch.testing.assert_close(torch.pow(t, k).cpu(), torch.pow(z, k), **close)
+    torch.testing.assert_close(torch.pow(t, w.to(DEV)).cpu(), torch.pow(z, w), **close)
+    for base in (2, 0, 1j):
+        torch.testing.assert_close(torch.pow(base, t).cpu(), torch.pow(base, z), **close)
+    m = torch.randn(4, 5, generator=g, dtype=dtype)
+    m[0, 2] = complex("inf")
+    m[3] = complex("-inf")
+    for f in (lambda x: torch.logsumexp(x, 1), lambda x: torch.logsumexp(x, (0, 1), keepdim=True),
+              lambda x: torch.logsumexp(x[:, ::2], 0)):
+        torch.testing.assert_close(f(m.to(DEV)).cpu(), f(m), equal_nan=True)
+    a = z[3:].clone().requires_grad_()
+    (a ** 2.5).abs().sum().backward()
+    b = t[3:].clone().requires_grad_()
+    (b ** 2.5).abs().sum().backward()
+    torch.testing.assert_close(b.grad.cpu(), a.grad, **close)

@@ -107,9 +107,7 @@ ttpu_status* ttpu_complex_unary(ttpu_lower* L) {
  * stays exactly (exp(x) + 0i, NaN + 0i too), and an infinite real part
  * with a NaN or infinite imaginary part gives inf + NaN i (+inf) or 0 + 0i
  * (-inf), where the formula exp(x) (cos y + i sin y) gives NaN. */
-ttpu_status* ttpu_complex_exp(ttpu_lower* L) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_val x = ttpu_ew_in(L, 0, out_dtype(L));
+ttpu_val ttpu_complex_exp_v(ttpu_hlo* b, ttpu_val x) {
   ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
   ttpu_val r = ttpu_hlo_unary(b, TTPU_EXP, x);
   ttpu_val bad_im = ttpu_hlo_unary(b, TTPU_NOT, ttpu_hlo_unary(b, TTPU_IS_FINITE, im));
@@ -119,8 +117,44 @@ ttpu_status* ttpu_complex_exp(ttpu_lower* L) {
                       ttpu_hlo_complex(b, ttpu_hlo_unary(b, TTPU_EXP, re), im), r);
   r = ttpu_hlo_select(b, pinf,
                       ttpu_hlo_complex(b, re, ttpu_hlo_binary(b, TTPU_SUB, im, im)), r);
-  r = ttpu_hlo_select(b, ninf, ttpu_hlo_complex(b, ttpu_ew_k(b, re, 0), ttpu_ew_k(b, re, 0)), r);
-  ttpu_l_set_out(L, 0, r);
+  return ttpu_hlo_select(b, ninf, ttpu_hlo_complex(b, ttpu_ew_k(b, re, 0), ttpu_ew_k(b, re, 0)), r);
+}
+
+ttpu_status* ttpu_complex_exp(ttpu_lower* L) {
+  ttpu_l_set_out(L, 0, ttpu_complex_exp_v(ttpu_l_hlo(L), ttpu_ew_in(L, 0, out_dtype(L))));
+  return NULL;
+}
+
+/* pow of complex values, as the CPU: exp(y log x) with exp's special
+ * values (pow(0, 0j) is NaN, as there), and for a real Scalar exponent
+ * the CPU's shortcuts: 0 -> 1, 1, 2, 3 as products, +-0.5 through sqrt,
+ * -1 and -2 as reciprocals. */
+ttpu_status* ttpu_complex_pow(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = out_dtype(L);
+  ttpu_val x = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
+  double k;
+  int real_k = ttpu_l_kind(L, 0) == TTPU_ARG_TENSOR && ttpu_l_scalar_static(L, 1, &k);
+  if (real_k && ttpu_dtype_is_complex(ttpu_l_scalar_dtype(L, 1))) {
+    /* a complex exponent: only 0 (0j) has a shortcut */
+    real_k = k == 0 && ttpu_l_call(L)->args[1].fi == 0;
+  }
+  if (real_k) {
+    ttpu_val r = TTPU_VAL_ERROR, one = ttpu_ew_k(b, x, 1);
+    if (k == 0) r = one;
+    else if (k == 1) r = x;
+    else if (k == 2) r = ttpu_ew_mul(b, x, x);
+    else if (k == 3) r = ttpu_ew_mul(b, ttpu_ew_mul(b, x, x), x);
+    else if (k == 0.5) r = ttpu_hlo_unary(b, TTPU_SQRT, x);
+    else if (k == -0.5) r = ttpu_ew_div(b, one, ttpu_hlo_unary(b, TTPU_SQRT, x));
+    else if (k == -1) r = ttpu_ew_div(b, one, x);
+    else if (k == -2) r = ttpu_ew_div(b, one, ttpu_ew_mul(b, x, x));
+    if (r != TTPU_VAL_ERROR) {
+      ttpu_l_set_out(L, 0, r);
+      return NULL;
+    }
+  }
+  ttpu_l_set_out(L, 0, ttpu_complex_exp_v(b, ttpu_ew_mul(b, y, ttpu_hlo_unary(b, TTPU_LOG, x))));
   return NULL;
 }
 

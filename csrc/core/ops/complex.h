@@ -22,6 +22,10 @@ ttpu_status* ttpu_complex_div(ttpu_lower* L);
 ttpu_status* ttpu_complex_unary(ttpu_lower* L);
 /* exp with C99's special values (inf + NaN i, 0 + 0 i, exact zero imaginary). */
 ttpu_status* ttpu_complex_exp(ttpu_lower* L);
+/* The same on a value (complex dtype). */
+ttpu_val ttpu_complex_exp_v(ttpu_hlo* b, ttpu_val x);
+/* pow.Tensor_Tensor / .Scalar / .Tensor_Scalar and their in-place forms */
+ttpu_status* ttpu_complex_pow(ttpu_lower* L);
 ttpu_status* ttpu_complex_abs(ttpu_lower* L);
 ttpu_status* ttpu_complex_angle(ttpu_lower* L);
 /* param a ttpu_cmp (EQ, NE) */

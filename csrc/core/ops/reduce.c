@@ -332,6 +332,26 @@ static ttpu_status* lower_logsumexp(ttpu_lower* L) {
   return NULL;
 }
 
+/* logsumexp of complex values, as the CPU: shifted by the largest real
+ * part (0 where that is infinite), log(sum(exp(x - m))) + m with exp's
+ * special values. */
+static ttpu_status* lower_logsumexp_complex(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type out = ttpu_l_out_type(L, 0);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), out.dtype);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int mask[TTPU_MAX_DIMS];
+  dim_mask(L, 1, tx.ndim, 1, mask);
+  ttpu_val m = ttpu_l_reduce_mask(L, ttpu_hlo_real(b, x), TTPU_RED_MAX, mask);
+  ttpu_val inf = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, m), ttpu_l_const_like(L, m, INFINITY));
+  m = ttpu_hlo_select(b, inf, ttpu_l_const_like(L, m, 0.0), m);
+  ttpu_val mc = ttpu_hlo_complex(b, m, ttpu_l_const_like(L, m, 0.0));
+  ttpu_val e = ttpu_complex_exp_v(b, ttpu_hlo_binary(b, TTPU_SUB, x, ttpu_l_bcast_back(L, mc, tx, mask)));
+  ttpu_val s = ttpu_hlo_unary(b, TTPU_LOG, ttpu_l_reduce_mask(L, e, TTPU_RED_SUM, mask));
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, ttpu_hlo_binary(b, TTPU_ADD, s, mc), out));
+  return NULL;
+}
+
 /* ------------------------------------------------------------ cumulative */
 
 /* cumsum/cumprod(self, int dim, *, dtype) and their in-place forms. */
@@ -451,7 +471,7 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"count_nonzero", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"count_nonzero.dim_IntList", lower_count_nonzero, .flags = TTPU_OP_COMPLEX_AS_IS,
      .variants = TTPU_V_OV_OUT},
-    {"logsumexp", lower_logsumexp, .flags = 0},
+    {"logsumexp", lower_logsumexp, .complex_fn = lower_logsumexp_complex},
     {"cumsum", lower_cumsum, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"cumprod", lower_cumprod, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"linalg_vector_norm", lower_norm_at, .param = 2},
