@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ttpu_lower.h"
+#include "upsample_u8.h"
 
 #define MAXD TTPU_MAX_DIMS
 
@@ -1211,6 +1212,9 @@ static ttpu_status* lower_upsample_linear(ttpu_lower* L, int backward) {
   int align = ttpu_l_bool(L, backward ? 3 : 2, 0), sarg = backward ? 4 : 3;
   if (lead < 0 || tin.ndim != out.ndim)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "upsample: bad rank");
+  /* uint8 bilinear: the CPU's fixed-point path (ops/upsample_u8.c); its
+   * out= form is the functional op's result copied into out */
+  if (n == 2 && !backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, 0, 0, 0);
   if (!require_float(L, "upsample_linear", out.dtype)) return NULL;
   ttpu_dtype acc = acc_dtype(out.dtype);
   v = ttpu_hlo_convert(h, v, acc);

@@ -12,12 +12,14 @@
  * Like the CPU kernel, the forward leaves a dim whose size does not change
  * as it is, while the backward always applies that dim's weights.
  * bfloat16/float16 (which the CPU kernel refuses) are computed in float32
- * and rounded once, like CUDA. */
+ * and rounded once, like CUDA; uint8 takes the CPU's fixed-point path
+ * (ops/upsample_u8.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ttpu_lower.h"
+#include "upsample_u8.h"
 
 /* A `float? scales` arg: > 0 when given and positive, else 0. */
 static double aa_scale_arg(ttpu_lower* L, int arg) {
@@ -114,6 +116,21 @@ static int64_t aa_taps(int64_t in, int64_t out, int align, double sarg, int cubi
   return K;
 }
 
+
+ttpu_val ttpu_upsample_window_matrix(ttpu_hlo* b, ttpu_val vw, ttpu_val vx, int64_t K, int64_t in, int64_t out,
+                                     ttpu_dtype dt) {
+  int64_t dims[2] = {out, in}, row = 0;
+  ttpu_type ti = ttpu_type_make(TTPU_I64, 2, dims);
+  /* d: position of input i inside output o's window */
+  ttpu_val d = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_iota(b, ti, 1), ttpu_hlo_broadcast_in_dim(b, vx, ti, &row));
+  ttpu_val zero = ttpu_hlo_const(b, ti, 0, 0), kk = ttpu_hlo_const(b, ti, 0, K);
+  ttpu_val inside = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_compare(b, TTPU_GE, d, zero), ttpu_hlo_compare(b, TTPU_LT, d, kk));
+  ttpu_val flat = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_iota(b, ti, 0), kk),
+                                  ttpu_hlo_clamp(b, zero, d, ttpu_hlo_const(b, ti, 0, K - 1)));
+  ttpu_val m = ttpu_hlo_take(b, vw, flat);
+  return ttpu_hlo_select(b, inside, m, ttpu_hlo_const(b, ttpu_type_make(dt, 2, dims), 0, 0));
+}
+
 /* The (out, in) matrix of one dim's map, of dtype dt (f32/f64): W[o, i] =
  * w[o, i - xmin[o]] inside the window, else 0, as one gather from the
  * flat weights (constants travel as integer bits: the builder has no
@@ -148,16 +165,7 @@ static ttpu_val aa_matrix(ttpu_lower* L, int64_t in, int64_t out, int align, dou
   free(w);
   vw = dbl ? ttpu_hlo_bitcast(b, vw, ttpu_type_make(TTPU_F64, 1, &n))
            : ttpu_hlo_bitcast(b, ttpu_hlo_convert(b, vw, TTPU_I32), ttpu_type_make(TTPU_F32, 1, &n));
-  int64_t dims[2] = {out, in}, row = 0;
-  ttpu_type ti = ttpu_type_make(TTPU_I64, 2, dims);
-  /* d: position of input i inside output o's window */
-  ttpu_val d = ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_iota(b, ti, 1), ttpu_hlo_broadcast_in_dim(b, vx, ti, &row));
-  ttpu_val zero = ttpu_hlo_const(b, ti, 0, 0), kk = ttpu_hlo_const(b, ti, 0, K);
-  ttpu_val inside = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_compare(b, TTPU_GE, d, zero), ttpu_hlo_compare(b, TTPU_LT, d, kk));
-  ttpu_val flat = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_iota(b, ti, 0), kk),
-                                  ttpu_hlo_clamp(b, zero, d, ttpu_hlo_const(b, ti, 0, K - 1)));
-  ttpu_val m = ttpu_hlo_take(b, vw, flat);
-  return ttpu_hlo_select(b, inside, m, ttpu_hlo_const(b, ttpu_type_make(dt, 2, dims), 0, 0));
+  return ttpu_upsample_window_matrix(b, vw, vx, K, in, out, dt);
 }
 
 /* x with its dim d mapped through m: (new, old) for the forward, or
@@ -184,6 +192,7 @@ static ttpu_status* lower_aa(ttpu_lower* L) {
   ttpu_val v = ttpu_l_tensor(L, 0);
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
   const char* name = cubic ? "_upsample_bicubic2d_aa" : "_upsample_bilinear2d_aa";
+  if (!backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, cubic, 1, 1);
   if (out.dtype != TTPU_F32 && out.dtype != TTPU_F64 && out.dtype != TTPU_BF16 && out.dtype != TTPU_F16) {
     ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "%s on tpu takes floating-point tensors, not %s", name,
                   ttpu_dtype_name(out.dtype));

@@ -10,12 +10,14 @@
  * along H then along W; the backward is the product with W^T (each tap's
  * gradient summed, edge taps included). Products run on the TPU's matrix
  * unit instead of gathers and scatters. bfloat16/float16 are computed in
- * float32, as the CPU's opmath, and rounded once. */
+ * float32, as the CPU's opmath, and rounded once; uint8 takes the CPU's
+ * fixed-point path (ops/upsample_u8.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ttpu_lower.h"
+#include "upsample_u8.h"
 
 enum { kTaps = 4 };
 
@@ -138,6 +140,7 @@ static ttpu_status* lower_bicubic(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val v = ttpu_l_tensor(L, 0);
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
+  if (!backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, 1, 0, 1);
   if (out.dtype != TTPU_F32 && out.dtype != TTPU_F64 && out.dtype != TTPU_BF16 && out.dtype != TTPU_F16) {
     ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "upsample_bicubic2d on tpu takes floating-point tensors, not %s",
                   ttpu_dtype_name(out.dtype));
