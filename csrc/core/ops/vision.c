@@ -27,7 +27,7 @@
  * time. Each roi masks the samples beyond its own grid. Feature maps are
  * read as rows of channels (N*H*W rows of C), so one gather per corner
  * serves every channel. */
-#include "ttpu_lower.h"
+#include "elementwise.h"
 
 #include <float.h>
 #include <math.h>
@@ -49,13 +49,6 @@ static ttpu_val sel(ttpu_hlo* b, ttpu_val p, ttpu_val x, ttpu_val y) {
  * multiplication by its rounded reciprocal, which moves bin edges. */
 static ttpu_val tdiv(ttpu_hlo* b, ttpu_val x, ttpu_val y) {
   return ttpu_hlo_binary(b, TTPU_DIV, x, ttpu_hlo_opaque(b, y));
-}
-
-/* A constant of x's type. */
-static ttpu_val kc(ttpu_hlo* b, ttpu_val x, double v) {
-  const ttpu_type* t = ttpu_hlo_type(b, x);
-  if (!t) return TTPU_VAL_ERROR;
-  return ttpu_hlo_const(b, *t, v, (int64_t)v);
 }
 
 static ttpu_type ty(ttpu_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
@@ -122,13 +115,13 @@ static void nms_body(ttpu_hlo* b, void* ctx, const ttpu_val* s, ttpu_val* next) 
  * in double, for ovr of dtype dt: against the threshold rounded up to dt
  * (strictly greater if it is exact there, else greater or equal). */
 static ttpu_val above(ttpu_hlo* b, ttpu_val ovr, ttpu_dtype dt, double thr) {
-  if (dt == TTPU_F64) return cmp(b, TTPU_GT, ovr, kc(b, ovr, thr));
+  if (dt == TTPU_F64) return cmp(b, TTPU_GT, ovr, ttpu_ew_k(b, ovr, thr));
   float f = (float)thr;
-  if (isnan(thr)) return kc(b, cmp(b, TTPU_NE, ovr, ovr), 0);
+  if (isnan(thr)) return ttpu_ew_k(b, cmp(b, TTPU_NE, ovr, ovr), 0);
+  /* (float)thr is the nearest float: below thr, the next one up is the
+   * smallest float not below it */
   if ((double)f < thr) f = nextafterf(f, INFINITY);
-  if ((double)f > thr && f > -FLT_MAX && (double)nextafterf(f, -INFINITY) >= thr)
-    f = nextafterf(f, -INFINITY);
-  return cmp(b, (double)f == thr ? TTPU_GT : TTPU_GE, ovr, kc(b, ovr, f));
+  return cmp(b, (double)f == thr ? TTPU_GT : TTPU_GE, ovr, ttpu_ew_k(b, ovr, f));
 }
 
 static ttpu_status* lower_nms(ttpu_lower* L) {
@@ -442,11 +435,11 @@ static ttpu_status* lower_roi_align_backward(ttpu_lower* L) {
 /* C's round() (halves away from zero) of x, exactly: x - floor(x) is
  * exact in binary floating point. */
 static ttpu_val round_away(ttpu_hlo* b, ttpu_val x) {
-  ttpu_val half = kc(b, x, 0.5), one = kc(b, x, 1);
+  ttpu_val half = ttpu_ew_k(b, x, 0.5), one = ttpu_ew_k(b, x, 1);
   ttpu_val fl = ttpu_hlo_unary(b, TTPU_FLOOR, x), ce = ttpu_hlo_unary(b, TTPU_CEIL, x);
   ttpu_val up = sel(b, cmp(b, TTPU_GE, bin(b, TTPU_SUB, x, fl), half), bin(b, TTPU_ADD, fl, one), fl);
   ttpu_val down = sel(b, cmp(b, TTPU_GE, bin(b, TTPU_SUB, ce, x), half), bin(b, TTPU_SUB, ce, one), ce);
-  return sel(b, cmp(b, TTPU_GE, x, kc(b, x, 0)), up, down);
+  return sel(b, cmp(b, TTPU_GE, x, ttpu_ew_k(b, x, 0)), up, down);
 }
 
 typedef struct {

@@ -49,7 +49,7 @@ at::Tensor nms_tpu(const at::Tensor& dets, const at::Tensor& scores, double iou_
   }
   at::Tensor keep = at::empty({dets.size(0)}, longs);
   at::Tensor count = at::empty({}, longs);
-  EngineCall("torchvision::nms", "torchvision::nms")
+  EngineCall("torchvision::nms")
       .tensor(dets)
       .tensor(scores)
       .floating(iou_threshold)
@@ -76,7 +76,7 @@ at::Tensor roi_align_tpu(const at::Tensor& input, const at::Tensor& rois, double
   if (output.numel() == 0 || input.numel() == 0) {
     return output;
   }
-  EngineCall("torchvision::roi_align", "torchvision::roi_align")
+  EngineCall("torchvision::roi_align")
       .tensor(input)
       .tensor(rois)
       .floating(spatial_scale)
@@ -103,7 +103,7 @@ at::Tensor roi_align_backward_tpu(const at::Tensor& grad, const at::Tensor& rois
   if (grad.numel() == 0 || grad_input.numel() == 0) {
     return grad_input;
   }
-  EngineCall("torchvision::_roi_align_backward", "torchvision::_roi_align_backward")
+  EngineCall("torchvision::_roi_align_backward")
       .tensor(grad)
       .tensor(rois)
       .floating(spatial_scale)
@@ -137,7 +137,7 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_tpu(const at::Tensor& input, const a
   if (input.numel() == 0) {
     return {output, argmax.fill_(-1)};
   }
-  EngineCall("torchvision::roi_pool", "torchvision::roi_pool")
+  EngineCall("torchvision::roi_pool")
       .tensor(input)
       .tensor(rois)
       .floating(spatial_scale)
@@ -162,7 +162,7 @@ at::Tensor roi_pool_backward_tpu(const at::Tensor& grad, const at::Tensor& rois,
     return grad_input;
   }
   check_float_dtype(grad, "roi_pool_backward_kernel", true);
-  EngineCall("torchvision::_roi_pool_backward", "torchvision::_roi_pool_backward")
+  EngineCall("torchvision::_roi_pool_backward")
       .tensor(grad)
       .tensor(rois)
       .tensor(argmax)

@@ -47,39 +47,33 @@ EngineCall& EngineCall::tensors(const std::vector<at::Tensor>& ts) {
   return *this;
 }
 
-EngineCall& EngineCall::integer(int64_t v) {
+ttpu_arg& EngineCall::value(ttpu_arg_kind kind) {
   ttpu_arg arg{};
-  arg.kind = TTPU_ARG_INT;
-  arg.i = v;
+  arg.kind = kind;
   arg.tensor = -1;
   arg.scalar_dtype = TTPU_DTYPE_NONE;
   args_.push_back(arg);
+  return args_.back();
+}
+
+EngineCall& EngineCall::integer(int64_t v) {
+  value(TTPU_ARG_INT).i = v;
   return *this;
 }
 
 EngineCall& EngineCall::boolean(bool v) {
-  integer(v ? 1 : 0);
-  args_.back().kind = TTPU_ARG_BOOL;
+  value(TTPU_ARG_BOOL).i = v ? 1 : 0;
   return *this;
 }
 
 EngineCall& EngineCall::floating(double v) {
-  ttpu_arg arg{};
-  arg.kind = TTPU_ARG_FLOAT;
-  arg.f = v;
-  arg.tensor = -1;
-  arg.scalar_dtype = TTPU_DTYPE_NONE;
-  args_.push_back(arg);
+  value(TTPU_ARG_FLOAT).f = v;
   return *this;
 }
 
 EngineCall& EngineCall::str(const std::string& s) {
   strings_.push_back(s);
-  ttpu_arg arg{};
-  arg.kind = TTPU_ARG_STR;
-  arg.tensor = -1;
-  arg.scalar_dtype = TTPU_DTYPE_NONE;
-  args_.push_back(arg);
+  value(TTPU_ARG_STR);
   return *this;
 }
 

@@ -16,7 +16,9 @@ namespace torchtpu {
 
 class EngineCall {
  public:
-  // `op` names an engine op ("torchvision::nms"); `what` prefixes errors.
+  // `op` names an engine op ("torchvision::nms"); `what` prefixes errors
+  // (the op's name unless given).
+  explicit EngineCall(const char* op) : EngineCall(op, op) {}
   EngineCall(const char* op, std::string what);
 
   EngineCall& tensor(const at::Tensor& t);
@@ -34,6 +36,8 @@ class EngineCall {
 
  private:
   void add_tensor(const at::Tensor& t, const char* role);
+  // Appends a non-tensor argument of `kind`; the caller sets its value.
+  ttpu_arg& value(ttpu_arg_kind kind);
 
   int op_;
   std::string what_;
