@@ -6,9 +6,12 @@ tensors, and DDP step-time overhead vs one process.
 
 Starts the ranks itself (one process each, 127.0.0.1). Bus bandwidth is
 NCCL's definition: bytes * 2 (n - 1) / n / time, for a float32 SUM all_reduce
-of `bytes`; each size reports the median of --iters timed runs after one
-warm-up. Both backends run in the same processes, one after the other, in
-one process group ("cpu:gloo,tpu:tpu").
+of `bytes`. Three columns run in the same processes ("cpu:gloo,tpu:tpu"),
+interleaved round by round after one warm-up each, and each size reports
+the median of --iters rounds: tpu tensors (the storage's bytes handed to
+gloo where they lie), tpu tensors with that off (TORCHTPU_DIST_IN_PLACE=0:
+copied to the host and back), tpu tensors without the signature exchange
+before each collective (TORCHTPU_DIST_CHECK=0), and gloo on CPU tensors.
 
 Then the in-process path: one process with --ranks devices
 (TORCHTPU_NUM_DEVICES), the same all_reduce as one XLA collective program
@@ -47,30 +50,55 @@ def allreduce_sweep(args, rank, world):
     import torch
     import torch.distributed as dist
 
+    # The same all_reduce with the zero-copy host access off: every tensor
+    # copied to the host and back (TORCHTPU_DIST_IN_PLACE=0 is read when a
+    # group's backend is made).
+    os.environ["TORCHTPU_DIST_IN_PLACE"] = "0"
+    copied = dist.new_group(list(range(world)), backend="tpu")
+    os.environ.pop("TORCHTPU_DIST_IN_PLACE")
+    # And without the signature exchange before each collective (one small
+    # gloo round): what the check costs.
+    os.environ["TORCHTPU_DIST_CHECK"] = "0"
+    unchecked = dist.new_group(list(range(world)), backend="tpu")
+    os.environ.pop("TORCHTPU_DIST_CHECK")
+
     rows = []
     for mb in sizes_mb(args):
         n = mb * (1 << 20) // 4
         cpu = torch.ones(n)
         tpu = torch.ones(n, device="tpu")
 
-        def on_tpu():
-            dist.all_reduce(tpu)
+        def on_tpu(group=None):
+            dist.all_reduce(tpu, group=group)
             torch.tpu.synchronize()
 
-        t_tpu = timed(on_tpu, args.iters)
-        t_cpu = timed(lambda: dist.all_reduce(cpu), args.iters)
-        rows.append((mb, t_tpu, t_cpu))
+        # Interleaved, so that the machine's load drifts over all columns
+        # alike: one of each per round, median per column.
+        fns = [on_tpu, lambda: on_tpu(copied), lambda: on_tpu(unchecked),
+               lambda: dist.all_reduce(cpu)]
+        for fn in fns:
+            fn()  # warm-up: compiles, connects, allocates
+        times = [[] for _ in fns]
+        for _ in range(args.iters):
+            for k, fn in enumerate(fns):
+                dist.barrier()
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        rows.append((mb, *[statistics.median(t) for t in times]))
         del cpu, tpu
     if rank == 0:
         print(f"all_reduce float32 SUM, {world} ranks, median of {args.iters} "
-              "(bus bandwidth GB/s; time ms)")
-        print(f"{'size':>8} {'tpu (staged)':>14} {'gloo cpu':>10} {'tpu ms':>9} "
-              f"{'gloo ms':>9} {'tpu/gloo':>9}")
-        for mb, t_tpu, t_cpu in rows:
+              "interleaved rounds (bus bandwidth GB/s; time ms)")
+        print(f"{'size':>8} {'tpu':>7} {'copied':>7} {'no check':>9} {'gloo cpu':>9} "
+              f"{'tpu ms':>7} {'gloo ms':>8} {'tpu/gloo':>9} {'no check/gloo':>14}")
+        for mb, t_tpu, t_copy, t_free, t_cpu in rows:
             nbytes = mb * (1 << 20)
-            print(f"{mb:>6}MB {bus_bw(nbytes, t_tpu, world):>14.2f} "
-                  f"{bus_bw(nbytes, t_cpu, world):>10.2f} {t_tpu * 1e3:>9.1f} "
-                  f"{t_cpu * 1e3:>9.1f} {t_cpu / t_tpu:>9.2f}")
+            bw = [bus_bw(nbytes, t, world) for t in (t_tpu, t_copy, t_free, t_cpu)]
+            print(f"{mb:>6}MB {bw[0]:>7.2f} {bw[1]:>7.2f} {bw[2]:>9.2f} {bw[3]:>9.2f} "
+                  f"{t_tpu * 1e3:>7.1f} {t_cpu * 1e3:>8.1f} {t_cpu / t_tpu:>9.2f} "
+                  f"{t_cpu / t_free:>14.2f}")
+        print(f"load average {os.getloadavg()[0]:.2f}")
         sys.stdout.flush()
 
 
@@ -209,7 +237,7 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--min-mb", type=int, default=1)
     p.add_argument("--max-mb", type=int, default=256)
-    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--iters", type=int, default=15)
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--skip-allreduce", action="store_true")
     p.add_argument("--xla-only", action="store_true",

@@ -21,10 +21,13 @@ path and per-collective counts):
 - Ranks in separate processes: the XLA CPU plugin cannot reach other
   processes (it ignores PJRT's key-value callbacks), so every collective
   stages through host memory and runs with PyTorch's gloo: "host-staged over
-  gloo". Results land in the tpu tensors in place.
+  gloo". Results land in the tpu tensors in place. Where a tensor is all
+  of its storage, gloo works on the storage's bytes where they lie (the CPU
+  plugin's device memory is host memory): no copy either way.
 
 ``TORCHTPU_DIST_LOCAL=0`` forces the gloo path even for ranks of one
-process. ``TORCHTPU_DIST_CHECK=0`` skips the gloo path's signature exchange
+process. ``TORCHTPU_DIST_IN_PLACE=0`` makes that path copy every tensor
+(the zero-copy access off). ``TORCHTPU_DIST_CHECK=0`` skips the gloo path's signature exchange
 that makes a mismatched collective (other op, dtype, size, root, split
 sizes on some rank; a send and recv of different sizes) fail with a clear
 error instead of aborting inside gloo. ``comm`` holds the list API (one
@@ -56,6 +59,10 @@ _paths_lock = threading.Lock()
 
 def _check_enabled():
     return os.environ.get("TORCHTPU_DIST_CHECK", "1") not in ("0", "")
+
+
+def _in_place_enabled():
+    return os.environ.get("TORCHTPU_DIST_IN_PLACE", "1") not in ("0", "")
 
 
 def _local_enabled():
@@ -120,7 +127,8 @@ def _create(backend_opts, options=None):
     host.options.global_ranks_in_group = list(backend_opts.global_ranks_in_group)
     host.options.group_name = backend_opts.group_id
     return _C._dist_backend(host, backend_opts.group_rank, backend_opts.group_size,
-                            timeout.total_seconds(), _check_enabled())
+                            timeout.total_seconds(), _check_enabled(),
+                            _in_place_enabled())
 
 
 def register():
@@ -145,8 +153,10 @@ def path(group=None):
 
 
 def counters():
-    """{collective: {"calls", "d2h_bytes", "h2d_bytes"}}: the host-staged
-    (gloo) path's collectives in this process."""
+    """{collective: {"calls", "d2h_bytes", "h2d_bytes", "in_place_bytes"}}:
+    the host-staged (gloo) path's collectives in this process. d2h/h2d:
+    bytes copied between the device and the host; in_place_bytes: tpu bytes
+    gloo used where they lie, with no copy."""
     return dict(_C._dist_counters())
 
 
@@ -169,7 +179,8 @@ def report_lines():
                   for k, v in ops.items()}) for p, ops in sorted(local.items())]
     if staged:
         paths.append((HOST_STAGED, {
-            k: (v["calls"], f"{v['d2h_bytes']} B to host, {v['h2d_bytes']} B back")
+            k: (v["calls"], f"{v['d2h_bytes']} B to host, {v['h2d_bytes']} B back, "
+                            f"{v['in_place_bytes']} B in place")
             for k, v in staged.items()}))
     paths = [(p, ops) for p, ops in paths if ops]
     if not paths:

@@ -34,6 +34,10 @@ struct ttpu_buffer {
   /* The error of a dropped op that was to write it (exec/strict.c): a
    * read raises it; the next version clears it. Under rt->mu. */
   ttpu_status* error;
+  /* Host accesses of the current version (exec/runtime.c), or NULL: while
+   * one is open the version is pinned, and replacing it hands it to the
+   * pin, which destroys it at the last access's end. Under rt->mu. */
+  struct ttpu_host_pin* pin;
 };
 
 

@@ -291,6 +291,7 @@ void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out) {
   out->cost_analysis = c->cost_analysis;
   out->cross_process_collectives = c->cross_process_collectives;
   out->host_code = c->host_code;
+  out->host_access = c->host_pointers;
 }
 
 void ttpu_runtime_destroy(ttpu_runtime* rt) {
@@ -616,7 +617,9 @@ int ttpu_buffer_device(const ttpu_buffer* b) { return b->device; }
 
 void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
                          ttpu_dtype dtype, int ndim, const int64_t* dims) {
-  if (b->pb) ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
+  /* A version the host is working on is the pin's to destroy. */
+  if (b->pin) b->pin = NULL;
+  else if (b->pb) ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
   ttpu_status_free(b->error);
   b->error = NULL;
   b->pb = pb;
@@ -752,6 +755,130 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
   return s;
+}
+
+/* ------------------------------------------------------------ host access */
+
+/* One pinned version and the accesses open on it. */
+struct ttpu_host_pin {
+  ttpu_pjrt_buffer* pb;
+  int refs;
+};
+
+struct ttpu_host_access {
+  ttpu_buffer* b; /* retained */
+  struct ttpu_host_pin* pin;
+};
+
+/* Awaits every execution enqueued up to `ticket`, keeping later ones
+ * pending (under rt->mu). Their failures are asynchronous errors, which
+ * synchronize reports. */
+static void await_through_locked(ttpu_runtime* rt, int64_t ticket) {
+  int done = 0;
+  while (done < rt->n_pending && rt->pending_ticket[done] <= ticket) {
+    keep_async_error(rt, ttpu_pjrt_event_finish(rt->client, rt->pending[done],
+                                                "waiting for an event"));
+    done++;
+  }
+  if (!done) return;
+  rt->n_pending -= done;
+  memmove(rt->pending, rt->pending + done, rt->n_pending * sizeof(*rt->pending));
+  memmove(rt->pending_device, rt->pending_device + done,
+          rt->n_pending * sizeof(*rt->pending_device));
+  memmove(rt->pending_ticket, rt->pending_ticket + done,
+          rt->n_pending * sizeof(*rt->pending_ticket));
+  reap_retired(rt);
+}
+
+/* Whether the version's memory is laid out in storage order: a flat or
+ * scalar version (a program's results of higher rank may take another
+ * layout on some plugins, so those are copied instead). */
+static int flat_version(const ttpu_buffer* b) { return b->phys_ndim <= 1; }
+
+ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
+                                    ttpu_host_access** out) {
+  *data = NULL;
+  *out = NULL;
+  ttpu_runtime* rt = b->rt;
+  if (!ttpu_pjrt_client_caps(rt->client)->host_pointers)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "the %s plugin's device memory is not host memory",
+                            ttpu_pjrt_client_platform_name(rt->client));
+  ttpu_host_access* a = calloc(1, sizeof(*a));
+  if (!a) return ttpu_status_oom();
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) {
+    free(a);
+    return s;
+  }
+  s = ttpu_exec_touch(rt, b, write);
+  if (!s) s = storage_error(b);
+  ttpu_exec_note_host_work(rt);
+  if (!s && !b->pb) {
+    /* Unwritten: zeros, as a flat version the host can address. */
+    int64_t n = (int64_t)b->nbytes;
+    void* zeros = calloc(b->nbytes ? b->nbytes : 1, 1);
+    ttpu_pjrt_buffer* pb = NULL;
+    s = zeros ? ttpu_pjrt_buffer_from_host(rt->client, b->device, zeros,
+                                           TTPU_U8, &n, 1, &pb)
+              : ttpu_status_oom();
+    free(zeros);
+    if (!s) ttpu_rt_set_version(b, pb, TTPU_U8, 1, &n);
+  }
+  if (!s && !flat_version(b))
+    s = ttpu_status_make(TTPU_UNIMPLEMENTED,
+                         "the storage's version has rank %d, not a flat "
+                         "layout the host can address", b->phys_ndim);
+  /* Written by a program: nothing reads or writes its bytes once that
+   * program and every one enqueued before it have finished. */
+  if (!s && write) await_through_locked(rt, rt->exec_ticket);
+  if (!s) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
+  void* p = NULL;
+  if (!s && b->nbytes) s = ttpu_pjrt_buffer_host_pointer(rt->client, b->pb, &p);
+  if (!s && !b->pin) {
+    struct ttpu_host_pin* pin = calloc(1, sizeof(*pin));
+    if (!pin) s = ttpu_status_oom();
+    if (!s) s = ttpu_pjrt_buffer_pin(rt->client, b->pb);
+    if (s) {
+      free(pin);
+    } else {
+      pin->pb = b->pb;
+      b->pin = pin;
+    }
+  }
+  if (!s) {
+    b->pin->refs++;
+    a->pin = b->pin;
+    a->b = b;
+    ttpu_buffer_retain(b);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  if (s) {
+    free(a);
+    return s;
+  }
+  *data = p;
+  *out = a;
+  return NULL;
+}
+
+void ttpu_buffer_host_end(ttpu_host_access* a) {
+  if (!a) return;
+  ttpu_buffer* b = a->b;
+  ttpu_runtime* rt = b->rt;
+  if (!ttpu_rt_forked(rt)) {
+    pthread_mutex_lock(&rt->mu);
+    struct ttpu_host_pin* pin = a->pin;
+    if (--pin->refs == 0) {
+      ttpu_pjrt_buffer_unpin(rt->client, pin->pb);
+      if (b->pin == pin) b->pin = NULL; /* still the current version */
+      else ttpu_pjrt_buffer_destroy(rt->client, pin->pb);
+      free(pin);
+    }
+    pthread_mutex_unlock(&rt->mu);
+  }
+  ttpu_buffer_release(b);
+  free(a);
 }
 
 /* ------------------------------------------------------------ events */

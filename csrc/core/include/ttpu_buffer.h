@@ -46,6 +46,30 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src);
 /* Waits until the storage's current version is computed. */
 ttpu_status* ttpu_buffer_wait(ttpu_buffer* b);
 
+/* Host access. Where the plugin's device memory is host memory
+ * (ttpu_caps.host_access: the CPU plugin), the host can read and write a
+ * storage's bytes where they lie, with no copy: the staged collectives
+ * hand them to a host transport this way.
+ *
+ * ttpu_buffer_host_begin runs the ops that write the storage (with
+ * `write`: every op that uses it) and waits for its current version; with
+ * `write` it also waits until every program enqueued so far has finished,
+ * so that nothing still reads the bytes. *data is then the storage's
+ * nbytes in storage order, valid until ttpu_buffer_host_end. With `write`
+ * the host may change them in place: they are the storage's content, and
+ * ops after the end see them. An unwritten storage first becomes zeros.
+ * Meanwhile the version stays allocated and is never donated, even if an
+ * op replaces it (its writes then land in the replaced version), and ops
+ * that read the storage before the end may see some of the host's writes:
+ * order them after it, as with any asynchronous collective.
+ * UNIMPLEMENTED when the plugin's memory is not the host's or the
+ * version's layout is not the storage's byte order (callers copy then).
+ * Thread-safe; end may run on any thread, and must run once per begin. */
+typedef struct ttpu_host_access ttpu_host_access;
+ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
+                                    ttpu_host_access** out);
+void ttpu_buffer_host_end(ttpu_host_access* a);
+
 /* Graph replay. A graph that ran as exactly one program can run again from
  * other storages without recording its ops: the caller maps each storage
  * the program needs to its own (an input or a new output storage) and

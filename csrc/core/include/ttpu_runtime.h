@@ -126,6 +126,8 @@ typedef struct {
   int host_code;                 /* programs are compiled to this host's
                                     machine code, devices use host memory
                                     (the CPU plugin) */
+  int host_access;               /* the host can work on a storage's memory
+                                    in place (ttpu_buffer_host_begin) */
 } ttpu_caps;
 void ttpu_runtime_caps(const ttpu_runtime* rt, ttpu_caps* out);
 

@@ -108,6 +108,55 @@ ttpu_status* ttpu_pjrt_buffer_from_host(ttpu_pjrt_client* c, int device,
   return NULL;
 }
 
+ttpu_status* ttpu_pjrt_buffer_host_pointer(ttpu_pjrt_client* c,
+                                           ttpu_pjrt_buffer* b, void** out) {
+  *out = NULL;
+  if (!c || !b)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "NULL client or buffer");
+  if (!c->caps.host_pointers)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "the %s plugin's device memory is not host "
+                            "memory the host can address",
+                            c->platform_name ? c->platform_name : "");
+  ttpu_pjrt_abi_unsafe_pointer_args a;
+  TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_unsafe_pointer_args, buffer_pointer);
+  a.buffer = RAW_BUF(b);
+  ttpu_status* s = TTPU_PJRT_CALL(c->api, buffer_unsafe_pointer, a);
+  if (s) return s;
+  if (!a.buffer_pointer)
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "the plugin gave no address for a buffer");
+  *out = (void*)a.buffer_pointer;
+  return NULL;
+}
+
+ttpu_status* ttpu_pjrt_buffer_pin(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b) {
+  if (c->n_pinned == c->cap_pinned) {
+    int cap = c->cap_pinned ? 2 * c->cap_pinned : 8;
+    ttpu_pjrt_buffer** p = realloc(c->pinned, (size_t)cap * sizeof(*p));
+    if (!p) return ttpu_status_oom();
+    c->pinned = p;
+    c->cap_pinned = cap;
+  }
+  c->pinned[c->n_pinned++] = b;
+  return NULL;
+}
+
+void ttpu_pjrt_buffer_unpin(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b) {
+  for (int i = c->n_pinned - 1; i >= 0; --i) {
+    if (c->pinned[i] != b) continue;
+    c->pinned[i] = c->pinned[--c->n_pinned];
+    return;
+  }
+}
+
+int ttpu_pjrt_buffer_pinned(const ttpu_pjrt_client* c,
+                            const ttpu_pjrt_buffer* b) {
+  for (int i = 0; i < c->n_pinned; ++i)
+    if (c->pinned[i] == b) return 1;
+  return 0;
+}
+
 ttpu_status* ttpu_pjrt_buffer_shape(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
                                     ttpu_dtype* dtype, int64_t* dims,
                                     int* ndim) {

@@ -72,6 +72,7 @@ void ttpu_pjrt_plugin_caps(const ttpu_pjrt_plugin* p, const char* platform,
   k->memory_stats = TTPU_PJRT_HAS(api, device_memory_stats);
   k->cost_analysis = TTPU_PJRT_HAS(api, executable_get_cost_analysis);
   k->cross_process_collectives = !k->host_code;
+  k->host_pointers = k->host_code && TTPU_PJRT_HAS(api, buffer_unsafe_pointer);
 }
 
 static void probe_caps(ttpu_pjrt_client* c) {
@@ -166,6 +167,7 @@ void ttpu_pjrt_client_destroy(ttpu_pjrt_client* c) {
   }
   free(c->devices);
   free(c->device_ids);
+  free(c->pinned);
   free(c->platform_name);
   free(c->platform_version);
   free(c);

@@ -36,7 +36,8 @@ ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
    * refuses a call that donates a buffer also passed as another argument
    * (x.add_(x)). Every argument whose buffer appears more than once is
    * therefore marked non-donatable for this call; XLA then copies instead
-   * of aliasing, and marking a parameter that is not donated is a no-op. */
+   * of aliasing, and marking a parameter that is not donated is a no-op.
+   * Pinned buffers are marked the same way. */
   ttpu_pjrt_abi_execute_options opts;
   TTPU_PJRT_INIT_ARGS(opts, ttpu_pjrt_abi_execute_options, incarnation_ids);
   int64_t keep_small[16];
@@ -45,6 +46,8 @@ ttpu_status* ttpu_pjrt_execute(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
   for (int i = 0; i < n_args; i++) {
     int dup = 0;
     for (int j = 0; j < n_args && !dup; j++) dup = j != i && args[j] == args[i];
+    /* A pinned buffer's memory is the host's to work on (buffer.c). */
+    if (!dup && c->n_pinned) dup = ttpu_pjrt_buffer_pinned(c, args[i]);
     if (!dup) continue;
     if (keep == keep_small && n_keep == 16) {
       keep = malloc((size_t)n_args * sizeof(*keep));
@@ -136,6 +139,26 @@ ttpu_status* ttpu_pjrt_execute_replicated(ttpu_pjrt_client* c,
   }
   ttpu_pjrt_abi_execute_options opts;
   TTPU_PJRT_INIT_ARGS(opts, ttpu_pjrt_abi_execute_options, incarnation_ids);
+  /* A parameter is not donated where any replica passes a pinned buffer. */
+  int64_t* keep = NULL;
+  size_t n_keep = 0;
+  if (c->n_pinned && n_args) {
+    keep = malloc((size_t)n_args * sizeof(*keep));
+    if (!keep) {
+      free(arg_lists);
+      free(out_lists);
+      free(no_outs);
+      return ttpu_status_oom();
+    }
+    for (int i = 0; i < n_args; i++) {
+      int pinned = 0;
+      for (int d = 0; d < n_devices && !pinned; d++)
+        pinned = ttpu_pjrt_buffer_pinned(c, args[(size_t)d * n_args + i]);
+      if (pinned) keep[n_keep++] = i;
+    }
+    opts.non_donatable_input_indices = keep;
+    opts.num_non_donatable_input_indices = n_keep;
+  }
   ttpu_pjrt_abi_execute_args a;
   TTPU_PJRT_INIT_ARGS(a, ttpu_pjrt_abi_execute_args, execute_device);
   a.executable = e->loaded;
@@ -147,6 +170,7 @@ ttpu_status* ttpu_pjrt_execute_replicated(ttpu_pjrt_client* c,
   a.device_complete_events = done ? (ttpu_pjrt_abi_event**)done : NULL;
   a.execute_device = NULL; /* every replica, on its assigned device */
   ttpu_status* s = TTPU_PJRT_CALL(c->api, loaded_executable_execute, a);
+  free(keep);
   free(arg_lists);
   free(out_lists);
   free(no_outs);

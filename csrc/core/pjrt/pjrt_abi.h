@@ -352,6 +352,14 @@ typedef struct {
   ttpu_pjrt_abi_event* event; /* out */
 } ttpu_pjrt_abi_ready_event_args;
 
+/* Buffer_UnsafePointer: the platform's address of the buffer's memory. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  ttpu_pjrt_abi_buffer* buffer;
+  uintptr_t buffer_pointer; /* out */
+} ttpu_pjrt_abi_unsafe_pointer_args;
+
 typedef struct {
   size_t struct_size;
   void* extension_start;
@@ -582,7 +590,7 @@ typedef struct {
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_to_host_args, buffer_to_host_buffer);
   void* buffer_is_on_cpu;
   TTPU_PJRT_SLOT(ttpu_pjrt_abi_ready_event_args, buffer_ready_event);
-  void* buffer_unsafe_pointer;
+  TTPU_PJRT_SLOT(ttpu_pjrt_abi_unsafe_pointer_args, buffer_unsafe_pointer);
   void* buffer_increase_external_reference_count;
   void* buffer_decrease_external_reference_count;
   void* buffer_opaque_device_memory_data_pointer;

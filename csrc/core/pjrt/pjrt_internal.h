@@ -30,12 +30,19 @@ struct ttpu_pjrt_client {
   char* platform_name;    /* owned */
   char* platform_version; /* owned */
   ttpu_pjrt_caps caps;    /* probed once, at creation */
+  /* Buffers that executions must not donate (buffer.c); a pin each. */
+  ttpu_pjrt_buffer** pinned;
+  int n_pinned, cap_pinned;
 };
 
 struct ttpu_pjrt_exec {
   ttpu_pjrt_abi_loaded_executable* loaded; /* owned */
   int num_outputs;
 };
+
+/* Whether b is pinned (never donated; buffer.c). */
+int ttpu_pjrt_buffer_pinned(const ttpu_pjrt_client* c,
+                            const ttpu_pjrt_buffer* b);
 
 #define TTPU_PJRT_INIT_ARGS(var, type, last_field) \
   do {                                             \

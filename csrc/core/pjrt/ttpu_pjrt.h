@@ -72,6 +72,8 @@ typedef struct {
   int host_code;                 /* the CPU plugin: programs are this host's
                                     machine code, device memory is host
                                     memory */
+  int host_pointers;             /* host_code, and Buffer_UnsafePointer gives
+                                    a buffer's host address */
 } ttpu_pjrt_caps;
 /* Borrowed, valid for the client's lifetime. */
 const ttpu_pjrt_caps* ttpu_pjrt_client_caps(const ttpu_pjrt_client* c);
@@ -116,6 +118,16 @@ ttpu_status* ttpu_pjrt_buffer_copy_to_device(ttpu_pjrt_client* c,
 void ttpu_pjrt_buffer_destroy(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
 /* Blocks until the buffer is ready; returns its error if it failed. */
 ttpu_status* ttpu_pjrt_buffer_await(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
+/* The host address of b's memory (caps.host_pointers only): b must be
+ * ready; the address is valid while b is neither destroyed nor donated. */
+ttpu_status* ttpu_pjrt_buffer_host_pointer(ttpu_pjrt_client* c,
+                                           ttpu_pjrt_buffer* b, void** out);
+/* Pinned buffers are never donated: an execution that takes one as an
+ * argument copies it instead of reusing its memory, so memory the host
+ * works on stays the buffer's. pin/unpin/execute must not race (the
+ * runtime calls them under its lock). Pins nest; unpin drops one. */
+ttpu_status* ttpu_pjrt_buffer_pin(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
+void ttpu_pjrt_buffer_unpin(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b);
 /* Element type / dims of a buffer (dims: up to TTPU_MAX_DIMS). */
 ttpu_status* ttpu_pjrt_buffer_shape(ttpu_pjrt_client* c, ttpu_pjrt_buffer* b,
                                     ttpu_dtype* dtype, int64_t* dims,

@@ -1,12 +1,16 @@
 // The c10d backend for tpu tensors ("tpu" in init_process_group).
 //
 // A plugin that cannot reach other processes (the XLA CPU plugin) gets its
-// collectives through host memory: the tpu inputs are copied into contiguous
-// host tensors, a host backend (PyTorch's gloo, made by torchtpu.distributed)
-// runs the collective on them, and completing the work copies the results
-// back into the caller's tpu tensors, in place as on NCCL. Every engine call
-// (the copies) runs on the thread that issues or completes the collective,
-// never on the host backend's threads.
+// collectives through host memory: a host backend (PyTorch's gloo, made by
+// torchtpu.distributed) runs the collective on host tensors, in place as on
+// NCCL. Where the plugin's device memory is host memory (the CPU plugin) and
+// a tensor is all of its storage, the host tensor is the storage's own bytes
+// (ttpu_buffer_host_begin): gloo reads and writes them where they lie, with
+// no copy. Other tensors are copied into contiguous host tensors, and
+// completing the work copies the results back. The copies run on the thread
+// that issues or completes the collective; a zero-copy access ends when the
+// host backend drops its last reference to the host tensor, on whichever
+// thread that is.
 //
 // Before each collective the ranks exchange a small signature (op, dtype,
 // element count, root, reduce op, split sizes): gloo aborts the process when
@@ -20,6 +24,7 @@
 // torchtpu/distributed.
 #include "distributed/distributed.h"
 #include "distributed/backend_base.h"
+#include "runtime/runtime.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -32,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -53,17 +59,25 @@ struct OpCounter {
   int64_t calls = 0;
   int64_t d2h_bytes = 0;
   int64_t h2d_bytes = 0;
+  int64_t in_place_bytes = 0;  // tpu bytes the host backend used where they lie
 };
 
 std::mutex counters_mutex;
 std::map<std::string, OpCounter> counters;
 
-void count(const std::string& op, int64_t d2h, int64_t h2d) {
+void count(const std::string& op, int64_t d2h, int64_t h2d, int64_t in_place) {
   std::lock_guard<std::mutex> lock(counters_mutex);
   OpCounter& c = counters[op];
   c.calls += 1;
   c.d2h_bytes += d2h;
   c.h2d_bytes += h2d;
+  c.in_place_bytes += in_place;
+}
+
+bool is_whole_storage(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() ==
+             t.unsafeGetTensorImpl()->unsafe_storage().nbytes();
 }
 
 // ------------------------------------------------------------- helpers
@@ -240,10 +254,11 @@ Signature signature(Coll op, const at::Tensor& t, int64_t root = -1,
 class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
  public:
   TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
-             std::chrono::milliseconds timeout, bool check)
+             std::chrono::milliseconds timeout, bool check, bool in_place)
       : TpuBackendBase(rank, size, timeout),
         host_(std::move(host)),
-        check_(check) {
+        check_(check),
+        in_place_(in_place) {
     init();
   }
 
@@ -310,7 +325,9 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     const at::Tensor& t = single(tensors, "reduce");
     Issue issue(this, Coll::reduce,
                 signature(Coll::reduce, t, opts.rootRank, red(opts.reduceOp)));
-    auto [host, op] = stage_reduction(issue, t, opts.reduceOp);
+    const bool root = opts.rootRank == rank_;
+    auto [host, op] = stage_reduction(issue, t, opts.reduceOp,
+                                      root ? Use::in_out : Use::scratch);
     c10d::ReduceOptions host_opts = opts;
     host_opts.reduceOp = op;
     std::vector<at::Tensor> hv{host};
@@ -642,8 +659,18 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
       if (b_->check_) b_->check_peers(sig, context_);
     }
 
-    // A host copy of a tensor the collective reads.
+    // A host tensor holding what the collective reads of `t`: its bytes
+    // in place where it can be (not to be written), else a host copy.
     at::Tensor stage_in(const at::Tensor& t) {
+      check_tensor(t);
+      if (t.is_cpu()) return t.contiguous();
+      if (auto h = in_place(t, /*write=*/false)) return *h;
+      return stage_copy(t);
+    }
+
+    // A host copy of `t`, for a host backend that uses its input as
+    // scratch (gloo's reduce overwrites it on every rank).
+    at::Tensor stage_copy(const at::Tensor& t) {
       check_tensor(t);
       if (t.is_cpu()) return t.contiguous();
       d2h_ += bytes_of(t);
@@ -651,11 +678,30 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
                   /*copy=*/false, at::MemoryFormat::Contiguous);
     }
 
-    // A host tensor the collective writes, shaped like `t`.
+    // The same for a tensor the collective reads and overwrites in place
+    // (all_reduce): the host backend's result is t's, with no copy back.
+    at::Tensor stage_in_out(const at::Tensor& t) {
+      check_tensor(t);
+      if (!t.is_cpu()) {
+        if (auto h = in_place(t, /*write=*/true)) return *h;
+      }
+      return stage_in(t);
+    }
+
+    // A host tensor the collective writes, shaped like `t`: t's bytes in
+    // place where it can be, else a fresh one that copy_back writes to t.
     at::Tensor host_like(const at::Tensor& t) {
       check_tensor(t);
+      if (!t.is_cpu()) {
+        if (auto h = in_place(t, /*write=*/true)) return *h;
+      }
       return at::empty(t.sizes(), t.options().device(at::kCPU),
                        at::MemoryFormat::Contiguous);
+    }
+
+    // Whether `host` is a tpu tensor's own bytes (from in_place).
+    bool is_in_place(const at::Tensor& host) const {
+      return std::find(direct_.begin(), direct_.end(), host.data_ptr()) != direct_.end();
     }
 
     template <typename F>
@@ -672,6 +718,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     // Completing the work writes `host` into the tpu tensor `dst`.
     void copy_back(const at::Tensor& dst, const at::Tensor& host) {
       if (dst.is_cpu() && dst.data_ptr() == host.data_ptr()) return;
+      if (is_in_place(host)) return;
       if (!dst.is_cpu()) h2d_ += bytes_of(dst);
       at::Tensor d = dst;
       at::Tensor h = host;
@@ -681,7 +728,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     }
 
     c10::intrusive_ptr<c10d::Work> finish(OpType type, std::vector<at::Tensor> outputs) {
-      count(name_, d2h_, h2d_);
+      count(name_, d2h_, h2d_, in_place_);
       c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<StagedWork>(
           b_->rank_, type, what_, context_, std::move(works_), std::move(finish_),
           std::move(outputs));
@@ -695,6 +742,35 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     }
 
    private:
+    // t's storage bytes as a host tensor (a zero-copy host access), when
+    // the backend may, the plugin's memory is the host's and t is all of
+    // its storage; nullopt otherwise. The access ends with the last
+    // reference to the host tensor: the host backend's work keeps one for
+    // as long as it uses the bytes.
+    std::optional<at::Tensor> in_place(const at::Tensor& t, bool write) {
+      if (!b_->in_place_ || t.numel() == 0 || !is_whole_storage(t)) return std::nullopt;
+      void* data = nullptr;
+      ttpu_host_access* access = nullptr;
+      ttpu_status* s = ttpu_buffer_host_begin(buffer_of(t), write ? 1 : 0, &data, &access);
+      if (s != nullptr && ttpu_status_code(s) == TTPU_UNIMPLEMENTED) {
+        ttpu_status_free(s);
+        return std::nullopt;
+      }
+      torchtpu::check(s, name_.c_str());
+      at::Tensor host;
+      try {
+        host = at::from_blob(
+            data, t.sizes(), [access](void*) { ttpu_buffer_host_end(access); },
+            t.options().device(at::kCPU));
+      } catch (...) {
+        ttpu_buffer_host_end(access);
+        throw;
+      }
+      in_place_ += bytes_of(t);
+      direct_.push_back(host.data_ptr());
+      return host;
+    }
+
     void check_tensor(const at::Tensor& t) {
       TORCH_CHECK(t.defined(), name_, ": undefined tensor");
       TORCH_CHECK(t.layout() == at::kStrided, name_,
@@ -709,6 +785,8 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     std::vector<std::function<void()>> finish_;
     int64_t d2h_ = 0;
     int64_t h2d_ = 0;
+    int64_t in_place_ = 0;
+    std::vector<const void*> direct_;  // data of the in-place host tensors
   };
 
   static const at::Tensor& single(const std::vector<at::Tensor>& tensors,
@@ -738,12 +816,24 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
   // Host input of a reduction and the op the host backend runs: PREMUL_SUM
   // multiplies here and sums there; AVG sums there and divides when the
   // work completes (post_reduce), so no host backend needs them.
+  // How a reduction uses its input's host tensor: only reads it, writes
+  // its result there (all_reduce; the root of reduce), or overwrites it
+  // as scratch (the other ranks of gloo's reduce), which must be a copy.
+  enum class Use { read, in_out, scratch };
+
   std::pair<at::Tensor, c10d::ReduceOp> stage_reduction(
-      Issue& issue, const at::Tensor& t, const c10d::ReduceOp& op) {
-    at::Tensor host = issue.stage_in(t);
+      Issue& issue, const at::Tensor& t, const c10d::ReduceOp& op,
+      Use use = Use::read) {
+    const bool in_out = use == Use::in_out;
+    at::Tensor host = in_out ? issue.stage_in_out(t)
+                      : use == Use::scratch ? issue.stage_copy(t)
+                                            : issue.stage_in(t);
     if (op.op_ == RedOpType::PREMUL_SUM) {
       at::Tensor f = premul_factor(op);
-      if (t.is_cpu() && host.data_ptr() == t.data_ptr()) host = host.clone();
+      if (!in_out && ((t.is_cpu() && host.data_ptr() == t.data_ptr()) ||
+                      issue.is_in_place(host))) {
+        host = host.clone();
+      }
       host.mul_(f.to(host.scalar_type()));
       return {host, c10d::ReduceOp(RedOpType::SUM)};
     }
@@ -762,7 +852,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
 
   void add_allreduce(Issue& issue, const at::Tensor& t, const c10d::ReduceOp& op,
                      std::chrono::milliseconds timeout) {
-    auto [host, host_op] = stage_reduction(issue, t, op);
+    auto [host, host_op] = stage_reduction(issue, t, op, Use::in_out);
     c10d::AllreduceOptions host_opts;
     host_opts.reduceOp = host_op;
     host_opts.timeout = timeout;
@@ -934,6 +1024,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
 
   c10::intrusive_ptr<c10d::Backend> host_;
   const bool check_;
+  const bool in_place_;  // use tpu storages' bytes in place where it can
   int64_t seq_ = 0;
   Works in_flight_sends_;  // checked sends' data, until gloo is done with it
 };
@@ -944,12 +1035,16 @@ void init_distributed(pybind11::module& m) {
   m.def(
       "_dist_backend",
       [](c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
-         double timeout_s, bool check) -> c10::intrusive_ptr<c10d::Backend> {
+         double timeout_s, bool check,
+         bool in_place) -> c10::intrusive_ptr<c10d::Backend> {
         TORCH_CHECK(host, "the tpu backend needs a host backend");
         return c10::make_intrusive<TpuBackend>(
             std::move(host), rank, size,
-            timeout_from_seconds(timeout_s), check);
+            timeout_from_seconds(timeout_s), check, in_place);
       },
+      pybind11::arg("host"), pybind11::arg("rank"), pybind11::arg("size"),
+      pybind11::arg("timeout_s"), pybind11::arg("check"),
+      pybind11::arg("in_place") = true,
       "A c10d backend for tpu tensors staging through `host` (a gloo Backend).");
   m.def(
       "_dist_counters",
@@ -961,6 +1056,7 @@ void init_distributed(pybind11::module& m) {
           d["calls"] = c.calls;
           d["d2h_bytes"] = c.d2h_bytes;
           d["h2d_bytes"] = c.h2d_bytes;
+          d["in_place_bytes"] = c.in_place_bytes;
           out[pybind11::str(name)] = d;
         }
         return out;
