@@ -3,7 +3,7 @@
 On the CPU plugin device memory is host memory: a tensor that is all of its
 storage goes to gloo where it lies (ttpu_buffer_host_begin), with no copy
 either way; other tensors are copied. These tests check every collective of
-that path against host arithmetic on 2 ranks, with the counters showing
+that path against host arithmetic on 2 and 4 ranks, with the counters showing
 which tensors went in place, the inputs that must stay unchanged, the
 ordering against ops queued before and after, and an in-place write racing
 an asynchronous all_reduce (no crash, the process stays usable). The ranks
@@ -171,9 +171,9 @@ SCENARIOS = {"in_place": scenario_in_place, "copied": scenario_copied}
 # ----------------------------------------------------------------- tests
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
-def test_in_place(mode):
-    outs = run_ranks(__file__, "in_place", 2, args=(mode,), timeout=120)
+@pytest.mark.parametrize("world,mode", [(2, "strict"), (2, "fused"), (4, "strict")])
+def test_in_place(world, mode):
+    outs = run_ranks(__file__, "in_place", world, args=(mode,), timeout=180)
     for payload in results(outs):
         assert "after a racing write" in payload["done"], payload
 
