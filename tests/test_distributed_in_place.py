@@ -123,6 +123,9 @@ def scenario_in_place(mode):
     dist.all_to_all_single(out, x)
     want = torch.cat([base(r, n=2 * world)[2 * rank:2 * rank + 2] for r in range(world)])
     check("all_to_all_single", out, want)
+    # input and output one storage: copied, so still right
+    dist.all_to_all_single(x, x)
+    check("all_to_all_single in place", x, want)
 
     if rank == 0:
         dist.send(base(7).to(dev), dst=1)

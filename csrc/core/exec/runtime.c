@@ -615,11 +615,20 @@ void ttpu_rt_release_locked(ttpu_buffer* b) {
 size_t ttpu_buffer_nbytes(const ttpu_buffer* b) { return b->nbytes; }
 int ttpu_buffer_device(const ttpu_buffer* b) { return b->device; }
 
+/* One pinned version and the accesses open on it (host access, below). */
+struct ttpu_host_pin {
+  ttpu_pjrt_buffer* pb;
+  int refs;
+};
+
 void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
                          ttpu_dtype dtype, int ndim, const int64_t* dims) {
   /* A version the host is working on is the pin's to destroy. */
-  if (b->pin) b->pin = NULL;
-  else if (b->pb) ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
+  if (b->pin) {
+    if (b->pin->pb != pb) b->pin = NULL;
+  } else if (b->pb && b->pb != pb) {
+    ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
+  }
   ttpu_status_free(b->error);
   b->error = NULL;
   b->pb = pb;
@@ -758,12 +767,6 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
 }
 
 /* ------------------------------------------------------------ host access */
-
-/* One pinned version and the accesses open on it. */
-struct ttpu_host_pin {
-  ttpu_pjrt_buffer* pb;
-  int refs;
-};
 
 struct ttpu_host_access {
   ttpu_buffer* b; /* retained */

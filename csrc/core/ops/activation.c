@@ -5,6 +5,7 @@
  * the math type is the output's, not the glue's result type. */
 #include <math.h>
 
+#include "complex.h"
 #include "elementwise.h"
 
 static const double kSqrt1_2 = 0.707106781186547524400844362104849039;
@@ -531,8 +532,9 @@ const ttpu_op_def ttpu_ops_activation[] = {
     {"gelu_backward.grad_input", lower_gelu_backward, .flags = 0},
     {"silu", lower_silu, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"mish", lower_mish, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"sigmoid_backward", lower_sigmoid_backward, .flags = 0},
-    {"sigmoid_backward.grad_input", lower_sigmoid_backward, .flags = 0},
+    {"sigmoid_backward", lower_sigmoid_backward, .complex_fn = ttpu_complex_sigmoid_backward},
+    {"sigmoid_backward.grad_input", lower_sigmoid_backward,
+     .complex_fn = ttpu_complex_sigmoid_backward},
     {"tanh_backward", lower_tanh_backward, .flags = 0},
     {"tanh_backward.grad_input", lower_tanh_backward, .flags = 0},
     {"log_sigmoid_forward", lower_log_sigmoid_forward, .flags = 0},

@@ -125,6 +125,80 @@ ttpu_status* ttpu_complex_exp(ttpu_lower* L) {
   return NULL;
 }
 
+/* The CPU's formulas for the rest of the complex unary functions (c10's
+ * complex math, and its vectorized kernels where they differ). */
+static ttpu_val complex_log1p_v(ttpu_hlo* b, ttpu_val z) {
+  /* u = 1 + z; z where u rounds to 1, log(u) where u - 1 is z exactly,
+   * else log(u) z / (u - 1), which restores the digits 1 + z lost */
+  ttpu_val one = ttpu_ew_k(b, z, 1);
+  /* behind a barrier, or XLA folds (z + 1) - 1 back into z */
+  ttpu_val u = ttpu_hlo_opaque(b, ttpu_ew_add(b, z, one));
+  ttpu_val um1 = ttpu_ew_sub(b, u, one);
+  ttpu_val log_u = ttpu_hlo_unary(b, TTPU_LOG, u);
+  ttpu_val r = ttpu_ew_mul(b, log_u, ttpu_ew_div(b, z, um1));
+  r = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, um1, z), log_u, r);
+  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, u, one), z, r);
+}
+
+static ttpu_val complex_expm1_v(ttpu_hlo* b, ttpu_val z) {
+  /* (expm1(x) cos y - 2 sin(y/2)^2) + i exp(x) sin y */
+  ttpu_val x = ttpu_hlo_real(b, z), y = ttpu_hlo_imag(b, z);
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_SIN, ttpu_ew_mulk(b, y, 0.5));
+  ttpu_val re = ttpu_ew_sub(b, ttpu_ew_mul(b, ttpu_hlo_unary(b, TTPU_EXPM1, x),
+                                           ttpu_hlo_unary(b, TTPU_COS, y)),
+                            ttpu_ew_mulk(b, ttpu_ew_mul(b, a, a), 2));
+  ttpu_val im = ttpu_ew_mul(b, ttpu_hlo_unary(b, TTPU_EXP, x),
+                            ttpu_hlo_unary(b, TTPU_SIN, y));
+  return ttpu_hlo_complex(b, re, im);
+}
+
+ttpu_status* ttpu_complex_special(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val z = ttpu_ew_in(L, 0, out_dtype(L)), r = TTPU_VAL_ERROR;
+  switch (ttpu_l_param(L)) {
+    case TTPU_CX_LOG1P:
+      r = complex_log1p_v(b, z);
+      break;
+    case TTPU_CX_EXPM1:
+      r = complex_expm1_v(b, z);
+      break;
+    case TTPU_CX_LOG2:
+    case TTPU_CX_LOG10: {
+      /* log(z) with both parts divided by log(base) */
+      double k = ttpu_l_param(L) == TTPU_CX_LOG2 ? log(2.0) : log(10.0);
+      ttpu_val l = ttpu_hlo_unary(b, TTPU_LOG, z);
+      ttpu_val kk = ttpu_ew_k(b, ttpu_hlo_real(b, l), k);
+      r = ttpu_hlo_complex(b, ttpu_ew_div(b, ttpu_hlo_real(b, l), kk),
+                           ttpu_ew_div(b, ttpu_hlo_imag(b, l), kk));
+      break;
+    }
+    case TTPU_CX_SIGMOID:
+      /* 1 / (1 + exp(-z)) */
+      r = ttpu_ew_kdiv(b, 1, ttpu_ew_addk(b, ttpu_complex_exp_v(
+                                                 b, ttpu_hlo_unary(b, TTPU_NEG, z)),
+                                          1));
+      break;
+    default:
+      ttpu_hlo_fail(b, TTPU_INTERNAL, "complex special function %lld",
+                    (long long)ttpu_l_param(L));
+      return NULL;
+  }
+  ttpu_l_set_out(L, 0, r);
+  return NULL;
+}
+
+/* sigmoid_backward(grad_output, output): g conj((1 - y) y), as the CPU. */
+ttpu_status* ttpu_complex_sigmoid_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = out_dtype(L);
+  ttpu_val g = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
+  ttpu_val d = ttpu_ew_mul(b, ttpu_ew_ksub(b, 1, y), y);
+  d = ttpu_hlo_complex(b, ttpu_hlo_real(b, d),
+                       ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_imag(b, d)));
+  ttpu_l_set_out(L, 0, ttpu_ew_mul(b, g, d));
+  return NULL;
+}
+
 /* pow of complex values, as the CPU: exp(y log x) with exp's special
  * values (pow(0, 0j) is NaN, as there), and for a real Scalar exponent
  * the CPU's shortcuts: 0 -> 1, 1, 2, 3 as products, +-0.5 through sqrt,

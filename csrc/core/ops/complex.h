@@ -24,6 +24,10 @@ ttpu_status* ttpu_complex_unary(ttpu_lower* L);
 ttpu_status* ttpu_complex_exp(ttpu_lower* L);
 /* The same on a value (complex dtype). */
 ttpu_val ttpu_complex_exp_v(ttpu_hlo* b, ttpu_val x);
+/* log1p, expm1, log2, log10, sigmoid (param a TTPU_CX_ value below) */
+ttpu_status* ttpu_complex_special(ttpu_lower* L);
+/* sigmoid_backward and its grad_input form */
+ttpu_status* ttpu_complex_sigmoid_backward(ttpu_lower* L);
 /* pow.Tensor_Tensor / .Scalar / .Tensor_Scalar and their in-place forms */
 ttpu_status* ttpu_complex_pow(ttpu_lower* L);
 ttpu_status* ttpu_complex_abs(ttpu_lower* L);
@@ -45,6 +49,11 @@ enum {
   TTPU_CX_MEAN = 1,
   TTPU_CX_ALL = 2,
   TTPU_CX_NORMAL = 1,
+  TTPU_CX_LOG1P = 1,
+  TTPU_CX_EXPM1 = 2,
+  TTPU_CX_LOG2 = 3,
+  TTPU_CX_LOG10 = 4,
+  TTPU_CX_SIGMOID = 5,
 };
 
 /* 1 when the call has a complex tensor, result type or Scalar. */

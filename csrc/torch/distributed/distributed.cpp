@@ -749,9 +749,15 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     // as long as it uses the bytes.
     std::optional<at::Tensor> in_place(const at::Tensor& t, bool write) {
       if (!b_->in_place_ || t.numel() == 0 || !is_whole_storage(t)) return std::nullopt;
+      // A storage the collective both reads and writes (an in-place
+      // all_to_all) is copied: gloo would read bytes it already wrote.
+      ttpu_buffer* buffer = buffer_of(t);
+      for (const auto& [seen, wrote] : storages_) {
+        if (seen == buffer && (write || wrote)) return std::nullopt;
+      }
       void* data = nullptr;
       ttpu_host_access* access = nullptr;
-      ttpu_status* s = ttpu_buffer_host_begin(buffer_of(t), write ? 1 : 0, &data, &access);
+      ttpu_status* s = ttpu_buffer_host_begin(buffer, write ? 1 : 0, &data, &access);
       if (s != nullptr && ttpu_status_code(s) == TTPU_UNIMPLEMENTED) {
         ttpu_status_free(s);
         return std::nullopt;
@@ -768,6 +774,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
       }
       in_place_ += bytes_of(t);
       direct_.push_back(host.data_ptr());
+      storages_.emplace_back(buffer, write);
       return host;
     }
 
@@ -787,6 +794,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     int64_t h2d_ = 0;
     int64_t in_place_ = 0;
     std::vector<const void*> direct_;  // data of the in-place host tensors
+    std::vector<std::pair<ttpu_buffer*, bool>> storages_;  // and whether written
   };
 
   static const at::Tensor& single(const std::vector<at::Tensor>& tensors,
