@@ -286,9 +286,24 @@ def test_special_functions(dtype):
         close(b.grad, a.grad)
 
 
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_prod(dtype):
+    x = crand(3, 5, dtype=dtype)
+    same(lambda a: a.prod(), x)
+    same(lambda a: a.prod(1), x)
+    same(lambda a: a.prod(0, keepdim=True), x)
+    same(lambda a: a.prod(dtype=torch.complex128), x)
+    same(lambda a: a.prod(), torch.ones(0, dtype=dtype))
+    a = x.clone().requires_grad_()
+    b = x.to(DEV).requires_grad_()
+    a.prod(1).abs().sum().backward()
+    b.prod(1).abs().sum().backward()
+    close(b.grad, a.grad)
+
+
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.tan, lambda a: a.prod(), torch.asinh):
+    for f in (torch.tan, torch.asinh, torch.atan):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
 

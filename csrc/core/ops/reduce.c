@@ -451,8 +451,10 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"nansum", lower_nansum, .flags = 0},
     {"mean", lower_mean, .param = TTPU_CX_MEAN | TTPU_CX_ALL, .complex_fn = ttpu_complex_reduce},
     {"mean.dim", lower_mean_dim, .param = TTPU_CX_MEAN, .complex_fn = ttpu_complex_reduce},
-    {"prod", lower_prod, .flags = 0},
-    {"prod.dim_int", lower_prod_dim, .flags = 0},
+    /* a product of complex values reduces with the complex multiply, so
+     * the real lowering is the complex one */
+    {"prod", lower_prod, .complex_fn = lower_prod},
+    {"prod.dim_int", lower_prod_dim, .complex_fn = lower_prod_dim},
     {"amax", lower_extreme, .param = TTPU_PARAMS(1, 1, 0), .variants = TTPU_V_OUT},
     {"amin", lower_extreme, .param = TTPU_PARAMS(0, 1, 0), .variants = TTPU_V_OUT},
     {"max", lower_extreme, .param = TTPU_PARAMS(1, 0, 0)},
