@@ -728,7 +728,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     }
 
     c10::intrusive_ptr<c10d::Work> finish(OpType type, std::vector<at::Tensor> outputs) {
-      count(name_, d2h_, h2d_, in_place_);
+      count(name_, d2h_, h2d_, in_place_bytes_);
       c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<StagedWork>(
           b_->rank_, type, what_, context_, std::move(works_), std::move(finish_),
           std::move(outputs));
@@ -772,7 +772,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
         ttpu_buffer_host_end(access);
         throw;
       }
-      in_place_ += bytes_of(t);
+      in_place_bytes_ += bytes_of(t);
       direct_.push_back(host.data_ptr());
       storages_.emplace_back(buffer, write);
       return host;
@@ -792,7 +792,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     std::vector<std::function<void()>> finish_;
     int64_t d2h_ = 0;
     int64_t h2d_ = 0;
-    int64_t in_place_ = 0;
+    int64_t in_place_bytes_ = 0;
     std::vector<const void*> direct_;  // data of the in-place host tensors
     std::vector<std::pair<ttpu_buffer*, bool>> storages_;  // and whether written
   };
