@@ -528,17 +528,7 @@ static ttpu_status* compile_text(ttpu_runtime* rt, int dev, const int64_t* key,
 static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
                               int64_t n) {
   int dev = b->device;
-  if (!b->pb) {
-    void* zeros = calloc((size_t)n ? (size_t)n : 1, ttpu_dtype_size(dt));
-    if (!zeros) return ttpu_status_oom();
-    ttpu_pjrt_buffer* pb = NULL;
-    ttpu_status* s = ttpu_pjrt_buffer_from_host(ttpu_rt_client(rt), dev, zeros, dt, &n, 1, &pb);
-    free(zeros);
-    if (s) return s;
-    ttpu_rt_stats(rt, dev)->h2d_bytes += (int64_t)b->nbytes;
-    ttpu_rt_set_version(b, pb, dt, 1, &n);
-    return NULL;
-  }
+  if (!b->pb) return ttpu_rt_zero_version(rt, b, dt);
   int64_t key[4 + TTPU_MAX_DIMS];
   size_t nk = 0;
   key[nk++] = FLAT_TAG;

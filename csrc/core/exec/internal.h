@@ -67,6 +67,10 @@ void ttpu_rt_warn(ttpu_runtime* rt, const char* fmt, ...)
 /* Drops a reference with rt->mu held. */
 void ttpu_rt_release_locked(ttpu_buffer* b);
 
+/* Gives an unwritten storage its zeros as a flat version of
+ * nbytes / size(dt) elements of dt, uploaded (under rt->mu). */
+ttpu_status* ttpu_rt_zero_version(ttpu_runtime* rt, ttpu_buffer* b,
+                                  ttpu_dtype dt);
 /* Accounting of device bytes (under rt->mu). */
 void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
                      int64_t delta_buffers);

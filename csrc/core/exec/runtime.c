@@ -615,6 +615,21 @@ void ttpu_rt_release_locked(ttpu_buffer* b) {
 size_t ttpu_buffer_nbytes(const ttpu_buffer* b) { return b->nbytes; }
 int ttpu_buffer_device(const ttpu_buffer* b) { return b->device; }
 
+ttpu_status* ttpu_rt_zero_version(ttpu_runtime* rt, ttpu_buffer* b,
+                                  ttpu_dtype dt) {
+  int64_t n = (int64_t)(b->nbytes / ttpu_dtype_size(dt));
+  void* zeros = calloc(b->nbytes ? b->nbytes : 1, 1);
+  if (!zeros) return ttpu_status_oom();
+  ttpu_pjrt_buffer* pb = NULL;
+  ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, b->device, zeros, dt,
+                                              &n, 1, &pb);
+  free(zeros);
+  if (s) return s;
+  rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
+  ttpu_rt_set_version(b, pb, dt, 1, &n);
+  return NULL;
+}
+
 /* One pinned version and the accesses open on it (host access, below). */
 struct ttpu_host_pin {
   ttpu_pjrt_buffer* pb;
@@ -817,17 +832,8 @@ ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
   s = ttpu_exec_touch(rt, b, write);
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
-  if (!s && !b->pb) {
-    /* Unwritten: zeros, as a flat version the host can address. */
-    int64_t n = (int64_t)b->nbytes;
-    void* zeros = calloc(b->nbytes ? b->nbytes : 1, 1);
-    ttpu_pjrt_buffer* pb = NULL;
-    s = zeros ? ttpu_pjrt_buffer_from_host(rt->client, b->device, zeros,
-                                           TTPU_U8, &n, 1, &pb)
-              : ttpu_status_oom();
-    free(zeros);
-    if (!s) ttpu_rt_set_version(b, pb, TTPU_U8, 1, &n);
-  }
+  /* Unwritten: zeros, as a flat version the host can address. */
+  if (!s && !b->pb) s = ttpu_rt_zero_version(rt, b, TTPU_U8);
   if (!s && !flat_version(b))
     s = ttpu_status_make(TTPU_UNIMPLEMENTED,
                          "the storage's version has rank %d, not a flat "

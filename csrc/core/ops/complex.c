@@ -166,9 +166,9 @@ ttpu_status* ttpu_complex_special(ttpu_lower* L) {
     case TTPU_CX_LOG10: {
       /* log(z) with both parts divided by log(base) */
       double k = ttpu_l_param(L) == TTPU_CX_LOG2 ? log(2.0) : log(10.0);
-      ttpu_val l = ttpu_hlo_unary(b, TTPU_LOG, z);
-      ttpu_val kk = ttpu_ew_k(b, ttpu_hlo_real(b, l), k);
-      r = ttpu_hlo_complex(b, ttpu_ew_div(b, ttpu_hlo_real(b, l), kk),
+      ttpu_val l = ttpu_hlo_unary(b, TTPU_LOG, z), re = ttpu_hlo_real(b, l);
+      ttpu_val kk = ttpu_ew_k(b, re, k);
+      r = ttpu_hlo_complex(b, ttpu_ew_div(b, re, kk),
                            ttpu_ew_div(b, ttpu_hlo_imag(b, l), kk));
       break;
     }

@@ -65,12 +65,6 @@ class CurrentDeviceScope {
   c10::DeviceIndex previous_;
 };
 
-bool covers_whole_storage(const at::Tensor& tensor) {
-  return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
-         static_cast<size_t>(tensor.numel()) * tensor.element_size() ==
-             tensor.unsafeGetTensorImpl()->unsafe_storage().nbytes();
-}
-
 // A uint8 tensor over the first `nbytes` of `storage`.
 at::Tensor byte_view(const c10::Storage& storage, int64_t nbytes) {
   at::Tensor bytes = at::detail::make_tensor<c10::TensorImpl>(

@@ -74,11 +74,6 @@ void count(const std::string& op, int64_t d2h, int64_t h2d, int64_t in_place) {
   c.in_place_bytes += in_place;
 }
 
-bool is_whole_storage(const at::Tensor& t) {
-  return t.is_contiguous() && t.storage_offset() == 0 &&
-         static_cast<size_t>(t.numel()) * t.element_size() ==
-             t.unsafeGetTensorImpl()->unsafe_storage().nbytes();
-}
 
 // ------------------------------------------------------------- helpers
 
@@ -748,7 +743,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     // reference to the host tensor: the host backend's work keeps one for
     // as long as it uses the bytes.
     std::optional<at::Tensor> in_place(const at::Tensor& t, bool write) {
-      if (!b_->in_place_ || t.numel() == 0 || !is_whole_storage(t)) return std::nullopt;
+      if (!b_->in_place_ || t.numel() == 0 || !covers_whole_storage(t)) return std::nullopt;
       // A storage the collective both reads and writes (an in-place
       // all_to_all) is copied: gloo would read bytes it already wrote.
       ttpu_buffer* buffer = buffer_of(t);

@@ -188,6 +188,12 @@ ttpu_buffer* buffer_of(const at::Tensor& tensor) {
       tensor.unsafeGetTensorImpl()->unsafe_storage().data_ptr().get());
 }
 
+bool covers_whole_storage(const at::Tensor& tensor) {
+  return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+         static_cast<size_t>(tensor.numel()) * tensor.element_size() ==
+             tensor.unsafeGetTensorImpl()->unsafe_storage().nbytes();
+}
+
 ttpu_tensor engine_tensor(const at::Tensor& tensor) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       tensor.dim() <= TTPU_MAX_DIMS, "tpu tensors have at most ",

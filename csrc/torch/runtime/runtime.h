@@ -56,6 +56,9 @@ ttpu_dtype to_ttpu_dtype_checked(c10::ScalarType type);
 // The engine buffer behind a tpu tensor's storage (nullptr for an empty
 // storage). The DataPtr's data pointer is the handle itself.
 ttpu_buffer* buffer_of(const at::Tensor& tensor);
+// Whether the tensor is all of its storage: contiguous, offset 0, and its
+// bytes are the storage's.
+bool covers_whole_storage(const at::Tensor& tensor);
 // The engine's view of a defined tpu tensor (storage, dtype, geometry),
 // borrowing the tensor's sizes and strides; NotImplementedError beyond the
 // engine's rank limit or for a dtype it has not.
