@@ -250,6 +250,31 @@ def test_gradients():
         torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
 
 
+def check_out_and_empty(f, x, got):
+    """f's out= form gives got exactly; f of an empty tensor as the CPU."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=DEV)
+    f(x.to(DEV), out=out)
+    torch.testing.assert_close(out.cpu(), got, equal_nan=True, rtol=0, atol=0)
+    same(f, torch.empty(0, 3, dtype=x.dtype))
+
+
+def check_in_place_and_grad(dtype, first, second, fs):
+    """Two in-place methods through overlapping views, then each f's
+    gradient of |f(a)|, against the CPU."""
+    base = crand(4, 6, dtype=dtype, seed=1)
+    d = base.to(DEV)
+    for t in (d, base):
+        getattr(t[:, ::2], first)()
+        getattr(t[1], second)()
+    close(d, base)
+    for f in fs:
+        a = crand(5, dtype=dtype, seed=2).requires_grad_()
+        b = a.detach().to(DEV).requires_grad_()
+        f(a).abs().sum().backward()
+        f(b).abs().sum().backward()
+        close(b.grad, a.grad)
+
+
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_special_functions(dtype):
     """log1p, expm1, log2, log10 and sigmoid as the CPU computes them:
@@ -268,23 +293,45 @@ def test_special_functions(dtype):
         assert torch.equal(torch.isfinite(got), fin), f
         err = ((got - want).abs() / want.abs().clamp_min(1e-30))[fin]
         assert err.max() <= rel, (f, err.max())
-        out = torch.empty(40, dtype=dtype, device=DEV)
-        f(x.to(DEV), out=out)
-        torch.testing.assert_close(out.cpu(), got, equal_nan=True, rtol=0, atol=0)
-        same(f, torch.empty(0, 3, dtype=dtype))
-    base = crand(4, 6, dtype=dtype, seed=1)
-    d = base.to(DEV)
-    d[:, ::2].log1p_()
-    d[1].sigmoid_()
-    base[:, ::2].log1p_()
-    base[1].sigmoid_()
-    close(d, base)
-    for f in (torch.log1p, torch.expm1, torch.log10, torch.sigmoid):
-        a = crand(5, dtype=dtype, seed=2).requires_grad_()
-        b = a.detach().to(DEV).requires_grad_()
-        f(a).abs().sum().backward()
-        f(b).abs().sum().backward()
-        close(b.grad, a.grad)
+        check_out_and_empty(f, x, got)
+    check_in_place_and_grad(dtype, "log1p_", "sigmoid_", (torch.log1p, torch.expm1, torch.log10, torch.sigmoid))
+
+
+TRIG = (torch.tan, torch.sinh, torch.cosh, torch.asin, torch.acos, torch.atan,
+        torch.asinh, torch.acosh, torch.atanh, torch.exp2)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_trigonometric_and_hyperbolic(dtype):
+    """tan, sinh, cosh, the inverse functions and exp2 within a few ulp of
+    the CPU over the plane (near 0, on both axes, across the branch cuts,
+    far out), C99's special values (infinite and NaN parts) as the CPU
+    gives them; out=, in place through a view, gradients."""
+    inf, nan = float("inf"), float("nan")
+    x = crand(200, dtype=dtype) * 3
+    special = [1e-8 + 1e-9j, 1e-30j, 0.5, -2, 2, 1, -1, 0, -0.5j, 3j, -3j, 1.5, -1.5,
+               complex(inf, 0), complex(-inf, 0), complex(inf, 1), complex(1, nan),
+               complex(nan, 0), complex(0, inf), complex(-inf, nan), 30 + 1j, -40 + 0.5j]
+    x[:len(special)] = torch.tensor(special, dtype=dtype)
+    exact = torch.complex128 if dtype == torch.complex64 else None
+    rel = 6e-7 if dtype == torch.complex64 else 2e-15
+    for f in TRIG:
+        got, want = f(x.to(DEV)).cpu(), f(x)
+        assert got.dtype == want.dtype
+        fin = torch.isfinite(want)
+        assert torch.equal(torch.isfinite(got), fin), f
+        # against the exact value where there is one (the CPU's own complex64
+        # results are off by up to 2e-6 near exp2's large arguments)
+        ref = f(x.to(exact)) if exact else want
+        scale = ref.abs().clamp_min(1e-30)
+        err = ((got.to(ref.dtype) - ref).abs() / scale)[fin]
+        cpu_err = ((want.to(ref.dtype) - ref).abs() / scale)[fin]
+        assert err.max() <= max(rel, 2 * cpu_err.max()), (f, err.max(), cpu_err.max())
+        nonfinite = ~fin
+        assert torch.equal(got[nonfinite].real.isnan(), want[nonfinite].real.isnan()), f
+        assert torch.equal(got[nonfinite].imag.isnan(), want[nonfinite].imag.isnan()), f
+        check_out_and_empty(f, x, got)
+    check_in_place_and_grad(dtype, "asin_", "cosh_", TRIG)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -304,7 +351,7 @@ def test_prod(dtype):
 
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.tan, torch.asinh, torch.atan):
+    for f in (torch.linalg.qr, torch.linalg.svd, torch.linalg.cholesky):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
 

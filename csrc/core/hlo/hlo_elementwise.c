@@ -107,6 +107,12 @@ static const char* unop_name(ttpu_unop op) {
     case TTPU_DIGAMMA: return "chlo.digamma";
     case TTPU_BESSEL_I1E: return "chlo.bessel_i1e";
     case TTPU_ERF_INV: return "chlo.erf_inv";
+    case TTPU_ASIN: return "chlo.asin";
+    case TTPU_ACOS: return "chlo.acos";
+    case TTPU_ATAN: return "chlo.atan";
+    case TTPU_ASINH: return "chlo.asinh";
+    case TTPU_ACOSH: return "chlo.acosh";
+    case TTPU_ATANH: return "chlo.atanh";
   }
   return NULL;
 }
@@ -135,7 +141,8 @@ ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
       case TTPU_NEG: case TTPU_EXP: case TTPU_EXPM1: case TTPU_LOG:
       case TTPU_LOG1P: case TTPU_SQRT: case TTPU_RSQRT: case TTPU_SIN:
       case TTPU_COS: case TTPU_TAN: case TTPU_TANH: case TTPU_LOGISTIC:
-      case TTPU_SIGN:
+      case TTPU_SIGN: case TTPU_ASIN: case TTPU_ACOS: case TTPU_ATAN:
+      case TTPU_ASINH: case TTPU_ACOSH: case TTPU_ATANH:
         return ttpu_hloi_op(b, name, &x, 1, NULL, t);
       default:
         return ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,

@@ -99,6 +99,9 @@ typedef enum {
   TTPU_ERF, /* printed as "chlo.erf" (XLA's own approximation, ~1 ulp);
               verified to compile on the CPU plugin for f16/bf16/f32/f64 */
   TTPU_LGAMMA, TTPU_DIGAMMA, TTPU_BESSEL_I1E, TTPU_ERF_INV, /* chlo ops too, float only */
+  /* chlo ops, float and complex: XLA legalizes the complex ones with
+   * algorithms accurate to a few ulp over the whole plane */
+  TTPU_ASIN, TTPU_ACOS, TTPU_ATAN, TTPU_ASINH, TTPU_ACOSH, TTPU_ATANH,
 } ttpu_unop;
 ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x);
 
@@ -113,7 +116,7 @@ ttpu_val ttpu_hlo_clamp(ttpu_hlo* b, ttpu_val lo, ttpu_val x, ttpu_val hi);
 ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to);
 /* Complex values (C64/C128). Complex operands are accepted by add, sub,
  * mul, div, pow, negate, exp, log(1p), expm1, sqrt, rsqrt, sin, cos, tan,
- * tanh, logistic, sign (x/|x|), compare EQ/NE, select, reduce sum/prod and
+ * tanh, the inverse trigonometric and hyperbolic functions, logistic, sign (x/|x|), compare EQ/NE, select, reduce sum/prod and
  * every shape op; abs gives the real component type. Convert follows
  * PyTorch: real -> complex has imaginary part 0, complex -> real keeps the
  * real part, complex -> bool is (re != 0 || im != 0). */

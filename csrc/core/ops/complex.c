@@ -96,10 +96,25 @@ ttpu_status* ttpu_complex_div(ttpu_lower* L) {
   return NULL;
 }
 
+/* r with the sign of its imaginary part (negated: the opposite sign) taken
+ * from z's: where z lies on a branch cut along the real axis, the sign of
+ * a zero imaginary part picks the side, as C99 does; XLA's complex
+ * functions take +0 for both. */
+static ttpu_val imag_sign_of(ttpu_hlo* b, ttpu_val z, ttpu_val r, int negated) {
+  ttpu_val y = ttpu_hlo_imag(b, z);
+  if (negated) y = ttpu_hlo_unary(b, TTPU_NEG, y);
+  return ttpu_hlo_complex(b, ttpu_hlo_real(b, r),
+                          ttpu_ew_copysign(b, ttpu_hlo_imag(b, r), y));
+}
+
 ttpu_status* ttpu_complex_unary(ttpu_lower* L) {
   ttpu_unop op = (ttpu_unop)ttpu_l_param(L);
-  ttpu_l_set_out(L, 0, ttpu_hlo_unary(ttpu_l_hlo(L), op,
-                                      ttpu_ew_in(L, 0, out_dtype(L))));
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val z = ttpu_ew_in(L, 0, out_dtype(L));
+  ttpu_val r = ttpu_hlo_unary(b, op, z);
+  /* sqrt's cut is the negative real axis: sqrt(-x - 0i) = -i sqrt(x) */
+  if (op == TTPU_SQRT) r = imag_sign_of(b, z, r, 0);
+  ttpu_l_set_out(L, 0, r);
   return NULL;
 }
 
@@ -152,6 +167,37 @@ static ttpu_val complex_expm1_v(ttpu_hlo* b, ttpu_val z) {
   return ttpu_hlo_complex(b, re, im);
 }
 
+static ttpu_val is_nan(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_compare(b, TTPU_NE, x, x);
+}
+
+/* r with z's imaginary part where that is zero: f(x + 0i) = f(x) + 0i for
+ * the functions real on the real axis, NaN and infinite x included (C99). */
+static ttpu_val keep_zero_imag(ttpu_hlo* b, ttpu_val z, ttpu_val r) {
+  ttpu_val y = ttpu_hlo_imag(b, z);
+  return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, y, 0),
+                         ttpu_hlo_complex(b, ttpu_hlo_real(b, r), y), r);
+}
+
+/* C99's catanh special values on r = atanh(x + iy): an infinite x with a
+ * NaN y gives 0 + NaN i, a zero x with a NaN y gives x + NaN i, a NaN
+ * part with the other finite gives NaN + NaN i. */
+static ttpu_val atanh_specials(ttpu_hlo* b, ttpu_val x, ttpu_val y, ttpu_val r) {
+  ttpu_val nx = is_nan(b, x), ny = is_nan(b, y);
+  ttpu_val fx = ttpu_hlo_unary(b, TTPU_IS_FINITE, x);
+  ttpu_val fy = ttpu_hlo_unary(b, TTPU_IS_FINITE, y);
+  ttpu_val nan = ttpu_ew_k(b, x, NAN);
+  ttpu_val both_nan = ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_binary(b, TTPU_AND, nx, fy),
+                                      ttpu_hlo_binary(b, TTPU_AND, ny, fx));
+  r = ttpu_hlo_select(b, both_nan, ttpu_hlo_complex(b, nan, nan), r);
+  ttpu_val inf_x = ttpu_ew_cmpk(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, x), INFINITY);
+  r = ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, inf_x, ny),
+                      ttpu_hlo_complex(b, ttpu_ew_k(b, x, 0), y), r);
+  return ttpu_hlo_select(
+      b, ttpu_hlo_binary(b, TTPU_AND, ttpu_ew_cmpk(b, TTPU_EQ, x, 0), ny),
+      ttpu_hlo_complex(b, x, y), r);
+}
+
 ttpu_status* ttpu_complex_special(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val z = ttpu_ew_in(L, 0, out_dtype(L)), r = TTPU_VAL_ERROR;
@@ -177,6 +223,63 @@ ttpu_status* ttpu_complex_special(ttpu_lower* L) {
       r = ttpu_ew_kdiv(b, 1, ttpu_ew_addk(b, ttpu_complex_exp_v(
                                                  b, ttpu_hlo_unary(b, TTPU_NEG, z)),
                                           1));
+      break;
+    case TTPU_CX_TAN:
+      r = keep_zero_imag(b, z, ttpu_hlo_unary(b, TTPU_TAN, z));
+      break;
+    case TTPU_CX_RSQRT:
+      /* 1 / sqrt(z) by complex division, as the CPU (which gives NaN, not
+       * 0, for infinite z) */
+      r = ttpu_ew_kdiv(b, 1, imag_sign_of(b, z, ttpu_hlo_unary(b, TTPU_SQRT, z), 0));
+      break;
+    case TTPU_CX_EXP2: {
+      /* pow(2, z) = exp(z ln 2), each part scaled alone (a complex product
+       * makes inf * 0 = NaN of a zero imaginary part), with exp's special
+       * values */
+      ttpu_val re = ttpu_hlo_real(b, z), im = ttpu_hlo_imag(b, z);
+      ttpu_val k = ttpu_ew_k(b, re, log(2.0));
+      r = ttpu_complex_exp_v(
+          b, ttpu_hlo_complex(b, ttpu_ew_mul(b, re, k), ttpu_ew_mul(b, im, k)));
+      break;
+    }
+    case TTPU_CX_ASIN:
+      r = imag_sign_of(b, z, ttpu_hlo_unary(b, TTPU_ASIN, z), 0);
+      break;
+    case TTPU_CX_ACOS:
+      r = imag_sign_of(b, z, ttpu_hlo_unary(b, TTPU_ACOS, z), 1);
+      break;
+    case TTPU_CX_ATAN: {
+      /* atan(z) = -i atanh(iz), so atanh's special values turned by i */
+      ttpu_val x = ttpu_hlo_real(b, z), y = ttpu_hlo_imag(b, z);
+      ttpu_val a = atanh_specials(b, ttpu_hlo_unary(b, TTPU_NEG, y), x,
+                                  ttpu_hlo_unary(b, TTPU_ATANH, ttpu_hlo_complex(
+                                      b, ttpu_hlo_unary(b, TTPU_NEG, y), x)));
+      r = ttpu_hlo_complex(b, ttpu_hlo_imag(b, a),
+                           ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_real(b, a)));
+      break;
+    }
+    case TTPU_CX_ASINH: {
+      /* the cut is the imaginary axis past +-i: the real part takes the
+       * sign of z's (a zero's too) */
+      ttpu_val a = ttpu_hlo_unary(b, TTPU_ASINH, z);
+      a = ttpu_hlo_complex(b, ttpu_ew_copysign(b, ttpu_hlo_real(b, a), ttpu_hlo_real(b, z)),
+                           ttpu_hlo_imag(b, a));
+      r = keep_zero_imag(b, z, a);
+      break;
+    }
+    case TTPU_CX_ACOSH: {
+      /* the principal branch has a non-negative real part; XLA's algorithm
+       * may return the other sign of the same value */
+      ttpu_val a = ttpu_hlo_unary(b, TTPU_ACOSH, z);
+      a = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, ttpu_hlo_real(b, a), 0),
+                          ttpu_hlo_unary(b, TTPU_NEG, a), a);
+      /* the cut is the real axis below 1: the imaginary part takes z's sign */
+      r = imag_sign_of(b, z, a, 0);
+      break;
+    }
+    case TTPU_CX_ATANH:
+      r = atanh_specials(b, ttpu_hlo_real(b, z), ttpu_hlo_imag(b, z),
+                         ttpu_hlo_unary(b, TTPU_ATANH, z));
       break;
     default:
       ttpu_hlo_fail(b, TTPU_INTERNAL, "complex special function %lld",

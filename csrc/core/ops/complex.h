@@ -24,7 +24,8 @@ ttpu_status* ttpu_complex_unary(ttpu_lower* L);
 ttpu_status* ttpu_complex_exp(ttpu_lower* L);
 /* The same on a value (complex dtype). */
 ttpu_val ttpu_complex_exp_v(ttpu_hlo* b, ttpu_val x);
-/* log1p, expm1, log2, log10, sigmoid (param a TTPU_CX_ value below) */
+/* log1p, expm1, log2, log10, sigmoid, tan, rsqrt, exp2 and the inverse
+ * trigonometric and hyperbolic functions (param a TTPU_CX_ value below) */
 ttpu_status* ttpu_complex_special(ttpu_lower* L);
 /* sigmoid_backward and its grad_input form */
 ttpu_status* ttpu_complex_sigmoid_backward(ttpu_lower* L);
@@ -54,6 +55,15 @@ enum {
   TTPU_CX_LOG2 = 3,
   TTPU_CX_LOG10 = 4,
   TTPU_CX_SIGMOID = 5,
+  TTPU_CX_TAN = 6,
+  TTPU_CX_RSQRT = 7,
+  TTPU_CX_EXP2 = 8,
+  TTPU_CX_ASIN = 9,
+  TTPU_CX_ACOS = 10,
+  TTPU_CX_ATAN = 11,
+  TTPU_CX_ASINH = 12,
+  TTPU_CX_ACOSH = 13,
+  TTPU_CX_ATANH = 14,
 };
 
 /* 1 when the call has a complex tensor, result type or Scalar. */

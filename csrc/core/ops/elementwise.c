@@ -453,8 +453,7 @@ static ttpu_status* lower_hypot(ttpu_lower* L) {
   return NULL;
 }
 
-/* The sign bit of a float value (set for -0.0 and negative NaNs). */
-static ttpu_val sign_bit(ttpu_hlo* b, ttpu_val x) {
+ttpu_val ttpu_ew_sign_bit(ttpu_hlo* b, ttpu_val x) {
   ttpu_type t = *ttpu_hlo_type(b, x);
   ttpu_dtype it = ttpu_dtype_size(t.dtype) == 8   ? TTPU_I64
                   : ttpu_dtype_size(t.dtype) == 4 ? TTPU_I32
@@ -464,13 +463,16 @@ static ttpu_val sign_bit(ttpu_hlo* b, ttpu_val x) {
   return ttpu_ew_cmpk(b, TTPU_LT, ttpu_hlo_bitcast(b, x, bt), 0);
 }
 
+ttpu_val ttpu_ew_copysign(ttpu_hlo* b, ttpu_val v, ttpu_val s) {
+  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, v);
+  return ttpu_hlo_select(b, ttpu_ew_sign_bit(b, s), ttpu_hlo_unary(b, TTPU_NEG, a), a);
+}
+
 static ttpu_status* lower_copysign(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x, y;
   operands(L, ttpu_ew_float(L), &x, &y);
-  ttpu_val a = ttpu_hlo_unary(b, TTPU_ABS, x);
-  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, sign_bit(b, y),
-                                       ttpu_hlo_unary(b, TTPU_NEG, a), a));
+  ttpu_l_set_out(L, 0, ttpu_ew_copysign(b, x, y));
   return NULL;
 }
 

@@ -54,6 +54,10 @@ void ttpu_ew_set(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
 ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v);
 /* x != x: bool, same shape. */
 ttpu_val ttpu_ew_isnan(ttpu_hlo* b, ttpu_val x);
+/* The sign bit of a float value (set for -0.0 and negative NaNs). */
+ttpu_val ttpu_ew_sign_bit(ttpu_hlo* b, ttpu_val x);
+/* |v| with the sign bit of s (copysign). */
+ttpu_val ttpu_ew_copysign(ttpu_hlo* b, ttpu_val v, ttpu_val s);
 /* NaN-propagating maximum / minimum (PyTorch's maximum, clamp), exact for
  * integers and bool too. */
 ttpu_val ttpu_ew_max(ttpu_hlo* b, ttpu_val x, ttpu_val y);

@@ -108,6 +108,37 @@ static ttpu_val cosh_v(ttpu_hlo* b, ttpu_val x) {
   return ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_GT, a, 20), far, near);
 }
 
+/* Complex sinh (param 0) and cosh (param 1) of x + iy, from the real ones:
+ * sinh = sinh x cos y + i cosh x sin y, cosh = cosh x cos y + i sinh x sin y.
+ * A zero imaginary part stays zero (signed as C99's csinh/ccosh), where
+ * the formula gives inf * 0 = NaN for an infinite x. */
+static ttpu_status* complex_sinh_cosh(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  int is_cosh = ttpu_l_param(L) == 1;
+  ttpu_val z = ttpu_ew_in(L, 0, ttpu_l_out_type(L, 0).dtype);
+  ttpu_val x = ttpu_hlo_real(b, z), y = ttpu_hlo_imag(b, z);
+  ttpu_val sh = sinh_v(b, x), ch = cosh_v(b, x);
+  ttpu_val re = ttpu_ew_mul(b, is_cosh ? ch : sh, un(b, TTPU_COS, y));
+  ttpu_val im = ttpu_ew_mul(b, is_cosh ? sh : ch, un(b, TTPU_SIN, y));
+  ttpu_val zero_im = is_cosh ? odd(b, x, y) : y;
+  im = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, y, 0), zero_im, im);
+  /* on the imaginary axis: sinh(iy) = 0 + i sin y, cosh(iy) = cos y + 0i
+   * (NaN for an infinite y, where the formula's 0 * NaN spreads) */
+  ttpu_val x0 = ttpu_ew_cmpk(b, TTPU_EQ, x, 0);
+  if (is_cosh)
+    im = ttpu_hlo_select(b, x0, ttpu_ew_k(b, x, 0), im);
+  else
+    re = ttpu_hlo_select(b, x0, x, re);
+  /* an infinite x with a NaN or infinite y: inf + NaN i */
+  ttpu_val inf_x = ttpu_ew_cmpk(b, TTPU_EQ, un(b, TTPU_ABS, x), INFINITY);
+  ttpu_val bad = ttpu_hlo_binary(b, TTPU_AND, inf_x,
+                                 un(b, TTPU_NOT, un(b, TTPU_IS_FINITE, y)));
+  re = ttpu_hlo_select(b, bad, ttpu_ew_k(b, x, INFINITY), re);
+  im = ttpu_hlo_select(b, bad, ttpu_ew_k(b, x, NAN), im);
+  ttpu_l_set_out(L, 0, ttpu_hlo_complex(b, re, im));
+  return NULL;
+}
+
 /* asinh(|x|) = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(2a) past 1e8,
  * where a^2 would lose 1 or overflow. */
 static ttpu_val asinh_v(ttpu_hlo* b, ttpu_val x) {
@@ -403,27 +434,27 @@ static ttpu_status* lower_logit_backward(ttpu_lower* L) {
 
 const ttpu_op_def ttpu_ops_unary[] = {
     UNARY_DEFS(exp, .param = TTPU_EXP, .complex_fn = ttpu_complex_exp),
-    UNARY_DEFS(exp2, .flags = 0),
+    UNARY_DEFS(exp2, .param = TTPU_CX_EXP2, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(expm1, .param = TTPU_CX_EXPM1, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(log, .param = TTPU_LOG, .complex_fn = ttpu_complex_unary),
     UNARY_DEFS(log2, .param = TTPU_CX_LOG2, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(log10, .param = TTPU_CX_LOG10, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(log1p, .param = TTPU_CX_LOG1P, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(sqrt, .param = TTPU_SQRT, .complex_fn = ttpu_complex_unary),
-    UNARY_DEFS(rsqrt, .flags = 0),
+    UNARY_DEFS(rsqrt, .param = TTPU_CX_RSQRT, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(reciprocal, .complex_fn = ttpu_complex_reciprocal),
     UNARY_DEFS(sin, .param = TTPU_SIN, .complex_fn = ttpu_complex_unary),
     UNARY_DEFS(cos, .param = TTPU_COS, .complex_fn = ttpu_complex_unary),
-    UNARY_DEFS(tan, .flags = 0),
-    UNARY_DEFS(asin, .flags = 0),
-    UNARY_DEFS(acos, .flags = 0),
-    UNARY_DEFS(atan, .flags = 0),
-    UNARY_DEFS(sinh, .flags = 0),
-    UNARY_DEFS(cosh, .flags = 0),
+    UNARY_DEFS(tan, .param = TTPU_CX_TAN, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(asin, .param = TTPU_CX_ASIN, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(acos, .param = TTPU_CX_ACOS, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(atan, .param = TTPU_CX_ATAN, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(sinh, .param = 0, .complex_fn = complex_sinh_cosh),
+    UNARY_DEFS(cosh, .param = 1, .complex_fn = complex_sinh_cosh),
     UNARY_DEFS(tanh, .param = TTPU_TANH, .complex_fn = ttpu_complex_unary),
-    UNARY_DEFS(asinh, .flags = 0),
-    UNARY_DEFS(acosh, .flags = 0),
-    UNARY_DEFS(atanh, .flags = 0),
+    UNARY_DEFS(asinh, .param = TTPU_CX_ASINH, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(acosh, .param = TTPU_CX_ACOSH, .complex_fn = ttpu_complex_special),
+    UNARY_DEFS(atanh, .param = TTPU_CX_ATANH, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(erf, .flags = 0),
     UNARY_DEFS(erfc, .flags = 0),
     UNARY_DEFS(erfinv, .flags = 0),
