@@ -386,15 +386,24 @@ def test_cpu_scalar_tensor_written_is_a_device_mismatch():
         torch.add(t, t, out=torch.tensor(0.0))
 
 
-def test_python_meta_errors_are_runtime_errors():
-    # conv's Python meta function divides by the stride; CPU raises a
-    # RuntimeError for stride 0, and so must tpu (not ZeroDivisionError).
+def test_meta_errors_are_the_cpu_errors():
+    # conv's Python meta function divides by the stride; the CPU raises a
+    # RuntimeError for stride 0 with its own message, and so does tpu (not
+    # ZeroDivisionError). Calls the meta kernels reject are replayed on the
+    # CPU for its exception: torch._refs' messages differ from the CPU's.
     x, w = torch.randn(1, 1, 4, 4), torch.randn(1, 1, 2, 2)
-    with pytest.raises(RuntimeError):
-        torch.nn.functional.conv2d(x, w, stride=0)
-    with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
-        torch.nn.functional.conv2d(x.to(DEV), w.to(DEV), stride=0)
-    assert type(info.value) is RuntimeError
+    i = torch.ones(4, dtype=torch.int)
+    for bad in (lambda x, w, i: torch.nn.functional.conv2d(x, w, stride=0),
+                lambda x, w, i: torch.add(i, i, alpha=1.1),
+                lambda x, w, i: torch.addcdiv(i, i, i),
+                lambda x, w, i: torch.add(x, x, out=torch.zeros(x.shape, dtype=torch.long,
+                                                                   device=x.device))):
+        with pytest.raises(Exception) as cpu:
+            bad(x, w, i)
+        with pytest.raises(Exception) as tpu:
+            bad(x.to(DEV), w.to(DEV), i.to(DEV))
+        assert type(tpu.value) is type(cpu.value)
+        assert str(tpu.value) == str(cpu.value)
     # Errors the meta kernels raise as PyTorch's own types keep them.
     with pytest.raises(IndexError):
         torch.ones(3, device=DEV).sum(dim=5)

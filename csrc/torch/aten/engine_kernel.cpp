@@ -241,38 +241,47 @@ at::Tensor to_meta(const at::Tensor& tensor) {
   return meta;
 }
 
-c10::IValue to_meta(const c10::IValue& value) {
+// value with each tensor in it (alone, in a list, in a list of optional
+// tensors) replaced by f(tensor), and a tpu device by `device`.
+template <typename F>
+c10::IValue map_tensors(const c10::IValue& value, F f, c10::Device device) {
   if (value.isTensor()) {
-    return to_meta(value.toTensor());
+    return f(value.toTensor());
   }
   if (value.isTensorList()) {
-    c10::List<at::Tensor> metas;
+    c10::List<at::Tensor> mapped;
     for (const at::Tensor& tensor : value.toTensorList()) {
-      metas.push_back(to_meta(tensor));
+      mapped.push_back(f(tensor));
     }
-    return metas;
+    return mapped;
   }
   if (value.isList()) {
     c10::List<c10::IValue> elements = value.toList();
     if (!elements.empty() && elements.elementType()->kind() ==
                                  c10::TypeKind::OptionalType) {
-      c10::List<std::optional<at::Tensor>> metas;
+      c10::List<std::optional<at::Tensor>> mapped;
       for (const c10::IValue& element : elements) {
         if (element.isTensor()) {
-          metas.push_back(to_meta(element.toTensor()));
+          mapped.push_back(f(element.toTensor()));
         } else {
-          metas.push_back(std::nullopt);
+          mapped.push_back(std::nullopt);
         }
       }
-      return metas;
+      return mapped;
     }
     return value;
   }
   if (value.isDevice() &&
       value.toDevice().type() == c10::DeviceType::PrivateUse1) {
-    return c10::Device(c10::DeviceType::Meta);
+    return device;
   }
   return value;
+}
+
+c10::IValue to_meta(const c10::IValue& value) {
+  return map_tensors(
+      value, [](const at::Tensor& t) { return to_meta(t); },
+      c10::Device(c10::DeviceType::Meta));
 }
 
 bool is_optional_tensor_list(const c10::IValue& value) {
@@ -958,6 +967,54 @@ void call_meta_kernel(const OpInfo& info, const c10::OperatorHandle& op,
   TORCH_CHECK(false, *translated);
 }
 
+// Where a meta kernel rejects a call, the exception a user sees should be
+// the one the CPU raises for it (same type, same message): Python meta
+// functions and torch._refs word their checks differently from the C++
+// kernels ("alpha argument of type float cannot be safely cast" where the
+// CPU says "argument alpha must not be a floating point number"). So the
+// call is replayed on the CPU, on zero-filled tensors of the same sizes,
+// strides and dtypes, and the CPU's exception, if it raises one, is thrown
+// in place of the meta kernel's. Calls whose tensors hold more than
+// kCpuReplayElements elements, and ops without a CPU kernel, keep the meta
+// kernel's exception. Returns when the CPU accepts the call.
+constexpr int64_t kCpuReplayElements = int64_t{1} << 24;
+
+void throw_cpu_verdict(const c10::OperatorHandle& op,
+                       c10::ArrayRef<c10::IValue> args) {
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+    return;
+  }
+  int64_t budget = kCpuReplayElements;
+  bool fits = true;
+  auto to_cpu_zeros = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) {
+      return t;
+    }
+    const int64_t item = static_cast<int64_t>(t.dtype().itemsize());
+    const int64_t count =
+        item > 0 ? static_cast<int64_t>(t.unsafeGetTensorImpl()->unsafe_storage().nbytes()) / item : 0;
+    budget -= count;
+    if (budget < 0) {
+      fits = false;
+      return t;
+    }
+    return at::zeros({count}, t.options().device(c10::kCPU))
+        .as_strided(t.sizes(), t.strides(), t.storage_offset());
+  };
+  torch::jit::Stack cpu_stack;
+  cpu_stack.reserve(args.size());
+  bool any_tensor = false;
+  for (const c10::IValue& value : args) {
+    any_tensor = any_tensor || value.isTensor() || value.isTensorList() || value.isList();
+    cpu_stack.push_back(map_tensors(value, to_cpu_zeros, c10::Device(c10::kCPU)));
+  }
+  if (!fits || !any_tensor) {
+    return;
+  }
+  op.callBoxed(&cpu_stack);  // throws the CPU's exception, if any
+}
+
 ttpu_dtype common_dtype_of(const OpInfo& info,
                            c10::ArrayRef<c10::IValue> args) {
   at::native::ResultTypeState promotion{};
@@ -1019,7 +1076,12 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
       mutable_metas.emplace_back(i, meta_stack[i].toTensor());
     }
   }
-  call_meta_kernel(info, op, &meta_stack);
+  try {
+    call_meta_kernel(info, op, &meta_stack);
+  } catch (const std::exception&) {
+    throw_cpu_verdict(op, args);
+    throw;
+  }
 
   auto geometry = std::make_shared<MetaGeometry>();
   for (const auto& [i, meta] : mutable_metas) {
