@@ -380,6 +380,32 @@ def test_mask_count_mismatch_raises():
     assert str(cpu.value) in str(dev.value)
 
 
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.uint8])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_mask_put_with_no_values(mask_dtype, accumulate):
+    """index_put_ with an all-false mask and no values changes nothing; a
+    mask with true elements and no values raises the CPU's error; a uint8
+    mask warns as the CPU does."""
+    import warnings
+    for dev in ("cpu", DEV):
+        mask = torch.zeros(10, dtype=mask_dtype, device=dev)
+        y = torch.ones(10, 10, device=dev)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y.index_put_((mask,), y[mask], accumulate=accumulate)
+        assert torch.equal(y.cpu(), torch.ones(10, 10))
+        byte = [x for x in w if "torch.uint8 is now deprecated" in str(x.message)]
+        assert len(byte) == (2 if mask_dtype == torch.uint8 else 0), (dev, [str(x.message) for x in w])
+    m = torch.zeros(10, dtype=mask_dtype)
+    m[3] = 1
+
+    def put(t, m):
+        t = t.clone()
+        t.index_put_((m,), torch.ones(0, 10, device=t.device), accumulate=accumulate)
+        return t
+    same_error(put, torch.ones(10, 10), m)
+
+
 def test_mask_shape_mismatch_raises():
     same_error(lambda t, m: t[m], rand(4, 5), torch.ones(3, dtype=torch.bool))
 

@@ -176,6 +176,22 @@ def test_linspace_eye(dtype):
     assert_close(torch.eye(2, 4, dtype=dtype, device=DEV), torch.eye(2, 4, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_linspace_logspace_into_an_out_of_other_shape(dtype):
+    """An out of `steps` elements keeps its shape and strides (filled in
+    row-major order through the view); one of another size is resized."""
+    for fn, args in ((torch.linspace, (0, 3, 4)), (torch.logspace, (0, 3, 4, 2))):
+        for steps_shape in ((2, 2), (5,)):
+            cpu, dev = torch.zeros(2, 3, dtype=dtype), torch.zeros(2, 3, dtype=dtype, device=DEV)
+            n = 4 if steps_shape == (2, 2) else 5
+            a = (args[0], args[1], n) + args[3:]
+            r_cpu = fn(*a, dtype=dtype, out=cpu.narrow(1, 1, 2))
+            r_dev = fn(*a, dtype=dtype, out=dev.narrow(1, 1, 2))
+            assert r_dev.shape == r_cpu.shape and r_dev.stride() == r_cpu.stride()
+            assert_close(r_dev, r_cpu)
+            assert_close(dev, cpu)
+
+
 def test_composite_factories():
     for dtype in (torch.float32, torch.int64):
         for args in [(0, 2, 5), (-1, 1, 4, 2.0), (1, 1, 1)]:

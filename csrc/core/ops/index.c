@@ -776,15 +776,7 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
     count_at_values = tv.dims[cd];
     vr.dims[k] = count_at_values;
     full = values_to(b, v, vr);
-    /* the j-th true element of the mask takes entry j */
     ttpu_val mf = flatten(b, mask);
-    ttpu_val rank = ttpu_hlo_cumulative(b, ttpu_hlo_convert(b, mf, TTPU_I64),
-                                        TTPU_RED_SUM, 0);
-    ttpu_type tr = ttpu_l_type(L, rank);
-    rank = ttpu_hlo_clamp(b, ttpu_hlo_const(b, tr, 0, 0),
-                          ttpu_hlo_binary(b, TTPU_SUB, rank, ttpu_hlo_const(b, tr, 0, 1)),
-                          ttpu_hlo_const(b, tr, 0, count_at_values - 1));
-    full = ttpu_l_gather_dim(b, full, k, rank);
     /* count check: the values must have exactly one entry per element */
     int64_t zero = 0;
     ttpu_val count = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, mf, TTPU_I64),
@@ -803,6 +795,18 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
              tx.ndim - k - r ? ", " : "", post + 1);
     ttpu_l_check(L, info4(b, bad, count, count, count), TTPU_INVALID_ARGUMENT,
                  fmt);
+    if (count_at_values == 0) { /* no values: the mask is all false */
+      ttpu_l_set_out(L, 0, x);
+      return NULL;
+    }
+    /* the j-th true element of the mask takes entry j */
+    ttpu_val rank = ttpu_hlo_cumulative(b, ttpu_hlo_convert(b, mf, TTPU_I64),
+                                        TTPU_RED_SUM, 0);
+    ttpu_type tr = ttpu_l_type(L, rank);
+    rank = ttpu_hlo_clamp(b, ttpu_hlo_const(b, tr, 0, 0),
+                          ttpu_hlo_binary(b, TTPU_SUB, rank, ttpu_hlo_const(b, tr, 0, 1)),
+                          ttpu_hlo_const(b, tr, 0, count_at_values - 1));
+    full = ttpu_l_gather_dim(b, full, k, rank);
   }
   /* from (pre, count-or-1 / M, post) to self's shape */
   ttpu_type ex = tx;

@@ -418,7 +418,10 @@ static ttpu_val lin_values(ttpu_lower* L, ttpu_dtype dt, ttpu_dtype ct,
 static ttpu_status* lower_linspace(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_dtype ct = ttpu_dtype_is_float(ot.dtype) || ttpu_dtype_is_complex(ot.dtype) ? ot.dtype : TTPU_F64;
-  ttpu_l_set_out(L, 0, lin_values(L, ot.dtype, ct, ot.dims[0]));
+  /* an out of steps elements keeps its shape (the CPU resizes only an out
+   * of another size): the values fill it in row-major order */
+  ttpu_val v = lin_values(L, ot.dtype, ct, ttpu_type_numel(&ot));
+  ttpu_l_set_out(L, 0, ttpu_hlo_reshape(ttpu_l_hlo(L), v, ot.ndim, ot.dims));
   return NULL;
 }
 
@@ -430,7 +433,8 @@ static ttpu_status* lower_logspace(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_dtype ct = range_dtype(ot.dtype) == TTPU_F32 ? TTPU_F32 : TTPU_F64;
-  ttpu_val e = lin_values(L, ot.dtype, ct, ot.dims[0]);
+  ttpu_val e = lin_values(L, ot.dtype, ct, ttpu_type_numel(&ot));
+  e = ttpu_hlo_reshape(b, e, ot.ndim, ot.dims);  /* as linspace's */
   ttpu_type t = ot;
   t.dtype = ct;
   ttpu_val base = ttpu_hlo_const(b, t, ttpu_l_float(L, 3, 10.0), 0);

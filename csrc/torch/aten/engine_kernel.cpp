@@ -1090,7 +1090,8 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     // writes through it, or through a copy), where some Python meta
     // functions restride it contiguous (sort, msort): follow the CPU.
     const bool is_out = op.schema().arguments()[i].kwarg_only();
-    if (is_out && real.sizes() == meta.sizes()) {
+    if (is_out && (real.sizes() == meta.sizes() ||
+                   (info.hooks->out_keeps_numel_geometry && real.numel() == meta.numel()))) {
       continue;
     }
     if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
@@ -1188,6 +1189,15 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   // they are dropped).
   const c10::ArrayRef<c10::IValue> args(
       stack->data() + (stack->size() - num_args), num_args);
+  if (info.hooks->byte_mask_arg >= 0) {
+    // as at::native's expandTensors, which the CPU's kernel runs
+    for (const at::Tensor& t : tensors_of(args[static_cast<size_t>(info.hooks->byte_mask_arg)])) {
+      if (t.defined() && t.scalar_type() == at::kByte) {
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated,"
+                   " please use a dtype torch.bool instead.");
+      }
+    }
+  }
 
   // Devices: every tensor on one tpu device (CPU scalars exempt).
   DeviceCheck devices;

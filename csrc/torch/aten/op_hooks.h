@@ -17,6 +17,13 @@ struct OpHooks {
   // into a broadcast view (elements sharing memory) is exact on the
   // device, where for other ops which of the results lands is undefined.
   bool writes_one_value = false;
+  // An out= of as many elements as the result keeps its shape and strides
+  // (linspace, logspace: the CPU resizes only an out of another size),
+  // where the meta kernel resizes it to the result's shape.
+  bool out_keeps_numel_geometry = false;
+  // The argument whose uint8 index tensors (masks) draw the CPU's
+  // deprecation warning, or -1.
+  int byte_mask_arg = -1;
 };
 
 // The hooks of the lowering table's op `name` ("native_batch_norm",

@@ -1,0 +1,73 @@
+"""Failure causes for the PyTorch suite report.
+
+`classify(rec)` puts one failed test record (from plugin.py) in a cause:
+a wrong result, a wrong or missing exception, an op without a tpu kernel,
+a time-out, a crash, or the test's own assumption about CUDA or the CPU.
+ASSUMPTIONS lists the tests whose failure is the test's assumption rather
+than torchtpu's, each with the reason found when it was examined.
+"""
+import re
+
+# (test-name regex, reason): failures that come from what the test assumes
+# of the device under test, not from a tpu result.
+ASSUMPTIONS = [
+    (r"_cuda_|cuda_only|test_.*cudnn|test_.*_cuda$",
+     "written for CUDA: the test calls CUDA APIs or checks CUDA-only behaviour"),
+    (r"test_.*pin_memory",
+     "pinned host memory is a CUDA/accelerator-runtime feature torchtpu does not claim"),
+]
+
+# Message patterns that mean the test itself assumed CUDA or CPU.
+_ASSUMPTION_MSGS = [
+    (r"Torch not compiled with CUDA|CUDA error|cuda runtime|no CUDA GPUs|torch\.cuda",
+     "the test uses CUDA"),
+    (r"can't convert .*tpu.* to numpy|Use Tensor\.cpu\(\) to copy the tensor to host",
+     "the test converts a device tensor to NumPy without .cpu()"),
+    (r"doesn't support device type 'tpu'|device type tpu is not supported|"
+     r"Unsupported device type for .* tpu",
+     "the test's helper supports a fixed list of device types"),
+]
+
+_NOT_IMPL = re.compile(r"(aten::[\w.]+|torchvision::\w+|[\w.]+) (?:is not|isn't) "
+                       r"(?:yet )?(?:implemented|supported)")
+
+
+def classify(test_id, rec):
+    """(cause, detail) for a record whose outcome is not passed/skipped."""
+    out = rec.get("outcome")
+    if out in ("timeout", "hang"):
+        return "time-out", ""
+    if out == "crash":
+        return "crash", rec.get("msg", "")
+    name = test_id.split("::")[-1]
+    for pat, why in ASSUMPTIONS:
+        if re.search(pat, name):
+            return "test assumption", why
+    etype = rec.get("type") or ""
+    msg = rec.get("msg") or ""
+    where = rec.get("where") or ""
+    for pat, why in _ASSUMPTION_MSGS:
+        if re.search(pat, msg):
+            return "test assumption", why
+    if etype == "NotImplementedError":
+        q = re.search(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend", msg)
+        if q:
+            kind = "quantized" if "Quantized" in q.group(2) else \
+                "sparse" if "Sparse" in q.group(2) else "dispatch"
+            return f"not implemented: {kind}", f"{q.group(1)} ({q.group(2)})"
+        m = _NOT_IMPL.search(msg)
+        if "sparse" in msg.lower() or "Sparse" in msg:
+            return "not implemented: sparse", (m.group(1) if m else msg.split("\n")[0][:120])
+        if "complex" in msg.lower():
+            return "not implemented: complex", (m.group(1) if m else msg.split("\n")[0][:120])
+        return "not implemented", (m.group(1) if m else msg.split("\n")[0][:120])
+    if etype == "AssertionError" or etype.endswith("AssertionError"):
+        if re.search(r"not raised|does not match|didn't match|Regex|"
+                     r"Expected .* to be raised|exception", msg) \
+                or "assertRaises" in where:
+            return "wrong exception", msg.split("\n")[0][:160]
+        if re.search(r"not close|not equal|mismatch|Tensor-likes|Scalars|"
+                     r"Booleans|The values for attribute|!=|differ", msg):
+            return "wrong result", msg.split("\n")[0][:160]
+        return "assertion", msg.split("\n")[0][:160]
+    return f"error: {etype}", msg.split("\n")[0][:160]

@@ -1,0 +1,89 @@
+"""pytest plugin loaded into each suite worker (`-p pytorch_suite.plugin`).
+
+It imports torchtpu before PyTorch's test modules are collected (so
+`instantiate_device_type_tests` sees the PrivateUse1 backend), skips the
+tests an earlier attempt of the same file already recorded, gives each test a
+time limit, and appends one JSON line per finished test to the results file
+the runner names, flushed at once: when a test takes the worker down, the
+runner knows which test was running from the `start` line without an end.
+"""
+import json
+import os
+import signal
+import time
+import traceback
+
+import pytest
+
+import torchtpu  # noqa: F401  (registers the tpu device before collection)
+
+_RESULTS = os.environ.get("TTPU_SUITE_RESULTS")
+_TIMEOUT = float(os.environ.get("TTPU_SUITE_TIMEOUT", "60"))
+_DONE = set()
+if os.environ.get("TTPU_SUITE_DONE") and os.path.exists(os.environ["TTPU_SUITE_DONE"]):
+    with open(os.environ["TTPU_SUITE_DONE"]) as f:
+        _DONE = {line.strip() for line in f if line.strip()}
+
+
+class TestTimeout(BaseException):
+    """Raised in the test's thread when its time limit passes."""
+
+
+def _write(rec):
+    if not _RESULTS:
+        return
+    with open(_RESULTS, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if _DONE:
+        items[:] = [it for it in items if it.nodeid not in _DONE]
+
+
+def _on_alarm(signum, frame):
+    raise TestTimeout(f"test took longer than {_TIMEOUT:g} s")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _write({"event": "start", "id": item.nodeid})
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, _TIMEOUT)
+    item._suite_t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _describe(excinfo):
+    """(exception type, first message line, innermost frames) of a failure."""
+    if excinfo is None:
+        return None, "", ""
+    etype = excinfo.type.__name__
+    msg = str(excinfo.value).strip()
+    frames = traceback.extract_tb(excinfo.tb)
+    where = [f"{os.path.basename(fr.filename)}:{fr.lineno}:{fr.name}" for fr in frames[-4:]]
+    return etype, msg[:2000], " < ".join(reversed(where))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed") \
+            or (rep.when == "teardown" and rep.outcome == "failed"):
+        res = rep.outcome
+        if hasattr(rep, "wasxfail"):
+            res = "xfail" if rep.skipped else "xpass"
+        etype, msg, where = _describe(call.excinfo) if rep.outcome != "passed" else (None, "", "")
+        if rep.skipped and call.excinfo is not None:
+            etype, msg = "Skipped", str(call.excinfo.value)[:500]
+        if call.excinfo is not None and call.excinfo.errisinstance(TestTimeout):
+            res = "timeout"
+        _write({"event": "end", "id": item.nodeid, "when": rep.when, "outcome": res,
+                "type": etype, "msg": msg, "where": where,
+                "s": round(time.monotonic() - getattr(item, "_suite_t0", time.monotonic()), 3)})

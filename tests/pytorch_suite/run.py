@@ -1,0 +1,415 @@
+"""PyTorch's own device-generic test suite, run on the tpu device.
+
+    .venv/bin/python tests/pytorch_suite/run.py --download          # the default files, all tests
+    .venv/bin/python tests/pytorch_suite/run.py --src ~/pytorch     # a PyTorch checkout of your own
+    .venv/bin/python tests/pytorch_suite/run.py --files test_view_ops.py --sample 200
+    .venv/bin/python tests/pytorch_suite/run.py --report-only       # docs/pytorch_suite.md again
+
+The test files come from a PyTorch source tree: `--src` names one (its
+root or its test/ folder); `--download` fetches the source package Debian
+publishes (SOURCE_URL, checked against SOURCE_SHA256) into ~/.cache. The
+installed torch's `torch.testing._internal` runs them, so tests that need
+a newer or older torch than the tree's fail at import and are reported as
+such.
+
+Each file runs in its own pytest process with plugin.py: torchtpu is
+imported first, `PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1` keeps only
+the tpu variants, every test has a time limit (--timeout), and one JSON
+line per test is written as it finishes. A worker that crashes or stops
+answering is killed, its running test recorded as `crash`/`hang`, and the
+file goes on from the next test. The CPU fallback is off: a fallback never
+counts as a pass.
+
+Writes docs/pytorch_suite.json (every result) and docs/pytorch_suite.md
+(per file: pass / fail / skip / time-out; failures by cause; each wrong
+result and wrong exception by name). With --files, results are merged into
+an existing docs/pytorch_suite.json.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
+sys.path.insert(0, TESTS)
+
+from pytorch_suite import causes  # noqa: E402
+
+SOURCE_URL = "http://deb.debian.org/debian/pool/main/p/pytorch/pytorch_2.6.0+dfsg.orig.tar.xz"
+SOURCE_SHA256 = "099a9601bc40d67656e75735c44abedb0fbe92d08817852ab7472eebb7e6ddff"
+SOURCE_DIR = "pytorch-v2.6.0"
+
+DEFAULT_FILES = [
+    "test_view_ops.py", "test_indexing.py", "test_tensor_creation_ops.py",
+    "test_type_promotion.py", "test_binary_ufuncs.py", "test_unary_ufuncs.py",
+    "test_reductions.py", "test_shape_ops.py", "test_sort_and_select.py",
+    "test_scatter_gather_ops.py", "test_foreach.py", "test_autograd.py",
+    "test_nn.py", "nn/test_convolution.py", "nn/test_pooling.py",
+    "nn/test_embedding.py", "test_optim.py", "test_torch.py", "test_ops.py",
+]
+
+JSON_OUT = os.path.join(ROOT, "docs", "pytorch_suite.json")
+MD_OUT = os.path.join(ROOT, "docs", "pytorch_suite.md")
+
+
+def cache_dir():
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                        "torchtpu", "pytorch-src")
+
+
+def download():
+    """The test/ folder of Debian's PyTorch source package, checked and unpacked."""
+    dest = cache_dir()
+    test_dir = os.path.join(dest, SOURCE_DIR, "test")
+    if os.path.isdir(test_dir):
+        return test_dir
+    os.makedirs(dest, exist_ok=True)
+    tar_path = os.path.join(dest, os.path.basename(SOURCE_URL))
+    if not os.path.exists(tar_path):
+        part = tar_path + ".part"
+        with urllib.request.urlopen(SOURCE_URL, timeout=120) as r, open(part, "wb") as f:
+            while True:
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    break
+                f.write(chunk)
+        os.replace(part, tar_path)
+    h = hashlib.sha256()
+    with open(tar_path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    if h.hexdigest() != SOURCE_SHA256:
+        os.remove(tar_path)
+        raise SystemExit(f"{tar_path}: sha256 {h.hexdigest()} is not {SOURCE_SHA256}")
+    prefix = SOURCE_DIR + "/test/"
+    with tarfile.open(tar_path) as tf:
+        members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
+        tf.extractall(dest, members=members, filter="data")
+    return test_dir
+
+
+def find_test_dir(src):
+    src = os.path.abspath(os.path.expanduser(src))
+    for cand in (os.path.join(src, "test"), src):
+        if os.path.isfile(os.path.join(cand, "test_torch.py")) or \
+                os.path.isfile(os.path.join(cand, "test_view_ops.py")):
+            return cand
+    raise SystemExit(f"{src}: not a PyTorch source tree (no test/test_torch.py)")
+
+
+def worker_env(results, done, timeout):
+    env = dict(os.environ)
+    env.pop("TORCHTPU_CPU_FALLBACK", None)
+    env["PYTHONPATH"] = TESTS + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1"
+    env["TTPU_SUITE_RESULTS"] = results
+    env["TTPU_SUITE_DONE"] = done
+    env["TTPU_SUITE_TIMEOUT"] = str(timeout)
+    env.setdefault("TORCHTPU_CACHE_DIR", tempfile.mkdtemp(prefix="torchtpu-suite-cache-"))
+    return env
+
+
+def pytest_cmd(targets, extra):
+    """pytest on targets (a file, or test ids) with the suite plugin."""
+    return [sys.executable, "-m", "pytest", "-q", "--noconftest", "-p", "no:cacheprovider",
+            "-p", "pytorch_suite.plugin", "-o", "addopts=", "-W", "ignore"] + targets + extra
+
+
+def collect(test_dir, path, env, extra):
+    """Test ids of one file, or (None, error) when it cannot be collected."""
+    p = subprocess.run(pytest_cmd([path], ["--co"] + extra), cwd=test_dir, env=env,
+                       capture_output=True, text=True, timeout=900)
+    ids = [line.strip() for line in p.stdout.splitlines()
+           if "::" in line and not line.startswith(("ERROR", "FAILED"))]
+    if not ids:
+        tail = (p.stdout + p.stderr).strip().splitlines()[-12:]
+        return None, "\n".join(tail)
+    return ids, ""
+
+
+def read_records(results):
+    starts, ends = [], {}
+    if os.path.exists(results):
+        with open(results) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec["event"] == "start":
+                    starts.append(rec["id"])
+                elif rec["id"] not in ends:
+                    ends[rec["id"]] = rec
+    return starts, ends
+
+
+def run_file(test_dir, path, args, log):
+    """Every selected test of one file: {test id: record}."""
+    work = tempfile.mkdtemp(prefix="ttpu-suite-")
+    results = os.path.join(work, "results.jsonl")
+    done = os.path.join(work, "done.txt")
+    env = worker_env(results, done, args.timeout)
+    extra = ["-k", args.k] if args.k else []
+    ids, err = collect(test_dir, path, env, extra)
+    if ids is None:
+        return {"error": err}, 0
+    all_ids = set(ids)
+    if args.sample and len(ids) > args.sample:
+        rng = random.Random(f"{args.seed}:{path}")
+        ids = sorted(rng.sample(ids, args.sample))
+    wanted = set(ids)
+    collected = len(ids)
+    # The selection: every id not wanted counts as done for the plugin.
+    skip_ids = all_ids - wanted
+    records = {}
+    while True:
+        with open(done, "w") as f:
+            f.write("\n".join(sorted(skip_ids | set(records))))
+        if wanted <= set(records):
+            break
+        t_last = time.monotonic()
+        proc = subprocess.Popen(pytest_cmd([path], extra), cwd=test_dir,
+                                env=env, stdout=log, stderr=log, start_new_session=True)
+        seen = 0
+        how = None
+        while proc.poll() is None:
+            time.sleep(1.0)
+            starts, ends = read_records(results)
+            n = len(starts) + len(ends)
+            if n != seen:
+                seen, t_last = n, time.monotonic()
+            elif time.monotonic() - t_last > args.timeout + 60:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                how = "hang"
+        starts, ends = read_records(results)
+        for tid, rec in ends.items():
+            if tid in wanted:
+                records.setdefault(tid, rec)
+        running = [t for t in starts if t not in ends and t in wanted and t not in records]
+        if running:
+            tid = running[-1]
+            records[tid] = {"id": tid, "outcome": how or "crash",
+                            "msg": f"worker exit status {proc.returncode}" if not how else
+                            "no progress; worker killed"}
+        elif not (wanted <= set(records)):
+            # The worker ended with tests left and none running: they were
+            # not collected in this process (collection differs per run).
+            for tid in wanted - set(records):
+                records[tid] = {"id": tid, "outcome": "not run",
+                                "msg": f"worker exit status {proc.returncode}"}
+    return records, collected
+
+
+def cpu_id(test_id):
+    """The CPU instance of a tpu test id (class TestXPRIVATEUSE1 or TestXTPU
+    becomes TestXCPU, test_y_tpu_float32 becomes test_y_cpu_float32)."""
+    path, _, rest = test_id.partition("::")
+    cls, _, name = rest.rpartition("::")
+    cls = re.sub(r"(PRIVATEUSE1|TPU)$", "CPU", cls)
+    name = re.sub(r"_tpu(?=_|$)", "_cpu", name)
+    return f"{path}::{cls}::{name}"
+
+
+def check_on_cpu(test_dir, path, records, args, log):
+    """Runs the CPU instances of the failed tests; a test that fails on the
+    CPU too is the test files' own (a torch version apart, a CPU-only
+    assumption), marked `cpu_fails` with the CPU's outcome."""
+    failed = [t for t, r in records.items()
+              if r.get("outcome") not in ("passed", "xpass", "skipped", "xfail")]
+    if not failed:
+        return
+    work = tempfile.mkdtemp(prefix="ttpu-suite-cpu-")
+    results = os.path.join(work, "results.jsonl")
+    env = worker_env(results, os.path.join(work, "none"), args.timeout)
+    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "cpu"
+    ids = {cpu_id(t): t for t in failed}
+    try:
+        subprocess.run(pytest_cmd(sorted(ids), []), cwd=test_dir, env=env,
+                       stdout=log, stderr=log, timeout=max(600, 3 * args.timeout * len(ids)),
+                       start_new_session=True)
+    except subprocess.TimeoutExpired:
+        pass
+    _, ends = read_records(results)
+    for cid, rec in ends.items():
+        if cid in ids and rec.get("outcome") not in ("passed", "xpass", "skipped"):
+            records[ids[cid]]["cpu_fails"] = rec.get("outcome")
+
+
+def summarize(results):
+    files = {}
+    for path, recs in results["files"].items():
+        if "error" in recs:
+            files[path] = {"error": recs["error"]}
+            continue
+        c = {"passed": 0, "failed": 0, "skipped": 0, "time-out": 0, "crash": 0,
+             "xfail": 0, "causes": {}}
+        for tid, rec in recs.items():
+            out = rec.get("outcome")
+            if out in ("passed", "xpass"):
+                c["passed"] += 1
+            elif out == "skipped":
+                c["skipped"] += 1
+            elif out == "xfail":
+                c["xfail"] += 1
+            elif rec.get("cpu_fails"):
+                rec["cause"], rec["detail"] = "fails on CPU too", rec.get("type") or rec.get("outcome")
+                c["failed"] += 1
+                c["causes"]["fails on CPU too"] = c["causes"].get("fails on CPU too", 0) + 1
+            else:
+                cause, detail = causes.classify(tid, rec)
+                rec["cause"], rec["detail"] = cause, detail
+                if cause == "time-out":
+                    c["time-out"] += 1
+                elif cause == "crash":
+                    c["crash"] += 1
+                else:
+                    c["failed"] += 1
+                c["causes"][cause] = c["causes"].get(cause, 0) + 1
+        files[path] = c
+    return files
+
+
+def write_report(results):
+    files = summarize(results)
+    meta = results["meta"]
+    lines = [
+        "# PyTorch's device-generic test suite on tpu",
+        "",
+        "PyTorch's own test files, instantiated for the tpu device through",
+        "`instantiate_device_type_tests` (PrivateUse1), with the CPU fallback off.",
+        "Generated by `tests/pytorch_suite/run.py`; every result is in",
+        "`docs/pytorch_suite.json`.",
+        "",
+        f"- test files: {meta.get('source')}",
+        f"- torch {meta.get('torch')}, per-test limit {meta.get('timeout')} s"
+        + (f", a sample of {meta['sample']} tests per file (seed {meta.get('seed')})"
+           if meta.get("sample") else ", every test"),
+        f"- run on {meta.get('date')}",
+        "",
+        "| file | tests | pass | fail | skip | xfail | time-out | crash | failures by cause |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    tot = {k: 0 for k in ("n", "passed", "failed", "skipped", "xfail", "time-out", "crash")}
+    for path in sorted(files):
+        c = files[path]
+        if "error" in c:
+            lines.append(f"| {path} | not collected | | | | | | | "
+                         f"{c['error'].splitlines()[-1][:120] if c['error'] else ''} |")
+            continue
+        n = sum(c[k] for k in ("passed", "failed", "skipped", "xfail", "time-out", "crash"))
+        for k in tot:
+            tot[k] += n if k == "n" else c[k]
+        by = ", ".join(f"{k} {v}" for k, v in sorted(c["causes"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {path} | {n} | {c['passed']} | {c['failed']} | {c['skipped']} | "
+                     f"{c['xfail']} | {c['time-out']} | {c['crash']} | {by} |")
+    lines.append(f"| **all** | {tot['n']} | {tot['passed']} | {tot['failed']} | {tot['skipped']} | "
+                 f"{tot['xfail']} | {tot['time-out']} | {tot['crash']} | |")
+    groups = {}
+    for path, recs in results["files"].items():
+        if "error" in recs:
+            continue
+        for tid, rec in recs.items():
+            if "cause" in rec:
+                groups.setdefault(rec["cause"], []).append((path, tid, rec))
+    order = ["wrong result", "wrong exception", "crash", "time-out", "test assumption",
+             "fails on CPU too"]
+    for cause in order + sorted(set(groups) - set(order)):
+        if cause not in groups:
+            continue
+        items = sorted(groups[cause], key=lambda x: x[1])
+        lines += ["", f"## {cause} ({len(items)})", ""]
+        if cause.startswith("not implemented"):
+            ops = {}
+            for _, tid, rec in items:
+                ops.setdefault(rec.get("detail") or "?", []).append(tid.split("::")[-1])
+            for op, tids in sorted(ops.items(), key=lambda kv: -len(kv[1])):
+                lines.append(f"- `{op}`: {len(tids)} ({', '.join(sorted(tids)[:3])}"
+                             f"{', ...' if len(tids) > 3 else ''})")
+            continue
+        for path, tid, rec in items:
+            detail = (rec.get("detail") or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"- `{tid.split('::', 1)[-1]}` ({path}): {detail}")
+    with open(MD_OUT, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(JSON_OUT, "w") as f:
+        json.dump(results, f, indent=0, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--src", help="a PyTorch source tree (its root or its test/ folder)")
+    ap.add_argument("--download", action="store_true",
+                    help="fetch and use Debian's PyTorch source package")
+    ap.add_argument("--files", help="comma-separated test files, relative to test/")
+    ap.add_argument("-k", help="pytest -k expression within each file")
+    ap.add_argument("--sample", type=int, default=0, help="at most N tests per file")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--cpu-check-only", action="store_true",
+                    help="run the CPU instances of docs/pytorch_suite.json's failures, "
+                         "then the report (needs --src or --download)")
+    args = ap.parse_args()
+
+    if args.report_only:
+        with open(JSON_OUT) as f:
+            write_report(json.load(f))
+        return
+    if args.src:
+        test_dir = find_test_dir(args.src)
+        source = args.src
+    elif args.download:
+        test_dir = download()
+        source = f"Debian's PyTorch source package ({os.path.basename(SOURCE_URL)})"
+    else:
+        ap.error("give --src DIR or --download")
+    log_path = os.path.join(tempfile.gettempdir(), "torchtpu-pytorch-suite.log")
+    if args.cpu_check_only:
+        with open(JSON_OUT) as f:
+            results = json.load(f)
+        with open(log_path, "a") as log:
+            for path, recs in results["files"].items():
+                if "error" not in recs:
+                    check_on_cpu(test_dir, path, recs, args, log)
+        write_report(results)
+        return
+    import torch
+    files = args.files.split(",") if args.files else DEFAULT_FILES
+    results = {"meta": {}, "files": {}}
+    if args.files and os.path.exists(JSON_OUT):
+        with open(JSON_OUT) as f:
+            results = json.load(f)
+    results["meta"].update(source=source, torch=torch.__version__, timeout=args.timeout,
+                           sample=args.sample, seed=args.seed, date=time.strftime("%Y-%m-%d"))
+    with open(log_path, "a") as log:
+        for path in files:
+            t0 = time.monotonic()
+            recs, n = run_file(test_dir, path, args, log)
+            if "error" not in recs:
+                check_on_cpu(test_dir, path, recs, args, log)
+            results["files"][path] = recs
+            c = summarize({"files": {path: recs}})[path]
+            print(f"{path}: {n} tests, {time.monotonic() - t0:.0f} s: " +
+                  (f"not collected: {c['error'].splitlines()[-1] if c['error'] else ''}"
+                   if "error" in c else
+                   f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, "
+                   f"{c['time-out']} timed out, {c['crash']} crashed"), flush=True)
+            write_report(results)
+    print(f"wrote {os.path.relpath(MD_OUT, ROOT)} (worker output: {log_path})")
+
+
+if __name__ == "__main__":
+    main()
