@@ -116,8 +116,8 @@ ttpu_val ttpu_hlo_clamp(ttpu_hlo* b, ttpu_val lo, ttpu_val x, ttpu_val hi);
 ttpu_val ttpu_hlo_convert(ttpu_hlo* b, ttpu_val x, ttpu_dtype to);
 /* Complex values (C64/C128). Complex operands are accepted by add, sub,
  * mul, div, pow, negate, exp, log(1p), expm1, sqrt, rsqrt, sin, cos, tan,
- * tanh, the inverse trigonometric and hyperbolic functions, logistic, sign (x/|x|), compare EQ/NE, select, reduce sum/prod and
- * every shape op; abs gives the real component type. Convert follows
+ * tanh, the inverse trigonometric and hyperbolic functions, logistic, sign
+ * (x/|x|), compare EQ/NE, select, reduce sum/prod and every shape op; abs gives the real component type. Convert follows
  * PyTorch: real -> complex has imaginary part 0, complex -> real keeps the
  * real part, complex -> bool is (re != 0 || im != 0). */
 ttpu_val ttpu_hlo_real(ttpu_hlo* b, ttpu_val x);  /* component dtype */

@@ -167,10 +167,6 @@ static ttpu_val complex_expm1_v(ttpu_hlo* b, ttpu_val z) {
   return ttpu_hlo_complex(b, re, im);
 }
 
-static ttpu_val is_nan(ttpu_hlo* b, ttpu_val x) {
-  return ttpu_hlo_compare(b, TTPU_NE, x, x);
-}
-
 /* r with z's imaginary part where that is zero: f(x + 0i) = f(x) + 0i for
  * the functions real on the real axis, NaN and infinite x included (C99). */
 static ttpu_val keep_zero_imag(ttpu_hlo* b, ttpu_val z, ttpu_val r) {
@@ -183,7 +179,7 @@ static ttpu_val keep_zero_imag(ttpu_hlo* b, ttpu_val z, ttpu_val r) {
  * NaN y gives 0 + NaN i, a zero x with a NaN y gives x + NaN i, a NaN
  * part with the other finite gives NaN + NaN i. */
 static ttpu_val atanh_specials(ttpu_hlo* b, ttpu_val x, ttpu_val y, ttpu_val r) {
-  ttpu_val nx = is_nan(b, x), ny = is_nan(b, y);
+  ttpu_val nx = ttpu_ew_isnan(b, x), ny = ttpu_ew_isnan(b, y);
   ttpu_val fx = ttpu_hlo_unary(b, TTPU_IS_FINITE, x);
   ttpu_val fy = ttpu_hlo_unary(b, TTPU_IS_FINITE, y);
   ttpu_val nan = ttpu_ew_k(b, x, NAN);
@@ -250,10 +246,10 @@ ttpu_status* ttpu_complex_special(ttpu_lower* L) {
       break;
     case TTPU_CX_ATAN: {
       /* atan(z) = -i atanh(iz), so atanh's special values turned by i */
-      ttpu_val x = ttpu_hlo_real(b, z), y = ttpu_hlo_imag(b, z);
-      ttpu_val a = atanh_specials(b, ttpu_hlo_unary(b, TTPU_NEG, y), x,
-                                  ttpu_hlo_unary(b, TTPU_ATANH, ttpu_hlo_complex(
-                                      b, ttpu_hlo_unary(b, TTPU_NEG, y), x)));
+      ttpu_val x = ttpu_hlo_real(b, z);
+      ttpu_val ny = ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_imag(b, z));
+      ttpu_val a = atanh_specials(
+          b, ny, x, ttpu_hlo_unary(b, TTPU_ATANH, ttpu_hlo_complex(b, ny, x)));
       r = ttpu_hlo_complex(b, ttpu_hlo_imag(b, a),
                            ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_real(b, a)));
       break;

@@ -976,7 +976,8 @@ void call_meta_kernel(const OpInfo& info, const c10::OperatorHandle& op,
 // strides and dtypes, and the CPU's exception, if it raises one, is thrown
 // in place of the meta kernel's. Calls whose tensors hold more than
 // kCpuReplayElements elements, and ops without a CPU kernel, keep the meta
-// kernel's exception. Returns when the CPU accepts the call.
+// kernel's exception, as do calls with neither a tensor nor a list among
+// their arguments. Returns when the CPU accepts the call.
 constexpr int64_t kCpuReplayElements = int64_t{1} << 24;
 
 void throw_cpu_verdict(const c10::OperatorHandle& op,

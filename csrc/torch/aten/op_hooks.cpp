@@ -17,8 +17,8 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["fill_.Tensor"].writes_one_value = true;
   hooks["zero_"].writes_one_value = true;
   hooks["linspace.out"].out_keeps_numel_geometry = true;
-  hooks["_index_put_impl_"].byte_mask_arg = 1;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
+  hooks["_index_put_impl_"].byte_mask_arg = 1;
   return hooks;
 }
 
