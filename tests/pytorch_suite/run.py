@@ -4,6 +4,9 @@
     .venv/bin/python tests/pytorch_suite/run.py --src ~/pytorch     # a PyTorch checkout of your own
     .venv/bin/python tests/pytorch_suite/run.py --files test_view_ops.py --sample 200
     .venv/bin/python tests/pytorch_suite/run.py --report-only       # docs/pytorch_suite.md again
+    .venv/bin/python tests/pytorch_suite/run.py --download --ids tests/pytorch_suite/ci_tests.txt \
+        --one-worker --out /tmp/suite.json                           # CI's part (exit 1 on a failure)
+    .venv/bin/python tests/pytorch_suite/run.py --pick-ci 10        # choose CI's part again
 
 The test files come from a PyTorch source tree: `--src` names one (its
 root or its test/ folder); `--download` fetches the source package Debian
@@ -61,6 +64,7 @@ DEFAULT_FILES = [
 
 JSON_OUT = os.path.join(ROOT, "docs", "pytorch_suite.json")
 MD_OUT = os.path.join(ROOT, "docs", "pytorch_suite.md")
+CI_IDS = os.path.join(HERE, "ci_tests.txt")
 
 
 def cache_dir():
@@ -154,17 +158,28 @@ def read_records(results):
     return starts, ends
 
 
-def run_file(test_dir, path, args, log):
-    """Every selected test of one file: {test id: record}."""
+def run_file(test_dir, path, args, log, chosen=None):
+    """Every selected test of one file (or the test ids `chosen` of it, run
+    without collecting the whole file first): {test id: record}."""
     work = tempfile.mkdtemp(prefix="ttpu-suite-")
     results = os.path.join(work, "results.jsonl")
     done = os.path.join(work, "done.txt")
     env = worker_env(results, done, args.timeout)
     extra = ["-k", args.k] if args.k else []
-    ids, err = collect(test_dir, path, env, extra)
-    if ids is None:
-        return {"error": err}, 0
-    all_ids = set(ids)
+    if chosen:
+        # the files as targets, the ids chosen by the plugin (a test's class
+        # name depends on which file a process collected first)
+        ids, all_ids = sorted(chosen), set(chosen)
+        targets = sorted({t.split("::", 1)[0] for t in chosen})
+        only = os.path.join(work, "only.txt")
+        with open(only, "w") as f:
+            f.write("\n".join(ids))
+        env["TTPU_SUITE_ONLY"] = only
+    else:
+        ids, err = collect(test_dir, path, env, extra)
+        if ids is None:
+            return {"error": err}, 0
+        all_ids, targets = set(ids), [path]
     if args.sample and len(ids) > args.sample:
         rng = random.Random(f"{args.seed}:{path}")
         ids = sorted(rng.sample(ids, args.sample))
@@ -179,7 +194,7 @@ def run_file(test_dir, path, args, log):
         if wanted <= set(records):
             break
         t_last = time.monotonic()
-        proc = subprocess.Popen(pytest_cmd([path], extra), cwd=test_dir,
+        proc = subprocess.Popen(pytest_cmd(targets, extra), cwd=test_dir,
                                 env=env, stdout=log, stderr=log, start_new_session=True)
         seen = 0
         how = None
@@ -194,9 +209,13 @@ def run_file(test_dir, path, args, log):
                 proc.wait()
                 how = "hang"
         starts, ends = read_records(results)
+        by_normal = {causes.normal_id(t): t for t in wanted}
         for tid, rec in ends.items():
+            tid = by_normal.get(causes.normal_id(tid), tid)
             if tid in wanted:
-                records.setdefault(tid, rec)
+                records.setdefault(tid, dict(rec, id=tid))
+        starts = [by_normal.get(causes.normal_id(t), t) for t in starts]
+        ends = {by_normal.get(causes.normal_id(t), t): r for t, r in ends.items()}
         running = [t for t in starts if t not in ends and t in wanted and t not in records]
         if running:
             tid = running[-1]
@@ -281,7 +300,8 @@ def summarize(results):
     return files
 
 
-def write_report(results):
+def write_report(results, json_out=None, md_out=None):
+    json_out, md_out = json_out or JSON_OUT, md_out or MD_OUT
     files = summarize(results)
     meta = results["meta"]
     lines = [
@@ -341,11 +361,44 @@ def write_report(results):
         for path, tid, rec in items:
             detail = (rec.get("detail") or "").replace("|", "\\|").replace("\n", " ")
             lines.append(f"- `{tid.split('::', 1)[-1]}` ({path}): {detail}")
-    with open(MD_OUT, "w") as f:
+    with open(md_out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    with open(JSON_OUT, "w") as f:
+    with open(json_out, "w") as f:
         json.dump(results, f, indent=0, sort_keys=True)
         f.write("\n")
+
+
+def pick_ci(per_file, max_s):
+    """Writes CI_IDS: up to per_file tests of each file that passed in
+    docs/pytorch_suite.json within max_s seconds, chosen at random (seed 0)
+    so that every kind of test in the file has a chance."""
+    with open(JSON_OUT) as f:
+        results = json.load(f)
+    lines = []
+    for path in sorted(results["files"]):
+        recs = results["files"][path]
+        if "error" in recs:
+            continue
+        ok = sorted(t for t, r in recs.items()
+                    if r.get("outcome") == "passed" and r.get("s", max_s + 1) <= max_s)
+        rng = random.Random(f"ci:{path}")
+        lines += sorted(rng.sample(ok, min(per_file, len(ok))))
+    with open(CI_IDS, "w") as f:
+        f.write("# PyTorch's own tests that CI runs on tpu (tests/test_pytorch_suite.py);\n"
+                "# chosen by `run.py --pick-ci` from tests that passed in docs/pytorch_suite.json\n")
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {os.path.relpath(CI_IDS, ROOT)}: {len(lines)} tests")
+
+
+def read_ids(path):
+    """{test file: [test id]} from a file of ids (one per line, # comments)."""
+    by_file = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                by_file.setdefault(line.split("::", 1)[0], []).append(line)
+    return by_file
 
 
 def main():
@@ -354,19 +407,33 @@ def main():
     ap.add_argument("--download", action="store_true",
                     help="fetch and use Debian's PyTorch source package")
     ap.add_argument("--files", help="comma-separated test files, relative to test/")
+    ap.add_argument("--ids", help="a file of test ids (file::Class::test, one per line): "
+                                  "run only those; exit status 1 unless each passes or skips")
+    ap.add_argument("--one-worker", action="store_true",
+                    help="with --ids: run the tests of every file in one pytest worker")
     ap.add_argument("-k", help="pytest -k expression within each file")
     ap.add_argument("--sample", type=int, default=0, help="at most N tests per file")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test")
+    ap.add_argument("--out", help="the results' JSON file (the report goes beside it, .md); "
+                                  "default docs/pytorch_suite.json")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--pick-ci", type=int, metavar="N",
+                    help=f"write {os.path.relpath(CI_IDS, ROOT)}: N quick passing tests per file "
+                         "of docs/pytorch_suite.json")
     ap.add_argument("--cpu-check-only", action="store_true",
                     help="run the CPU instances of docs/pytorch_suite.json's failures, "
                          "then the report (needs --src or --download)")
     args = ap.parse_args()
+    json_out = os.path.abspath(args.out) if args.out else JSON_OUT
+    md_out = os.path.splitext(json_out)[0] + ".md"
 
+    if args.pick_ci:
+        pick_ci(args.pick_ci, max_s=1.0)
+        return
     if args.report_only:
-        with open(JSON_OUT) as f:
-            write_report(json.load(f))
+        with open(json_out) as f:
+            write_report(json.load(f), json_out, md_out)
         return
     if args.src:
         test_dir = find_test_dir(args.src)
@@ -378,27 +445,42 @@ def main():
         ap.error("give --src DIR or --download")
     log_path = os.path.join(tempfile.gettempdir(), "torchtpu-pytorch-suite.log")
     if args.cpu_check_only:
-        with open(JSON_OUT) as f:
+        with open(json_out) as f:
             results = json.load(f)
         with open(log_path, "a") as log:
             for path, recs in results["files"].items():
                 if "error" not in recs:
                     check_on_cpu(test_dir, path, recs, args, log)
-        write_report(results)
+        write_report(results, json_out, md_out)
         return
     import torch
-    files = args.files.split(",") if args.files else DEFAULT_FILES
+    chosen = read_ids(args.ids) if args.ids else {}
+    files = list(chosen) if chosen else args.files.split(",") if args.files else DEFAULT_FILES
     results = {"meta": {}, "files": {}}
-    if args.files and os.path.exists(JSON_OUT):
-        with open(JSON_OUT) as f:
+    if args.files and os.path.exists(json_out):
+        with open(json_out) as f:
             results = json.load(f)
     results["meta"].update(source=source, torch=torch.__version__, timeout=args.timeout,
                            sample=args.sample, seed=args.seed, date=time.strftime("%Y-%m-%d"))
+    if chosen:
+        results["meta"]["ids"] = os.path.relpath(os.path.abspath(args.ids), ROOT)
+    bad = []
+    together = {}
+    if chosen and args.one_worker:
+        # every chosen test in one worker: one start-up (torch, PyTorch's
+        # testing package) instead of one per file
+        with open(log_path, "a") as log:
+            recs, _ = run_file(test_dir, "all", args, log, [t for p in files for t in chosen[p]])
+        for tid, rec in recs.items():
+            together.setdefault(tid.split("::", 1)[0], {})[tid] = rec
     with open(log_path, "a") as log:
         for path in files:
             t0 = time.monotonic()
-            recs, n = run_file(test_dir, path, args, log)
-            if "error" not in recs:
+            if path in together:
+                recs, n = together[path], len(together[path])
+            else:
+                recs, n = run_file(test_dir, path, args, log, chosen.get(path))
+            if "error" not in recs and not chosen:
                 check_on_cpu(test_dir, path, recs, args, log)
             results["files"][path] = recs
             c = summarize({"files": {path: recs}})[path]
@@ -407,8 +489,17 @@ def main():
                    if "error" in c else
                    f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, "
                    f"{c['time-out']} timed out, {c['crash']} crashed"), flush=True)
-            write_report(results)
-    print(f"wrote {os.path.relpath(MD_OUT, ROOT)} (worker output: {log_path})")
+            bad += [f"{tid}: {r.get('outcome')} {r.get('type') or ''} "
+                    f"{(r.get('msg') or '').splitlines()[0][:300] if r.get('msg') else ''}"
+                    for tid, r in sorted(recs.items()) if "error" not in recs
+                    and r.get("outcome") not in ("passed", "skipped", "xfail")]
+            if "error" in recs:
+                bad.append(f"{path}: not collected: {recs['error']}")
+            write_report(results, json_out, md_out)
+    print(f"wrote {os.path.relpath(md_out, ROOT)} (worker output: {log_path})")
+    if chosen and bad:
+        print("not passed:\n  " + "\n  ".join(bad))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

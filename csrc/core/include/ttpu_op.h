@@ -107,6 +107,14 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call);
 /* Thread-safe: calls from several threads are serialized by the runtime's
  * lock, in the order they take it. */
 
+/* The refusal ttpu_op_run would give a call before lowering it (an op
+ * without a complex lowering given complex values, a dtype of a kind the
+ * CPU kernel does not dispatch), NULL when it has none. For calls with
+ * nothing to compute (every output empty), which the glue does not run,
+ * so that they fail as the CPU's do. Caller owns the status.
+ * Thread-safe. */
+ttpu_status* ttpu_op_refusal(const ttpu_op_call* call);
+
 /* ------------------------------------------------------- outside functions */
 
 /* Functions defined outside the engine (StableHLO a front end lowered,

@@ -721,14 +721,9 @@ static ttpu_val values_to(ttpu_hlo* b, ttpu_val v, ttpu_type r) {
     int64_t s = tv.dims[tv.ndim - 1 - i], t = r.dims[r.ndim - 1 - i];
     ok = s == t || s == 1;
   }
+  /* strict, as the CPU's index_put_: `x[i] = v` drops v's leading
+   * size-1 dims before it calls the op */
   if (!ok) {
-    /* leading size-1 dims beyond r's rank broadcast away too */
-    int extra = tv.ndim - r.ndim, lead_ones = 1;
-    for (int i = 0; i < extra; ++i) lead_ones &= tv.dims[i] == 1;
-    if (extra > 0 && lead_ones) {
-      v = ttpu_hlo_reshape(b, v, tv.ndim - extra, tv.dims + extra);
-      return values_to(b, v, r);
-    }
     char a[160], c[160];
     shape_str(tv.dims, tv.ndim, a, sizeof(a));
     shape_str(r.dims, r.ndim, c, sizeof(c));

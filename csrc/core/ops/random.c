@@ -111,10 +111,7 @@ static ttpu_val keep_below(ttpu_lower* L, ttpu_val r, double to) {
 static ttpu_status* lower_uniform_(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
   double from = ttpu_l_float(L, 1, 0.0), to = ttpu_l_float(L, 2, 1.0);
-  if (!ttpu_dtype_is_float(ot.dtype))
-    return ttpu_status_make(TTPU_UNIMPLEMENTED,
-                            "\"check_uniform_bounds\" not implemented for '%s'",
-                            ttpu_dtype_name(ot.dtype));
+  /* dtypes other than floating ones: refused by the record's kinds */
   if (!(from <= to))
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "uniform_ expects to return a [from, to) range, "
@@ -736,7 +733,8 @@ static ttpu_status* lower_multinomial(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_random[] = {
-    {"uniform_", lower_uniform_, .flags = TTPU_OP_RANDOM, .complex_fn = ttpu_complex_random},
+    {"uniform_", lower_uniform_, .flags = TTPU_OP_RANDOM, .kinds = TTPU_K_FLOAT,
+     .kernel = "check_uniform_bounds", .complex_fn = ttpu_complex_random},
     {"normal_", lower_normal_, .flags = TTPU_OP_RANDOM, .param = TTPU_CX_NORMAL, .complex_fn = ttpu_complex_random},
     {"normal.Tensor_float", lower_normal_tensor_float, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_OV_OUT},
     {"normal.float_Tensor", lower_normal_float_tensor, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_OV_OUT},

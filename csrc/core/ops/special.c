@@ -147,14 +147,15 @@ static ttpu_status* lower_nextafter(ttpu_lower* L) {
   return NULL;
 }
 
-/* xlog1py(x, y) = x * log1p(y), 0 where x == 0 unless y is NaN. */
+/* xlog1py(x, y) = x * log1p(y), 0 where x == 0 unless y is NaN. A NaN y
+ * is selected last, explicitly: XLA turns x * v for a boolean x converted
+ * to float into select(x, v, 0), which drops 0 * NaN. */
 static ttpu_status* lower_xlog1py(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = float_in(L, 0), y = float_in(L, 1);
   ttpu_val r = ttpu_ew_mul(b, x, ttpu_hlo_unary(b, TTPU_LOG1P, y));
-  ttpu_val zero = ttpu_ew_and(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0),
-                              ttpu_hlo_unary(b, TTPU_NOT, ttpu_ew_isnan(b, y)));
-  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, zero, ttpu_ew_k(b, x, 0), r));
+  r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_EQ, x, 0), ttpu_ew_k(b, x, 0), r);
+  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, ttpu_ew_isnan(b, y), y, r));
   return NULL;
 }
 

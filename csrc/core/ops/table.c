@@ -227,6 +227,16 @@ int ttpu_op_lookup(const char* name) {
   return -1;
 }
 
+ttpu_status* ttpu_op_refusal(const ttpu_op_call* call) {
+  const ttpu_op_def* def = ttpu_op_def_get(call->op);
+  if (!def) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "no op with id %d", call->op);
+  if (ttpu_complex_call(call) && !ttpu_complex_lowering(def, call))
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "The operator 'aten::%s' does not support "
+                            "complex dtypes on device 'tpu'", def->name);
+  return ttpu_op_check_kinds(def, call);
+}
+
 ttpu_status* ttpu_op_check_kinds(const ttpu_op_def* def,
                                  const ttpu_op_call* call) {
   if (!def || !def->kinds) return NULL;

@@ -772,19 +772,12 @@ typedef struct {
 static ttpu_status* lower_op(ttpu_lower* L) {
   const ttpu_plan* p = L->p;
   const ttpu_op_call* call = L->call;
-  ttpu_lower_fn fn = p->def->fn;
-  if (ttpu_complex_call(call)) {
-    /* Complex operands take the complex lowering of the op, or its own
-     * lowering where that is listed as correct for complex values. */
-    fn = ttpu_complex_lowering(p->def, call);
-    if (!fn)
-      return ttpu_status_make(TTPU_UNIMPLEMENTED,
-                              "The operator 'aten::%s' does not support "
-                              "complex dtypes on device 'tpu'",
-                              ttpu_op_name(call->op));
-  }
-  ttpu_status* s = ttpu_op_check_kinds(p->def, call);
-  if (!s) s = fn(L);
+  /* Complex operands take the complex lowering of the op, or its own
+   * lowering where that is listed as correct for complex values. */
+  ttpu_status* s = ttpu_op_refusal(call);
+  if (s) return s;
+  ttpu_lower_fn fn = ttpu_complex_call(call) ? ttpu_complex_lowering(p->def, call) : p->def->fn;
+  s = fn(L);
   if (!s) s = ttpu_hlo_take_status(L->b);
   if (s) return s;
 

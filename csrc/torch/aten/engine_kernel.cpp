@@ -1326,6 +1326,16 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     if (ttpu_runtime_take_warning(runtime(), warning, sizeof(warning))) {
       TORCH_WARN(warning);
     }
+  } else {
+    // Nothing runs, but a call the op refuses (its dtype) fails as on the CPU.
+    const ttpu_op_call call = packer.call(info.engine_id, geometry->common_dtype, device);
+    if (ttpu_status* status = ttpu_op_refusal(&call)) {
+      if (allow_cpu_fallback && try_cpu_fallback(op, stack)) {
+        ttpu_status_free(status);
+        return;
+      }
+      throw_status(status, ("aten::" + info.name).c_str());
+    }
   }
 
   torch::jit::drop(*stack, num_args);

@@ -138,12 +138,23 @@ void index_put_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void repeat_interleave_kernel(const c10::OperatorHandle& op,
                               torch::jit::Stack* stack) {
   const size_t base = stack->size() - 2;
+  const at::ScalarType rtype = (*stack)[base].toTensor().scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(rtype == at::kLong || rtype == at::kInt,
+                              "\"repeat_interleave\" not implemented for '",
+                              c10::toString(rtype), "'");
   if ((*stack)[base + 1].isNone()) {
     const at::Tensor& repeats = (*stack)[base].toTensor();
     TORCH_CHECK(repeats.dim() <= 1,
                 "repeat_interleave only accept 1D vector as repeat");
-    (*stack)[base + 1] =
-        repeats.numel() == 0 ? int64_t{0} : read_counts({repeats.sum()})[0];
+    if (repeats.numel() == 0) {
+      (*stack)[base + 1] = int64_t{0};
+    } else {
+      // the smallest repeat too: when they add up to nothing, no program
+      // runs to refuse a negative one
+      const std::vector<int64_t> got = read_counts({repeats.sum(), repeats.min()});
+      TORCH_CHECK(got[1] >= 0, "repeats can not be negative");
+      (*stack)[base + 1] = got[0];
+    }
   }
   run_engine_op(op, stack);
 }
@@ -162,10 +173,13 @@ at::Tensor nonzero_tpu(const at::Tensor& self) {
 }
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", self.device(), " and ", out.device(), "! (nonzero's out)");
   at::Tensor result = nonzero_tpu(self);
   TORCH_CHECK(out.scalar_type() == at::kLong,
               "nonzero: Expected out tensor to have scalar type Long but got "
-              "scalar type", out.scalar_type());
+              "scalar type ", out.scalar_type());
   out.resize_(result.sizes());
   out.copy_(result);
   return out;

@@ -128,7 +128,67 @@ void copy_host_to_tpu(const at::Tensor& dst, const at::Tensor& src) {
   engine_copy(dst, staging);
 }
 
+// A view's elements (or a dtype change) read where the storage's bytes lie,
+// when the plugin's memory is the host's (a zero-copy host access): no
+// program, so reading element after element of a view (`item()` in a loop,
+// iterating a tensor) compiles nothing and moves no more than it reads.
+// False where the plugin (or the version's layout) does not allow it: the
+// caller copies.
+// dst = src's view of storage bytes at `bytes` (host memory, storage order),
+// by the CPU's copy_ (the strided read and any conversion).
+void copy_view_from_bytes(const at::Tensor& dst, const at::Tensor& src, void* bytes) {
+  char* first = static_cast<char*>(bytes) +
+                static_cast<size_t>(src.storage_offset()) * src.element_size();
+  dst.copy_(at::from_blob(first, src.sizes(), src.strides(),
+                          at::TensorOptions().dtype(src.scalar_type())));
+}
+
+bool copy_view_through_host_access(const at::Tensor& dst, const at::Tensor& src) {
+  if (src.is_conj() || src.is_neg() || src.numel() == 0 ||
+      to_ttpu_dtype(src.scalar_type()) == TTPU_DTYPE_NONE) {
+    return false;
+  }
+  void* data = nullptr;
+  ttpu_host_access* access = nullptr;
+  ttpu_status* s = ttpu_buffer_host_begin(buffer_of(src), 0, &data, &access);
+  if (s != nullptr && ttpu_status_code(s) == TTPU_UNIMPLEMENTED) {
+    ttpu_status_free(s);
+    return false;
+  }
+  check(s, "copying from tpu");
+  try {
+    copy_view_from_bytes(dst, src, data);
+  } catch (...) {
+    ttpu_buffer_host_end(access);
+    throw;
+  }
+  ttpu_buffer_host_end(access);
+  return true;
+}
+
+// A view of a storage of at most this many bytes is read by copying the
+// whole storage to the host and reading the view there: a program that
+// gathers the view would be compiled for each offset and shape read.
+constexpr size_t kWholeStorageReadBytes = size_t{16} << 20;
+
+bool copy_view_through_whole_storage(const at::Tensor& dst, const at::Tensor& src) {
+  const size_t nbytes = src.unsafeGetTensorImpl()->unsafe_storage().nbytes();
+  if (src.is_conj() || src.is_neg() || src.numel() == 0 || nbytes > kWholeStorageReadBytes ||
+      to_ttpu_dtype(src.scalar_type()) == TTPU_DTYPE_NONE) {
+    return false;
+  }
+  at::Tensor bytes = at::empty({static_cast<int64_t>(nbytes)},
+                               at::TensorOptions().dtype(at::kByte));
+  download_whole(src, bytes.mutable_data_ptr(), nbytes);
+  copy_view_from_bytes(dst, src, bytes.mutable_data_ptr());
+  return true;
+}
+
 void copy_tpu_to_host(const at::Tensor& dst, const at::Tensor& src) {
+  if (!covers_whole_storage(src) && (copy_view_through_host_access(dst, src) ||
+                                     copy_view_through_whole_storage(dst, src))) {
+    return;
+  }
   at::Tensor device_src = src;
   if (src.scalar_type() != dst.scalar_type() || !covers_whole_storage(src)) {
     device_src = contiguous_on_device(src, src.sizes(), dst.scalar_type());

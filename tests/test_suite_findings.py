@@ -1,0 +1,92 @@
+"""What PyTorch's own test files found on tpu, each checked against the CPU:
+reading a view element by element, the exceptions of bad calls (also when
+there is nothing to compute), and xlog1py's NaN with a boolean x."""
+import pytest
+import torch
+
+import torchtpu
+
+T = "tpu"
+
+
+def outcome(fn):
+    try:
+        r = fn()
+    except Exception as e:  # noqa: BLE001  (the type is what is compared)
+        return type(e)
+    return r.cpu() if isinstance(r, torch.Tensor) else r
+
+
+def same_outcome(fn):
+    cpu, tpu = outcome(lambda: fn("cpu")), outcome(lambda: fn(T))
+    if isinstance(cpu, type):
+        assert isinstance(tpu, type) and issubclass(tpu, cpu), (cpu, tpu)
+    else:
+        assert not isinstance(tpu, type), tpu
+        torch.testing.assert_close(tpu, cpu, equal_nan=True)
+
+
+def test_view_reads_compile_nothing():
+    """Reading a view (item(), iterating, a strided slice to the host) reads
+    the storage where it lies: no program per offset."""
+    x = torch.arange(24.0).reshape(4, 6)
+    d = x.to(T)
+    d.sum().item()
+    n = len(torchtpu.debug.compiles())
+    assert [v.item() for v in d[1]] == x[1].tolist()
+    assert [v.item() for v in d[:, 2]] == x[:, 2].tolist()
+    assert torch.equal(d[:, 1:5:2].cpu(), x[:, 1:5:2])
+    assert torch.equal(d.t()[2].to("cpu", torch.int32), x.t()[2].to(torch.int32))
+    assert len(torchtpu.debug.compiles()) == n
+    # a program's result, a conjugate view and an unwritten storage
+    m = d @ d.t()
+    assert m[1, 2].item() == (x @ x.t())[1, 2].item()
+    c = torch.randn(5, dtype=torch.complex64)
+    assert torch.equal(c.to(T).conj()[1:4].cpu(), c.conj()[1:4])
+    assert torch.equal(torch.zeros(5, device=T)[1:3].cpu(), torch.zeros(2))
+    # a write after a read is seen by the next read
+    d[1, 1] = -5
+    assert d[1, 1].item() == -5
+
+
+@pytest.mark.parametrize("case", ["float repeats", "negative", "2-d"])
+def test_repeat_interleave_errors(case):
+    repeats = {"float repeats": [1.0, 2.0], "negative": [1, -1], "2-d": [[1, 2]]}[case]
+    same_outcome(lambda d: torch.repeat_interleave(torch.tensor(repeats, device=d)))
+
+
+def test_nonzero_out_errors():
+    t = torch.tensor([1.0, 0.0, 2.0], device=T)
+    with pytest.raises(RuntimeError, match="scalar type Long"):
+        torch.nonzero(t, out=torch.empty([], device=T))
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.nonzero(t, out=torch.empty([], dtype=torch.long))
+
+
+def test_index_put_values_must_broadcast():
+    """index_put_ itself takes no extra leading size-1 dims of the values
+    (`x[i] = v` drops them before it calls the op)."""
+    i = lambda d: (torch.tensor([0, 1], device=d),)  # noqa: E731
+    same_outcome(lambda d: torch.zeros(3, device=d).index_put_(i(d), torch.ones(1, 2, device=d)))
+    same_outcome(lambda d: torch.rand([], device=d).index_put([], torch.ones(1, device=d), True))
+
+    def setitem(d):
+        a = torch.zeros(3, device=d)
+        a[i(d)] = torch.ones(1, 1, 2, device=d)
+        return a
+    same_outcome(setitem)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3,)])
+def test_random_dtype_errors_also_when_empty(shape):
+    same_outcome(lambda d: torch.randint(6, shape, device=d, dtype=torch.complex64))
+    same_outcome(lambda d: torch.rand(shape, device=d, dtype=torch.int32))
+    same_outcome(lambda d: torch.empty(shape, device=d, dtype=torch.bool).uniform_())
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int16, torch.float32])
+def test_xlog1py_keeps_nan(dtype):
+    y = torch.tensor([-1.0, 0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan"), -2.0])
+    for x in (torch.zeros(8, dtype=dtype), torch.ones(8, dtype=dtype)):
+        same_outcome(lambda d: torch.special.xlog1py(x.to(d), y.to(d)))
+        same_outcome(lambda d: torch.xlogy(x.to(d), y.to(d)))
