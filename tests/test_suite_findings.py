@@ -78,10 +78,14 @@ def test_index_put_values_must_broadcast():
 
 
 @pytest.mark.parametrize("shape", [(0,), (3,)])
-def test_random_dtype_errors_also_when_empty(shape):
+def test_dtype_errors_also_when_empty(shape):
     same_outcome(lambda d: torch.randint(6, shape, device=d, dtype=torch.complex64))
     same_outcome(lambda d: torch.rand(shape, device=d, dtype=torch.int32))
     same_outcome(lambda d: torch.empty(shape, device=d, dtype=torch.bool).uniform_())
+    same_outcome(lambda d: torch.bitwise_not(torch.zeros(shape, device=d)))
+    same_outcome(lambda d: torch.relu(torch.zeros(shape, device=d, dtype=torch.complex64)))
+    same_outcome(lambda d: torch.bitwise_right_shift(
+        torch.zeros(shape, device=d, dtype=torch.bfloat16), False))
 
 
 @pytest.mark.parametrize("dtype", [torch.bool, torch.int16, torch.float32])
