@@ -44,6 +44,7 @@ _ASSUMPTION_MSGS = [
      "the test's helper supports a fixed list of device types"),
 ]
 
+
 def normal_id(test_id):
     """A test id without its device class suffix: the first file a process
     collects names its classes TestXPRIVATEUSE1, later ones TestXTPU."""

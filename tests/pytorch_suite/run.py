@@ -187,6 +187,8 @@ def run_file(test_dir, path, args, log, chosen=None):
     collected = len(ids)
     # The selection: every id not wanted counts as done for the plugin.
     skip_ids = all_ids - wanted
+    # a worker's ids back to the wanted ones (its class names may differ)
+    by_normal = {causes.normal_id(t): t for t in wanted}
     records = {}
     while True:
         with open(done, "w") as f:
@@ -209,7 +211,6 @@ def run_file(test_dir, path, args, log, chosen=None):
                 proc.wait()
                 how = "hang"
         starts, ends = read_records(results)
-        by_normal = {causes.normal_id(t): t for t in wanted}
         for tid, rec in ends.items():
             tid = by_normal.get(causes.normal_id(tid), tid)
             if tid in wanted:
@@ -370,8 +371,9 @@ def write_report(results, json_out=None, md_out=None):
 
 def pick_ci(per_file, max_s):
     """Writes CI_IDS: up to per_file tests of each file that passed in
-    docs/pytorch_suite.json within max_s seconds, chosen at random (seed 0)
-    so that every kind of test in the file has a chance."""
+    docs/pytorch_suite.json within max_s seconds, chosen at random (seeded
+    by the file's name, so the same run gives the same list) so that every
+    kind of test in the file has a chance."""
     with open(JSON_OUT) as f:
         results = json.load(f)
     lines = []
@@ -489,12 +491,13 @@ def main():
                    if "error" in c else
                    f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, "
                    f"{c['time-out']} timed out, {c['crash']} crashed"), flush=True)
-            bad += [f"{tid}: {r.get('outcome')} {r.get('type') or ''} "
-                    f"{(r.get('msg') or '').splitlines()[0][:300] if r.get('msg') else ''}"
-                    for tid, r in sorted(recs.items()) if "error" not in recs
-                    and r.get("outcome") not in ("passed", "skipped", "xfail")]
             if "error" in recs:
                 bad.append(f"{path}: not collected: {recs['error']}")
+            else:
+                bad += [f"{tid}: {r.get('outcome')} {r.get('type') or ''} "
+                        f"{(r.get('msg') or '').splitlines()[0][:300] if r.get('msg') else ''}"
+                        for tid, r in sorted(recs.items())
+                        if r.get("outcome") not in ("passed", "skipped", "xfail")]
             write_report(results, json_out, md_out)
     print(f"wrote {os.path.relpath(md_out, ROOT)} (worker output: {log_path})")
     if chosen and bad:

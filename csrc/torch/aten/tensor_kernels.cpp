@@ -128,12 +128,6 @@ void copy_host_to_tpu(const at::Tensor& dst, const at::Tensor& src) {
   engine_copy(dst, staging);
 }
 
-// A view's elements (or a dtype change) read where the storage's bytes lie,
-// when the plugin's memory is the host's (a zero-copy host access): no
-// program, so reading element after element of a view (`item()` in a loop,
-// iterating a tensor) compiles nothing and moves no more than it reads.
-// False where the plugin (or the version's layout) does not allow it: the
-// caller copies.
 // dst = src's view of storage bytes at `bytes` (host memory, storage order),
 // by the CPU's copy_ (the strided read and any conversion).
 void copy_view_from_bytes(const at::Tensor& dst, const at::Tensor& src, void* bytes) {
@@ -143,9 +137,22 @@ void copy_view_from_bytes(const at::Tensor& dst, const at::Tensor& src, void* by
                           at::TensorOptions().dtype(src.scalar_type())));
 }
 
+// Whether src's elements can be read from its storage's bytes on the host:
+// not a lazily conjugated or negated view, not empty, a dtype the engine
+// stores as itself.
+bool host_readable_view(const at::Tensor& src) {
+  return !src.is_conj() && !src.is_neg() && src.numel() > 0 &&
+         to_ttpu_dtype(src.scalar_type()) != TTPU_DTYPE_NONE;
+}
+
+// A view's elements (or a dtype change) read where the storage's bytes lie,
+// when the plugin's memory is the host's (a zero-copy host access): no
+// program, so reading element after element of a view (`item()` in a loop,
+// iterating a tensor) compiles nothing and moves no more than it reads.
+// False where the plugin (or the version's layout) does not allow it: the
+// caller copies.
 bool copy_view_through_host_access(const at::Tensor& dst, const at::Tensor& src) {
-  if (src.is_conj() || src.is_neg() || src.numel() == 0 ||
-      to_ttpu_dtype(src.scalar_type()) == TTPU_DTYPE_NONE) {
+  if (!host_readable_view(src)) {
     return false;
   }
   void* data = nullptr;
@@ -173,8 +180,7 @@ constexpr size_t kWholeStorageReadBytes = size_t{16} << 20;
 
 bool copy_view_through_whole_storage(const at::Tensor& dst, const at::Tensor& src) {
   const size_t nbytes = src.unsafeGetTensorImpl()->unsafe_storage().nbytes();
-  if (src.is_conj() || src.is_neg() || src.numel() == 0 || nbytes > kWholeStorageReadBytes ||
-      to_ttpu_dtype(src.scalar_type()) == TTPU_DTYPE_NONE) {
+  if (!host_readable_view(src) || nbytes > kWholeStorageReadBytes) {
     return false;
   }
   at::Tensor bytes = at::empty({static_cast<int64_t>(nbytes)},
@@ -185,12 +191,13 @@ bool copy_view_through_whole_storage(const at::Tensor& dst, const at::Tensor& sr
 }
 
 void copy_tpu_to_host(const at::Tensor& dst, const at::Tensor& src) {
-  if (!covers_whole_storage(src) && (copy_view_through_host_access(dst, src) ||
-                                     copy_view_through_whole_storage(dst, src))) {
+  const bool whole = covers_whole_storage(src);
+  if (!whole && (copy_view_through_host_access(dst, src) ||
+                 copy_view_through_whole_storage(dst, src))) {
     return;
   }
   at::Tensor device_src = src;
-  if (src.scalar_type() != dst.scalar_type() || !covers_whole_storage(src)) {
+  if (src.scalar_type() != dst.scalar_type() || !whole) {
     device_src = contiguous_on_device(src, src.sizes(), dst.scalar_type());
   }
   const size_t nbytes =
