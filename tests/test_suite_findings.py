@@ -94,3 +94,23 @@ def test_xlog1py_keeps_nan(dtype):
     for x in (torch.zeros(8, dtype=dtype), torch.ones(8, dtype=dtype)):
         same_outcome(lambda d: torch.special.xlog1py(x.to(d), y.to(d)))
         same_outcome(lambda d: torch.xlogy(x.to(d), y.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_large_values_as_cpu(dtype):
+    """pow(x, y) with large complex values: the phase of y log x is huge, so
+    its last bit decides the signs of the infinite result; each product is
+    rounded alone, as the C library's cpow (the CPU) rounds it."""
+    import itertools
+    vals = [-501, 501, -1001.2, 1001.2, -13437.7, 13437.7, -4988429.2, 4988429.2, -1e20, 1e20]
+    c = torch.tensor([complex(a, b) for a, b in itertools.product(vals, vals)], dtype=dtype)
+    x, y = c.repeat_interleave(len(c)), c.repeat(len(c))
+    want = torch.pow(x, y)
+    got = torch.pow(x.to(T), y.to(T)).cpu()
+    torch.testing.assert_close(got, want, equal_nan=True)
+    # the same values through a strided view, in place
+    base = torch.zeros(2, len(x), dtype=dtype)
+    base[1] = x
+    d = base.to(T)
+    d[1].pow_(y.to(T))
+    torch.testing.assert_close(d[1].cpu(), want, equal_nan=True)

@@ -298,6 +298,12 @@ ttpu_status* ttpu_complex_sigmoid_backward(ttpu_lower* L) {
   return NULL;
 }
 
+/* p * q, rounded before any add that uses it (see ttpu_complex_pow) */
+static ttpu_val product_alone(ttpu_hlo* b, ttpu_val p, ttpu_val q) {
+  ttpu_val v = ttpu_ew_mul(b, p, q);
+  return ttpu_hlo_select(b, ttpu_hlo_unary(b, TTPU_IS_FINITE, v), v, ttpu_ew_add(b, v, v));
+}
+
 /* pow of complex values, as the CPU: exp(y log x) with exp's special
  * values (pow(0, 0j) is NaN, as there), and for a real Scalar exponent
  * the CPU's shortcuts: 0 -> 1, 1, 2, 3 as products, +-0.5 through sqrt,
@@ -327,7 +333,19 @@ ttpu_status* ttpu_complex_pow(ttpu_lower* L) {
       return NULL;
     }
   }
-  ttpu_l_set_out(L, 0, ttpu_complex_exp_v(b, ttpu_ew_mul(b, y, ttpu_hlo_unary(b, TTPU_LOG, x))));
+  /* y log x as the C library's cpow forms it (the CPU's pow): the log's
+   * real part as log(|x|) and each of the four products rounded alone.
+   * A fused multiply-add there moves the last bit, and for large
+   * exponents that bit decides the sign of the result's infinities. XLA's
+   * CPU code generator fuses a multiply feeding an add whatever HLO lies
+   * between them, barriers included; a select it cannot fold (its two
+   * sides are equal: p + p is p where p is not finite) keeps them apart. */
+  ttpu_val lr = ttpu_hlo_unary(b, TTPU_LOG, ttpu_hlo_unary(b, TTPU_ABS, x));
+  ttpu_val li = ttpu_hlo_binary(b, TTPU_ATAN2, ttpu_hlo_imag(b, x), ttpu_hlo_real(b, x));
+  ttpu_val yr = ttpu_hlo_real(b, y), yi = ttpu_hlo_imag(b, y);
+  ttpu_val re = ttpu_ew_sub(b, product_alone(b, yr, lr), product_alone(b, yi, li));
+  ttpu_val im = ttpu_ew_add(b, product_alone(b, yr, li), product_alone(b, yi, lr));
+  ttpu_l_set_out(L, 0, ttpu_complex_exp_v(b, ttpu_hlo_complex(b, re, im)));
   return NULL;
 }
 
