@@ -114,3 +114,107 @@ def test_complex_pow_large_values_as_cpu(dtype):
     d = base.to(T)
     d[1].pow_(y.to(T))
     torch.testing.assert_close(d[1].cpu(), want, equal_nan=True)
+
+
+def same_error(fn):
+    """The CPU's exception, type and message, for a call the CPU refuses."""
+    with pytest.raises(Exception) as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value)) as tpu:
+        fn(T)
+    assert str(cpu.value).split("\n")[0] in str(tpu.value), (str(cpu.value), str(tpu.value))
+
+
+UNARY_OUTS = [(torch.float32, torch.complex64), (torch.int64, torch.float32),
+              (torch.float32, torch.float64), (torch.int32, torch.int64),
+              (torch.bool, torch.int64), (torch.float32, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("op", [torch.neg, torch.round, torch.bitwise_not, torch.conj_physical,
+                                torch.nan_to_num, torch.nn.functional.softplus,
+                                torch.nn.functional.hardshrink, torch.nn.functional.softshrink,
+                                torch.nn.functional.logsigmoid, torch.angle, torch.floor,
+                                torch.erf, torch.lgamma, torch.special.i0e,
+                                torch.special.bessel_j0, torch.logical_not, torch.sinc],
+                         ids=lambda op: op.__name__)
+@pytest.mark.parametrize("dtypes", UNARY_OUTS, ids=lambda d: f"{d[0]}-{d[1]}".replace("torch.", ""))
+def test_unary_out_of_another_dtype(op, dtypes):
+    """An out= of another dtype: refused where the CPU kernel refuses it
+    (the ops whose kernels take one dtype, with the CPU's message), cast
+    into where the CPU casts (a real function into a complex out=)."""
+    a, o = dtypes
+
+    def call(d):
+        t = torch.tensor([True, False, True]) if a == torch.bool else torch.arange(1, 4).to(a)
+        base = torch.zeros(6, dtype=o, device=d)
+        op(t.to(d), out=base[::2])  # a strided out=, through a view
+        return base
+
+    try:
+        want = call("cpu")
+    except Exception:  # noqa: BLE001
+        same_error(call)
+        return
+    # computed in the input's type (float32 tolerances), then cast
+    torch.testing.assert_close(call(T).cpu(), want, rtol=1.3e-6, atol=1e-5, equal_nan=True)
+
+
+def test_checks_the_cpu_kernels_make():
+    """Calls each CPU kernel refuses where its meta kernel does not."""
+    same_error(lambda d: torch.heaviside(torch.tensor([1, 0], dtype=torch.bool, device=d),
+                                         torch.tensor([1.0, 2.0], dtype=torch.bfloat16, device=d)))
+    for fn in (torch.all, torch.any):
+        for od in (torch.int64, torch.float32):
+            same_error(lambda d: fn(torch.ones(3, 4, device=d), 1,
+                                    out=torch.empty(3, dtype=od, device=d)))
+        same_outcome(lambda d: fn(torch.ones(3, 4, device=d), 1,
+                                  out=torch.empty(3, dtype=torch.uint8, device=d)))
+    for fn in (torch.max, torch.min):
+        same_error(lambda d: fn(torch.randn(2, 0, 4, device=d), 1))
+        same_outcome(lambda d: fn(torch.randn(2, 0, 4, device=d), 2).values)
+
+
+def test_view_offsets_are_run_time_values():
+    """A loop over a tensor's rows, columns or blocks compiles one program
+    per kind of view, not one per offset: a call that runs now passes its
+    views' offsets to the program. Reads and writes (in place through
+    strided views) match the CPU."""
+    x = torch.randn(16, 40)
+    d = x.to(T)
+    (d[:, 1] * 2).sum().item()  # warm: one column program
+    n = len(torchtpu.debug.compiles())
+    cols = [(d[:, k] * 2 + 1).sum() for k in range(1, 40)]
+    rows = [(d[k] - d[k + 1]).abs().max() for k in range(1, 15)]
+    blocks = [d[k:k + 2, 3:7].clone() for k in range(1, 14)]
+    assert len(torchtpu.debug.compiles()) - n <= 12, torchtpu.debug.compiles()[n:]
+    torch.testing.assert_close(torch.stack(cols).cpu(),
+                               torch.stack([(x[:, k] * 2 + 1).sum() for k in range(1, 40)]))
+    torch.testing.assert_close(torch.stack(rows).cpu(),
+                               torch.stack([(x[k] - x[k + 1]).abs().max() for k in range(1, 15)]))
+    for k, b in enumerate(blocks, 1):
+        assert torch.equal(b.cpu(), x[k:k + 2, 3:7])
+    y = torch.zeros(12, 30)
+    e = y.to(T)
+    n = len(torchtpu.debug.compiles())
+    for k in range(1, 30):
+        for a in (y, e):
+            a[:, k] = k
+            a[k % 12, 5:9] += 1.5
+            a.t()[k, 3:11:2].mul_(0.5)
+    assert len(torchtpu.debug.compiles()) - n <= 12, torchtpu.debug.compiles()[n:]
+    assert torch.equal(e.cpu(), y)
+
+
+@pytest.mark.parametrize("mode", ["debug", "fused"])
+def test_view_offsets_in_other_modes(mode):
+    """The same loops in debug mode (offsets at run time too) and in fused
+    windows (offsets in the window's signature) give the CPU's values."""
+    x = torch.randn(8, 10)
+    y = x.clone()
+    with torchtpu.set_eager_mode(mode):
+        d = x.to(T)
+        for k in range(1, 10):
+            d[:, k] += d[:, k - 1] * 0.5
+            y[:, k] += y[:, k - 1] * 0.5
+        got = d.cpu()
+    torch.testing.assert_close(got, y)

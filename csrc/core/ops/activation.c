@@ -170,6 +170,15 @@ static ttpu_status* lower_tanh_backward(ttpu_lower* L) {
 static ttpu_status* lower_log_sigmoid_forward(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_dtype md;
+  /* The CPU kernel checks its input's kind, then that both outputs have
+   * its dtype; the meta kernel checks neither. */
+  const ttpu_tensor* in = ttpu_l_tensor_desc(L, 0, -1);
+  if (in && !ttpu_ew_accepts(L, in->dtype, TTPU_EW_FLOAT, "log_sigmoid_cpu")) return NULL;
+  for (int k = 0; in && k < 2; ++k)
+    if (ttpu_l_out_type(L, k).dtype != in->dtype)
+      return ttpu_status_make(TTPU_INVALID_ARGUMENT, "expected scalar type %s but found %s",
+                              ttpu_dtype_torch_title(in->dtype),
+                              ttpu_dtype_torch_title(ttpu_l_out_type(L, k).dtype));
   if (!act_type(L, TTPU_EW_FLOAT, "log_sigmoid_cpu", &md)) return NULL;
   ttpu_val x = ttpu_ew_in(L, 0, md);
   ttpu_val z = ttpu_hlo_unary(b, TTPU_EXP, ttpu_hlo_unary(
@@ -537,8 +546,8 @@ const ttpu_op_def ttpu_ops_activation[] = {
      .complex_fn = ttpu_complex_sigmoid_backward},
     {"tanh_backward", lower_tanh_backward, .flags = 0},
     {"tanh_backward.grad_input", lower_tanh_backward, .flags = 0},
-    {"log_sigmoid_forward", lower_log_sigmoid_forward, .flags = 0},
-    {"log_sigmoid_forward.output", lower_log_sigmoid_forward, .flags = 0},
+    {"log_sigmoid_forward", lower_log_sigmoid_forward, .flags = TTPU_OP_REAL_INTO_COMPLEX},
+    {"log_sigmoid_forward.output", lower_log_sigmoid_forward, .flags = TTPU_OP_REAL_INTO_COMPLEX},
     {"log_sigmoid_backward", lower_log_sigmoid_backward, .flags = 0},
     {"log_sigmoid_backward.grad_input", lower_log_sigmoid_backward, .flags = 0},
     {"leaky_relu", lower_leaky_relu, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
@@ -551,7 +560,7 @@ const ttpu_op_def ttpu_ops_activation[] = {
     {"elu_backward", lower_elu_backward, .flags = 0},
     {"elu_backward.grad_input", lower_elu_backward, .flags = 0},
     {"celu", lower_celu, .variants = TTPU_V_INPLACE},
-    {"softplus", lower_softplus, .variants = TTPU_V_OUT},
+    {"softplus", lower_softplus, .flags = TTPU_OP_SAME_DTYPE_OUT, .variants = TTPU_V_OUT},
     {"softplus_backward", lower_softplus_backward, .flags = 0},
     {"softplus_backward.grad_input", lower_softplus_backward, .flags = 0},
     {"hardsigmoid", lower_hardsigmoid, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
@@ -559,10 +568,10 @@ const ttpu_op_def ttpu_ops_activation[] = {
     {"hardsigmoid_backward.grad_input", lower_hardsigmoid_backward, .flags = 0},
     {"hardswish", lower_hardswish, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"hardswish_backward", lower_hardswish_backward, .variants = TTPU_V_OUT},
-    {"softshrink", lower_softshrink, .variants = TTPU_V_OUT},
+    {"softshrink", lower_softshrink, .flags = TTPU_OP_SAME_DTYPE_OUT, .variants = TTPU_V_OUT},
     {"softshrink_backward", lower_shrink_backward, .flags = 0},
     {"softshrink_backward.grad_input", lower_shrink_backward, .flags = 0},
-    {"hardshrink", lower_hardshrink, .variants = TTPU_V_OUT},
+    {"hardshrink", lower_hardshrink, .flags = TTPU_OP_SAME_DTYPE_OUT, .variants = TTPU_V_OUT},
     {"hardshrink_backward", lower_shrink_backward, .flags = 0},
     {"hardshrink_backward.grad_input", lower_shrink_backward, .flags = 0},
     {"_prelu_kernel", lower_prelu_kernel, .flags = 0},

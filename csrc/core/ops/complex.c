@@ -33,6 +33,12 @@ static int is_output(const ttpu_op_call* call, int i) {
   return 0;
 }
 
+ttpu_dtype ttpu_call_input_dtype(const ttpu_op_call* call) {
+  for (int i = 0; i < call->n_tensors; ++i)
+    if (call->tensors[i].buffer && !is_output(call, i)) return call->tensors[i].dtype;
+  return TTPU_DTYPE_NONE;
+}
+
 /* 1 when only an out= tensor of the call is complex: its operands, read
  * tensors and Scalars, are real and so is their result type. */
 static int only_out_complex(const ttpu_op_call* call) {
@@ -566,7 +572,7 @@ ttpu_status* ttpu_complex_reduce(ttpu_lower* L) {
 const ttpu_op_def ttpu_ops_complex[] = {
     {"complex.out", lower_complex, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"polar.out", lower_polar, .flags = TTPU_OP_COMPLEX_AS_IS},
-    {"conj_physical.out", lower_conj, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"conj_physical.out", lower_conj, .flags = TTPU_OP_COMPLEX_AS_IS | TTPU_OP_SAME_DTYPE_OUT},
     {0},
 };
 
@@ -583,9 +589,12 @@ ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def,
   /* A complex out= of real operands only receives the result: PyTorch
    * computes in the operands' result type and casts (uint8 3 - 9 into a
    * complex64 out= is 250, not -6), which is the real lowering followed
-   * by the framework's conversion. Ops without a complex lowering keep
-   * refusing: many CPU kernels reject an out= of another dtype, which
-   * their meta kernels do not check. */
-  if (fn && only_out_complex(call)) return def->fn;
+   * by the framework's conversion. Ops without a complex lowering take
+   * that path only where their record says the CPU casts so
+   * (TTPU_OP_REAL_INTO_COMPLEX): a dtype= argument (nansum's) makes the
+   * CPU compute in complex, and some kernels refuse any other out dtype
+   * (TTPU_OP_SAME_DTYPE_OUT, refused before this). */
+  if ((fn || (def->flags & TTPU_OP_REAL_INTO_COMPLEX)) && only_out_complex(call))
+    return def->fn;
   return fn;
 }

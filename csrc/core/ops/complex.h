@@ -68,6 +68,9 @@ enum {
 
 /* 1 when the call has a complex tensor, result type or Scalar. */
 int ttpu_complex_call(const ttpu_op_call* call);
+/* The dtype of the call's first tensor that is not one of its outputs
+ * (TTPU_DTYPE_NONE when every tensor is an output). */
+ttpu_dtype ttpu_call_input_dtype(const ttpu_op_call* call);
 /* The lowering for a complex call of def's op, or NULL when none. */
 ttpu_lower_fn ttpu_complex_lowering(const ttpu_op_def* def,
                                     const ttpu_op_call* call);

@@ -515,6 +515,12 @@ static ttpu_status* logaddexp_like(ttpu_lower* L) {
 /* heaviside(x, values): values where x == 0, else x > 0. */
 static ttpu_status* lower_heaviside(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  const ttpu_tensor* a = ttpu_l_tensor_desc(L, 0, -1);
+  const ttpu_tensor* c = ttpu_l_tensor_desc(L, 1, -1);
+  if (a && c && a->dtype != c->dtype) /* the CPU kernel's check */
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "heaviside is not yet implemented for tensors with "
+                            "different dtypes.");
   ttpu_dtype dt = ttpu_ew_common(L);
   ttpu_val x, v;
   operands(L, dt, &x, &v);
@@ -736,7 +742,7 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"bitwise_xor.Tensor", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
     {"bitwise_xor.Scalar", lower_bitwise_xor, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
     {"bitwise_xor.Scalar_Tensor", lower_bitwise_xor, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_xor_cpu"},
-    {"bitwise_not", lower_bitwise_not, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_not_cpu"},
+    {"bitwise_not", lower_bitwise_not, .flags = TTPU_OP_SAME_DTYPE_OUT, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_BOOL | TTPU_K_INT, .kernel = "bitwise_not_cpu"},
     {"bitwise_left_shift.Tensor", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
     {"bitwise_left_shift.Tensor_Scalar", shift, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
     {"bitwise_left_shift.Scalar_Tensor", shift, .param = 1, .variants = TTPU_V_OV_OUT, .kinds = TTPU_K_INT, .kernel = "lshift_cpu"},
@@ -754,7 +760,7 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"logical_and", logical, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"logical_or", logical, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"logical_xor", logical, .param = 2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"logical_not", logical, .param = 3, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_not", logical, .flags = TTPU_OP_REAL_INTO_COMPLEX, .param = 3, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
 #define TTPU_CMP_DEFS(name, cmp, ...)                                   \
   {#name ".Tensor", compare, .param = cmp, .variants = TTPU_V_OV_OUT,   \
    __VA_ARGS__},                                                        \

@@ -170,7 +170,12 @@ static ttpu_status* lower_extreme_dim(ttpu_lower* L) {
   int is_max = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val x = ttpu_l_tensor(L, 0);
-  int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
+  ttpu_type tx = ttpu_l_type(L, x);
+  int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), tx.ndim);
+  if (tx.ndim > 0 && dim >= 0 && dim < tx.ndim && tx.dims[dim] == 0)
+    return ttpu_status_make(TTPU_INDEX_ERROR,
+                            "%s(): Expected reduction dim %lld to have non-zero size.",
+                            is_max ? "max" : "min", (long long)dim);
   ttpu_val v, i;
   arg_extreme(L, x, dim, is_max, &v, &i);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, v, ttpu_l_out_type(L, 0)));
@@ -282,6 +287,11 @@ static ttpu_status* lower_any_all(ttpu_lower* L) {
   int is_any = (int)ttpu_l_param_at(L, 0);
   int has_dim = (int)ttpu_l_param_at(L, 1);
   ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype out = ttpu_l_out_type(L, 0).dtype;
+  if (out != TTPU_BOOL && out != TTPU_U8) /* uint8 for compatibility, as the CPU */
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "%s only supports bool tensor for result, got: %s",
+                            is_any ? "any" : "all", ttpu_dtype_torch_title(out));
   ttpu_val x = ttpu_l_tensor(L, 0);
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];

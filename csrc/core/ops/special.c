@@ -173,6 +173,15 @@ static ttpu_status* lower_entr(ttpu_lower* L) {
 /* angle of a real number: pi below zero, else 0; NaN stays NaN. */
 static ttpu_status* lower_angle(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  /* An integer input's angle is a float (the default dtype), which the
+   * CPU will not cast into an integer out=. */
+  const ttpu_tensor* in = ttpu_l_tensor_desc(L, 0, -1);
+  ttpu_dtype out = ttpu_l_out_type(L, 0).dtype;
+  if (in && !ttpu_dtype_is_float(in->dtype) && !ttpu_dtype_is_complex(in->dtype) &&
+      !ttpu_dtype_is_float(out) && !ttpu_dtype_is_complex(out))
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "result type Float can't be cast to the desired output type %s",
+                            ttpu_dtype_torch_title(out));
   ttpu_val x = float_in(L, 0);
   ttpu_val r = ttpu_hlo_select(b, ttpu_ew_cmpk(b, TTPU_LT, x, 0), ttpu_ew_k(b, x, kPi),
                                ttpu_ew_k(b, x, 0));
@@ -336,26 +345,26 @@ static ttpu_status* lower_spherical_j0(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_special[] = {
-    {"special_log_ndtr", lower_log_ndtr, .variants = TTPU_V_OUT},
-    {"special_erfcx", lower_erfcx, .variants = TTPU_V_OUT},
-    {"special_ndtri", lower_ndtri, .variants = TTPU_V_OUT},
-    {"special_spherical_bessel_j0", lower_spherical_j0, .variants = TTPU_V_OUT},
-    {"special_modified_bessel_i1", lower_i1, .variants = TTPU_V_OUT},
+    {"special_log_ndtr", lower_log_ndtr, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
+    {"special_erfcx", lower_erfcx, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
+    {"special_ndtri", lower_ndtri, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
+    {"special_spherical_bessel_j0", lower_spherical_j0, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
+    {"special_modified_bessel_i1", lower_i1, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
     {"frexp.Tensor", lower_frexp, .variants = TTPU_V_OV_OUT},
-    {"lgamma", lower_lgamma, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"digamma", lower_digamma, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"lgamma", lower_lgamma, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"digamma", lower_digamma, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"polygamma", polygamma_common, .param = TTPU_PARAMS(0, 1, 0), .variants = TTPU_V_OUT},
     {"polygamma_", polygamma_common, .param = TTPU_PARAMS(1, 0, 0)},
     {"special_zeta", lower_zeta, .variants = TTPU_V_OUT},
     {"special_zeta.self_scalar", lower_zeta, .variants = TTPU_V_OV_OUT},
     {"special_zeta.other_scalar", lower_zeta, .variants = TTPU_V_OV_OUT},
-    {"special_i1e", lower_i1e, .variants = TTPU_V_OUT},
-    {"special_i1", lower_i1, .variants = TTPU_V_OUT},
+    {"special_i1e", lower_i1e, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
+    {"special_i1", lower_i1, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
     {"nextafter", lower_nextafter, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "nextafter_cpu"},
     {"special_xlog1py", lower_xlog1py, .variants = TTPU_V_OUT},
     {"special_xlog1py.self_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},
     {"special_xlog1py.other_scalar", lower_xlog1py, .variants = TTPU_V_OV_OUT},
-    {"special_entr", lower_entr, .variants = TTPU_V_OUT},
+    {"special_entr", lower_entr, .flags = TTPU_OP_REAL_INTO_COMPLEX, .variants = TTPU_V_OUT},
     {"angle", lower_angle, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_angle},
     {0},
 };

@@ -230,6 +230,13 @@ int ttpu_op_lookup(const char* name) {
 ttpu_status* ttpu_op_refusal(const ttpu_op_call* call) {
   const ttpu_op_def* def = ttpu_op_def_get(call->op);
   if (!def) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "no op with id %d", call->op);
+  if (def->flags & TTPU_OP_SAME_DTYPE_OUT) {
+    ttpu_dtype in = ttpu_call_input_dtype(call);
+    if (in != TTPU_DTYPE_NONE && call->n_outputs > 0 && call->outputs[0].dtype != in)
+      return ttpu_status_make(TTPU_INVALID_ARGUMENT, "Found dtype %s but expected %s",
+                              ttpu_dtype_torch_title(call->outputs[0].dtype),
+                              ttpu_dtype_torch_title(in));
+  }
   if (ttpu_complex_call(call) && !ttpu_complex_lowering(def, call))
     return ttpu_status_make(TTPU_UNIMPLEMENTED,
                             "The operator 'aten::%s' does not support "

@@ -44,6 +44,16 @@ enum {
    * lowering (ttpu_l_scalar_static), for ops whose best program depends
    * on the value, as pow's does on its exponent. */
   TTPU_OP_STATIC_SCALARS = 4,
+  /* Its CPU kernel takes no output of another dtype than its input's
+   * (ATen's borrowing unary ops): such a call fails with RuntimeError
+   * "Found dtype <out> but expected <input>" before anything else. */
+  TTPU_OP_SAME_DTYPE_OUT = 8,
+  /* Without a complex lowering, a call of real operands with a complex
+   * out= still reaches the real lowering: the CPU computes in the
+   * operands' type and casts (the elementwise real functions: erf,
+   * lgamma, the Bessel functions), or the lowering refuses that out with
+   * the CPU kernel's own message (nan_to_num, log_sigmoid). */
+  TTPU_OP_REAL_INTO_COMPLEX = 16,
 };
 
 /* Overloads a record also stands for, named from its own name "op.OV"

@@ -375,6 +375,11 @@ static ttpu_status* lower_nan_to_num(ttpu_lower* L) {
   const ttpu_type* t = ttpu_hlo_type(b, x);
   if (!t) return NULL;
   ttpu_dtype dt = t->dtype;
+  ttpu_dtype out = ttpu_l_out_type(L, 0).dtype;
+  if (out != dt) /* the CPU kernel's own check, which its meta lacks */
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "nan_to_num: dtype of out: %s should be same as input: %s",
+                            ttpu_dtype_torch_title(out), ttpu_dtype_torch_title(dt));
   if (!ttpu_dtype_is_float(dt)) {
     ttpu_l_set_out(L, 0, x);
     return NULL;
@@ -455,14 +460,14 @@ const ttpu_op_def ttpu_ops_unary[] = {
     UNARY_DEFS(asinh, .param = TTPU_CX_ASINH, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(acosh, .param = TTPU_CX_ACOSH, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(atanh, .param = TTPU_CX_ATANH, .complex_fn = ttpu_complex_special),
-    UNARY_DEFS(erf, .flags = 0),
-    UNARY_DEFS(erfc, .flags = 0),
-    UNARY_DEFS(erfinv, .flags = 0),
+    UNARY_DEFS(erf, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(erfc, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(erfinv, .flags = TTPU_OP_REAL_INTO_COMPLEX),
     UNARY_DEFS(sigmoid, .param = TTPU_CX_SIGMOID, .complex_fn = ttpu_complex_special),
-    UNARY_DEFS(deg2rad, .flags = 0),
-    UNARY_DEFS(rad2deg, .flags = 0),
-    UNARY_DEFS(sinc, .flags = 0),
-    UNARY_DEFS(neg, .param = TTPU_NEG, .complex_fn = ttpu_complex_unary, .kinds = TTPU_K_NUM, .kernel = "neg_cpu"),
+    UNARY_DEFS(deg2rad, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(rad2deg, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(sinc, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(neg, .param = TTPU_NEG, .flags = TTPU_OP_SAME_DTYPE_OUT, .complex_fn = ttpu_complex_unary, .kinds = TTPU_K_NUM, .kernel = "neg_cpu"),
     {"abs", lower_abs, .variants = TTPU_V_OUT, .kinds = TTPU_K_NUM, .kernel = "abs_cpu",
      .complex_fn = ttpu_complex_abs},
     {"abs_", lower_abs, .kinds = TTPU_K_NUM, .kernel = "abs_cpu"},
@@ -470,8 +475,8 @@ const ttpu_op_def ttpu_ops_unary[] = {
     {"sgn", lower_sign, .param = TTPU_SIGN, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = ttpu_complex_unary},
     UNARY_DEFS(floor, .kinds = TTPU_K_NUM, .kernel = "floor_vml_cpu"),
     UNARY_DEFS(ceil, .kinds = TTPU_K_NUM, .kernel = "ceil_vml_cpu"),
-    UNARY_DEFS(round, .kinds = TTPU_K_NUM, .kernel = "round_vml_cpu"),
-    {"round.decimals", lower_round_decimals, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_FLOAT, .kernel = "round_cpu"},
+    UNARY_DEFS(round, .flags = TTPU_OP_SAME_DTYPE_OUT, .kinds = TTPU_K_NUM, .kernel = "round_vml_cpu"),
+    {"round.decimals", lower_round_decimals, .flags = TTPU_OP_SAME_DTYPE_OUT, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT, .kinds = TTPU_K_FLOAT, .kernel = "round_cpu"},
     UNARY_DEFS(trunc, .kinds = TTPU_K_NUM, .kernel = "trunc_vml_cpu"),
     UNARY_DEFS(frac, .kinds = TTPU_K_FLOAT, .kernel = "frac_cpu"),
     {"isnan", lower_isnan, .complex_fn = ttpu_complex_isnan},
@@ -480,8 +485,8 @@ const ttpu_op_def ttpu_ops_unary[] = {
     {"isposinf", isinf_like, .param = 1, .variants = TTPU_V_OUT},
     {"isneginf", isinf_like, .param = 2, .variants = TTPU_V_OUT},
     {"signbit", lower_signbit, .variants = TTPU_V_OUT},
-    UNARY_DEFS(nan_to_num, .flags = 0),
-    UNARY_DEFS(logit, .flags = 0),
+    UNARY_DEFS(nan_to_num, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(logit, .flags = TTPU_OP_REAL_INTO_COMPLEX),
     {"logit_backward", lower_logit_backward, .flags = 0},
     {"logit_backward.grad_input", lower_logit_backward, .flags = 0},
     {0},

@@ -112,6 +112,18 @@ static ttpu_val flat_index(ttpu_hlo* b, int ndim, const int64_t* sizes,
   return acc;
 }
 
+static int i_index(const ttpu_lower* L, int j);
+static ttpu_val pack_element(ttpu_lower* L, ttpu_val pack, int index, ttpu_dtype dt);
+
+/* offset (a 0-d i64 value) added to a flat index */
+static ttpu_val add_offset(ttpu_hlo* b, ttpu_val idx, ttpu_val offset) {
+  const ttpu_type* t = ttpu_hlo_type(b, idx);
+  if (!t) return idx;
+  int64_t no_dims[1] = {0};
+  ttpu_val o = ttpu_hlo_broadcast_in_dim(b, offset, *t, no_dims);
+  return ttpu_hlo_binary(b, TTPU_ADD, idx, o);
+}
+
 /* ------------------------------------------------------------ storages */
 
 /* Complex storages. XLA cannot reinterpret bits as complex, so a storage
@@ -259,9 +271,48 @@ static ttpu_val from_stride_order(ttpu_hlo* b, ttpu_val v, const geom* g,
   return v;
 }
 
-static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
+/* The start of the view t in the layout of rows (see read_view), from its
+ * offset: 1 when the view lies inside it without wrapping around a dim. */
+static int row_layout(const geom* g, int64_t total, int64_t offset,
+                      int64_t* shape, int64_t* start, int64_t* limit) {
+  shape[0] = total / g->stride[0];
+  for (int k = 1; k < g->m; ++k) shape[k] = g->stride[k - 1] / g->stride[k];
+  shape[g->m] = g->stride[g->m - 1];
+  int64_t rem = offset;
+  int fits = 1;
+  for (int k = 0; k <= g->m; ++k) {
+    int64_t unit = k < g->m ? g->stride[k] : 1;
+    start[k] = rem / unit;
+    rem %= unit;
+    limit[k] = start[k] + (k < g->m ? g->size[k] : 1);
+    if (limit[k] > shape[k]) fits = 0;
+  }
+  return fits;
+}
+
+int ttpu_view_offset_use(const ttpu_tensor* t, size_t nbytes, int write) {
+  int64_t n = numel(t);
+  if (n == 0) return TTPU_OFF_UNUSED;
+  geom g;
+  analyse(t, &g);
+  int64_t total = (int64_t)(nbytes / ttpu_dtype_size(t->dtype));
+  int64_t cnt = 1;
+  for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
+  if (g.dense) return cnt == total ? TTPU_OFF_UNUSED : TTPU_OFF_DYNAMIC;
+  if (write) return TTPU_OFF_DYNAMIC; /* a scatter at offset + index */
+  if (g.divisible && g.m > 0 && total % g.stride[0] == 0) {
+    int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1], limit[TTPU_MAX_DIMS + 1];
+    if (row_layout(&g, total, t->offset, shape, start, limit)) return TTPU_OFF_DYNAMIC;
+  }
+  return TTPU_OFF_STATIC;
+}
+
+/* off: the view's offset in the int pack, or -1 (a constant) */
+static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t, int off) {
   ttpu_hlo* b = L->b;
   const ttpu_slot* sl = &L->p->slots[s];
+  ttpu_val doff = off >= 0 ? pack_element(L, L->ipack, i_index(L, off), TTPU_I64)
+                           : TTPU_VAL_ERROR;
   int64_t n = numel(t);
   if (n == 0)
     return ttpu_hlo_const(b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
@@ -284,7 +335,8 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
     int64_t cnt = 1;
     for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
     int64_t lo = t->offset, hi = t->offset + cnt, one = 1;
-    if (lo != 0 || hi != total) flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
+    if (doff != TTPU_VAL_ERROR) flat = ttpu_hlo_dynamic_slice(b, flat, &doff, &cnt);
+    else if (lo != 0 || hi != total) flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
     int64_t sorted[TTPU_MAX_DIMS];
     for (int k = 0; k < g.m; ++k) sorted[k] = g.size[k];
     ttpu_val v = ttpu_hlo_reshape(b, flat, g.m, sorted);
@@ -297,22 +349,28 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t) {
      * block), one reshape and one slice read it. */
     int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1],
         limit[TTPU_MAX_DIMS + 1], step[TTPU_MAX_DIMS + 1];
-    shape[0] = total / g.stride[0];
-    for (int k = 1; k < g.m; ++k) shape[k] = g.stride[k - 1] / g.stride[k];
-    shape[g.m] = g.stride[g.m - 1];
-    int64_t rem = t->offset;
-    int fits = 1;
-    for (int k = 0; k <= g.m; ++k) {
-      int64_t unit = k < g.m ? g.stride[k] : 1;
-      start[k] = rem / unit;
-      rem %= unit;
-      limit[k] = start[k] + (k < g.m ? g.size[k] : 1);
-      step[k] = 1;
-      if (limit[k] > shape[k]) fits = 0;
-    }
+    int fits = row_layout(&g, total, t->offset, shape, start, limit);
+    for (int k = 0; k <= g.m; ++k) step[k] = 1;
     if (fits) {
       ttpu_val v = ttpu_hlo_reshape(b, flat, g.m + 1, shape);
-      v = ttpu_hlo_slice(b, v, start, limit, step);
+      if (doff != TTPU_VAL_ERROR) {
+        /* the same starts, computed from the run-time offset */
+        ttpu_val starts[TTPU_MAX_DIMS + 1], rem = doff;
+        int64_t sizes[TTPU_MAX_DIMS + 1];
+        for (int k = 0; k <= g.m; ++k) {
+          sizes[k] = limit[k] - start[k];
+          if (k == g.m) {
+            starts[k] = rem;
+            break;
+          }
+          ttpu_val unit = ttpu_hlo_const_i(b, TTPU_I64, g.stride[k]);
+          starts[k] = ttpu_hlo_binary(b, TTPU_DIV, rem, unit);
+          rem = ttpu_hlo_binary(b, TTPU_REM, rem, unit);
+        }
+        v = ttpu_hlo_dynamic_slice(b, v, starts, sizes);
+      } else {
+        v = ttpu_hlo_slice(b, v, start, limit, step);
+      }
       v = ttpu_hlo_reshape(b, v, g.m, g.size);
       return from_stride_order(b, v, &g, t);
     }
@@ -373,9 +431,10 @@ static ttpu_val to_stride_order(ttpu_hlo* b, ttpu_val v, const ttpu_tensor* t,
 }
 
 /* Writes v (the view's value, dtype t->dtype) into the flat storage value
- * `flat` (same dtype); returns the updated flat value. */
+ * `flat` (same dtype) at the view's offset, or at doff (a run-time 0-d i64
+ * offset) unless it is TTPU_VAL_ERROR; returns the updated flat value. */
 static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
-                           const ttpu_tensor* t, int64_t total) {
+                           const ttpu_tensor* t, int64_t total, ttpu_val doff) {
   int64_t n = numel(t);
   if (n == 0) return flat;
   geom g;
@@ -396,10 +455,12 @@ static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
   if (g.dense) {
     v = ttpu_hlo_reshape(b, v, 1, &cnt);
     if (t->offset == 0 && cnt == total) return v;
-    ttpu_val st = ttpu_hlo_const_i(b, TTPU_I64, t->offset);
+    ttpu_val st = doff != TTPU_VAL_ERROR ? doff : ttpu_hlo_const_i(b, TTPU_I64, t->offset);
     return ttpu_hlo_dynamic_update_slice(b, flat, v, &st);
   }
-  ttpu_val idx = flat_index(b, g.m, g.size, g.stride, t->offset);
+  ttpu_val idx = doff != TTPU_VAL_ERROR
+                     ? add_offset(b, flat_index(b, g.m, g.size, g.stride, 0), doff)
+                     : flat_index(b, g.m, g.size, g.stride, t->offset);
   return ttpu_hlo_put(b, flat, idx, v, TTPU_SCATTER_SET);
 }
 
@@ -448,7 +509,8 @@ ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
     return ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
   }
   if (!L->in_done[i]) {
-    L->in[i] = read_view(L, L->p->tensor_slot[i], &L->call->tensors[i]);
+    L->in[i] = read_view(L, L->p->tensor_slot[i], &L->call->tensors[i],
+                         L->p->tensor_off[i]);
     L->in_done[i] = 1;
   }
   return L->in[i];
@@ -829,7 +891,10 @@ static ttpu_status* lower_op(ttpu_lower* L) {
           int64_t n = total;
           flat = ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
         }
-        flat = write_view(L->b, flat, v, t, total);
+        ttpu_val doff = p->out_off[o] >= 0
+                            ? pack_element(L, L->ipack, i_index(L, p->out_off[o]), TTPU_I64)
+                            : TTPU_VAL_ERROR;
+        flat = write_view(L->b, flat, v, t, total, doff);
         cur = have ? unflat(L->b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
                             x->buf->nbytes)
                : ttpu_dtype_is_complex(t->dtype) ? complex_to_pairs(L->b, flat)

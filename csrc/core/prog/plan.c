@@ -52,7 +52,8 @@ static int key_str(ttpu_plan* p, const char* s) {
   return rc;
 }
 
-static int key_geom(ttpu_plan* p, const ttpu_tensor* t, int slot) {
+/* off: where the view's offset is in the int pack, or -1: in the key */
+static int key_geom(ttpu_plan* p, const ttpu_tensor* t, int slot, int off) {
   int rc = key_push(p, slot);
   rc |= key_push(p, t->dtype);
   rc |= key_push(p, t->ndim);
@@ -60,7 +61,7 @@ static int key_geom(ttpu_plan* p, const ttpu_tensor* t, int slot) {
     rc |= key_push(p, t->sizes[d]);
     rc |= key_push(p, t->strides[d]);
   }
-  rc |= key_push(p, t->offset);
+  rc |= key_push(p, off >= 0 ? -1 : t->offset);
   return rc;
 }
 
@@ -173,6 +174,8 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   p->tensor_slot = kept.tensor_slot; p->cap_tensor_slot = kept.cap_tensor_slot;
   p->out_slot = kept.out_slot;       p->cap_out_slot = kept.cap_out_slot;
   p->out_full = kept.out_full;       p->cap_out_full = kept.cap_out_full;
+  p->tensor_off = kept.tensor_off;   p->cap_tensor_off = kept.cap_tensor_off;
+  p->out_off = kept.out_off;         p->cap_out_off = kept.cap_out_off;
   p->arg_scalar = kept.arg_scalar;   p->cap_arg_scalar = kept.cap_arg_scalar;
   p->f = kept.f;                     p->cap_f = kept.cap_f;
   p->i = kept.i;                     p->cap_i = kept.cap_i;
@@ -197,7 +200,9 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   grown |= zeroed(&p->out_full, &p->cap_out_full, no + 1, sizeof(int));
   grown |= zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
   grown |= zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
-  grown |= zeroed(&p->i, &p->cap_i, n_scalars + 1, sizeof(int64_t));
+  grown |= zeroed(&p->i, &p->cap_i, n_scalars + nt + no + 1, sizeof(int64_t));
+  grown |= zeroed(&p->tensor_off, &p->cap_tensor_off, nt + 1, sizeof(int));
+  grown |= zeroed(&p->out_off, &p->cap_out_off, no + 1, sizeof(int));
   grown |= zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
   if (grown)
     return ttpu_status_oom();
@@ -267,6 +272,28 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
         }
         p->list_at[n_list++] = at;
       }
+    }
+  }
+  /* View offsets as run-time values, for a call that runs now (a fused
+   * window's or a graph's views keep theirs in the signature: their
+   * programs repeat with the same offsets, and constant slices let XLA
+   * fuse more). */
+  for (int t = 0; t < nt; ++t) {
+    const ttpu_tensor* x = &call->tensors[t];
+    p->tensor_off[t] = -1;
+    if (!w && x->buffer && x->offset != 0 &&
+        ttpu_view_offset_use(x, x->buffer->nbytes, 0) == TTPU_OFF_DYNAMIC) {
+      p->tensor_off[t] = p->n_i;
+      p->i[p->n_i++] = x->offset;
+    }
+  }
+  for (int o = 0; o < no; ++o) {
+    const ttpu_tensor* x = &call->outputs[o];
+    p->out_off[o] = -1;
+    if (!w && x->buffer && x->offset != 0 && !p->out_full[o] &&
+        ttpu_view_offset_use(x, x->buffer->nbytes, 1) == TTPU_OFF_DYNAMIC) {
+      p->out_off[o] = p->n_i;
+      p->i[p->n_i++] = x->offset;
     }
   }
   if (p->n_f) p->f_param = p->n_params++;
@@ -358,7 +385,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
     rc |= key_part(p, "input", t);
     /* slot -1: None in a list, or an empty tensor (no storage) whose
      * shape still shapes the program */
-    rc |= key_geom(p, &call->tensors[t], p->tensor_slot[t]);
+    rc |= key_geom(p, &call->tensors[t], p->tensor_slot[t], p->tensor_off[t]);
   }
   for (int o = 0; o < no; ++o) {
     rc |= key_part(p, "output", o);
@@ -366,7 +393,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
       rc |= key_push(p, -1);
       continue;
     }
-    rc |= key_geom(p, &call->outputs[o], p->out_slot[o]);
+    rc |= key_geom(p, &call->outputs[o], p->out_slot[o], p->out_off[o]);
     rc |= key_push(p, p->out_full[o]);
   }
   if (rc) return ttpu_status_oom();
@@ -378,6 +405,8 @@ void ttpu_plan_free(ttpu_plan* p) {
   free(p->tensor_slot);
   free(p->out_slot);
   free(p->out_full);
+  free(p->tensor_off);
+  free(p->out_off);
   free(p->arg_scalar);
   free(p->f);
   free(p->i);

@@ -27,6 +27,14 @@ typedef struct {
   int* tensor_slot;  /* per call tensor (-1: none) */
   int* out_slot;     /* per output */
   int* out_full;     /* per output: covers its whole storage densely */
+  /* Per call tensor and per output: where its view offset is in the int
+   * pack (i), or -1 when the offset is in the signature or unused. A call
+   * that runs now (strict and debug modes) passes the offsets of the views
+   * it reads and writes at run time wherever the program's structure does
+   * not depend on them (ttpu_view_offset_use), so a loop over a tensor's
+   * rows or columns compiles one program, not one per offset. */
+  int* tensor_off;
+  int* out_off;
   int n_f, n_i;      /* runtime scalars */
   double* f;
   int64_t* i;
@@ -51,8 +59,18 @@ typedef struct {
   /* Element capacities of the arrays above, kept across builds: a plan
    * built again into the same struct reuses them (see ttpu_plan_build). */
   int cap_slots, cap_tensor_slot, cap_out_slot, cap_out_full, cap_arg_scalar,
-      cap_f, cap_i, cap_list_at;
+      cap_f, cap_i, cap_list_at, cap_tensor_off, cap_out_off;
 } ttpu_plan;
+
+/* How a view's program uses its offset (prog/assemble.c decides, since
+ * its reads and writes depend on it): */
+enum {
+  TTPU_OFF_UNUSED = 0,  /* nothing to read, or the whole storage: offset 0 */
+  TTPU_OFF_STATIC = 1,  /* the program's structure depends on the offset */
+  TTPU_OFF_DYNAMIC = 2, /* a run-time value to the program */
+};
+/* For the view t over a storage of nbytes, read (write 0) or written (1). */
+int ttpu_view_offset_use(const ttpu_tensor* t, size_t nbytes, int write);
 
 /* How storages look to a recording that has not run yet (a fused window,
  * exec/fused.c): lookup returns 1 and the state storage b will have when
