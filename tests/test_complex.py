@@ -484,3 +484,41 @@ def test_pow_and_logsumexp_of_complex(dtype):
     b = t[3:].clone().requires_grad_()
     (b ** 2.5).abs().sum().backward()
     torch.testing.assert_close(b.grad.cpu(), a.grad, **close)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_gather_scatter_family(dtype):
+    """gather, scatter (src, value, add/multiply), scatter_add,
+    scatter_reduce (sum, prod, mean; amax/amin refused as on the CPU),
+    index_add/copy/fill and masked_scatter on complex values, in place
+    through a strided view too, and gather's gradient."""
+    x, src = crand(5, 4, dtype=dtype, seed=1), crand(5, 4, dtype=dtype, seed=2)
+    idx = torch.randint(0, 5, (3, 4), generator=torch.Generator().manual_seed(3))
+    same(lambda a, i: torch.gather(a, 0, i), x, idx)
+    same(lambda a, i, s: a.scatter(0, i, s), x, idx, src)
+    same(lambda a, i: a.scatter(0, i, 1.5), x, idx)
+    same(lambda a, i, s: a.scatter_add(0, i, s), x, idx, src)
+    for r in ("sum", "prod", "mean"):
+        for inc in (True, False):
+            same(lambda a, i, s: a.scatter_reduce(0, i, s, r, include_self=inc), x, idx, src)
+    for r in ("amax", "amin"):
+        with pytest.raises(NotImplementedError, match="not implemented for 'Complex"):
+            x.to(DEV).scatter_reduce(0, idx.to(DEV), src.to(DEV), r)
+    i1 = torch.tensor([0, 2, 2])
+    same(lambda a, i, s: a.index_add(0, i, s, alpha=2), x, i1, src[:3])
+    same(lambda a, s: a.index_copy(0, torch.tensor([0, 2, 4], device=a.device), s), x, src[:3])
+    same(lambda a, i: a.index_fill(0, i, 2.5), x, i1)
+    same(lambda a, s: a.masked_scatter(a.real > 0, s), x, src)
+
+    def through_view(a, i, s):  # in place into every other column of a wider tensor
+        base = torch.zeros(5, 8, dtype=dtype, device=a.device)
+        base[:, ::2] = a
+        base[:, ::2].scatter_add_(0, i, s)
+        return base
+    same(through_view, x, idx, src)
+    w = x.to(DEV).requires_grad_()
+    g = crand(3, 4, dtype=dtype, seed=4)
+    torch.gather(w, 0, idx.to(DEV)).backward(g.to(DEV))
+    wc = x.clone().requires_grad_()
+    torch.gather(wc, 0, idx).backward(g)
+    close(w.grad, wc.grad)

@@ -218,3 +218,28 @@ def test_view_offsets_in_other_modes(mode):
             y[:, k] += y[:, k - 1] * 0.5
         got = d.cpu()
     torch.testing.assert_close(got, y)
+
+
+def test_max_pool3d_unbatched_keeps_channels_last_3d():
+    """An unbatched (4-d) input whose batch of one is channels_last_3d:
+    max_pool3d's output and indices keep that layout, as on the CPU."""
+    def call(d):
+        x = torch.randn(1, 6, 12, 13, 14, generator=torch.Generator().manual_seed(0))
+        x = x.to(d).contiguous(memory_format=torch.channels_last_3d).squeeze(0)
+        return torch.nn.functional.max_pool3d(x, (5, 6, 7), return_indices=True)
+    (co, ci), (to, ti) = call("cpu"), call(T)
+    assert to.stride() == co.stride() and ti.stride() == ci.stride()
+    assert torch.equal(to.cpu(), co) and torch.equal(ti.cpu(), ci)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_bag_errors_name_the_problem(mode, dtype, padding_idx):
+    """embedding_bag's three data-dependent errors each with the CPU's own
+    message (the index one worded as the CPU kernel that meets it words it)."""
+    w = torch.randn(10, 4, dtype=dtype)
+    for idx, off in [([1, -1], [0]), ([1, 12], [0]), ([1, 1], [1]), ([1, 1], [0, 5])]:
+        same_error(lambda d: torch.nn.functional.embedding_bag(
+            torch.tensor(idx, device=d), w.to(d), torch.tensor(off, device=d), mode=mode,
+            padding_idx=padding_idx))

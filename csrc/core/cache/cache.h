@@ -21,7 +21,7 @@ typedef struct ttpu_cache ttpu_cache;
  * -1: the device's rng state; TTPU_RESULT_CHECK: a data-dependent error
  * check, see ttpu_l_check) and the row-major shape it is stored with. */
 #define TTPU_RESULT_CHECK (-2)
-#define TTPU_CHECK_FMT_MAX 256
+#define TTPU_CHECK_FMT_MAX 512
 typedef struct {
   int slot;
   ttpu_dtype dtype;

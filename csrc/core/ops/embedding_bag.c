@@ -48,10 +48,23 @@ static ttpu_val bf16_round_half_up(ttpu_hlo* b, ttpu_val x) {
   return ttpu_hlo_bitcast(b, h, t);
 }
 
-static const char kBadInput[] =
-    "embedding_bag: offsets[0] has to be 0 and offsets[-1] can not be "
-    "greater than input's length %lld, and every index has to be in [0, "
-    "num_embeddings = %lld), but found %lld";
+/* The CPU's messages, by what is wrong (the check's flag: 1 an index, 2
+ * offsets[0], 3 offsets[-1]); an index out of range is worded by the
+ * kernel that meets it, the fast sum/mean path's or the general one's. */
+static const char kBadFast[] =
+    "Index %lld of input takes value %lld which is not in the valid range [0, %lld)"
+    TTPU_CHECK_ALT
+    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
+    "start from position 0. However, got %lld"
+    TTPU_CHECK_ALT
+    "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld";
+static const char kBadSlow[] =
+    "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be %lld"
+    TTPU_CHECK_ALT
+    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
+    "start from position 0. However, got %lld"
+    TTPU_CHECK_ALT
+    "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -167,9 +180,11 @@ static ttpu_status* lower_embedding_bag(ttpu_lower* L) {
     fast = pd && pd->strides[0] == 1;
   }
 
-  /* the check: offsets[0] == 0, offsets[-1] <= n, 0 <= idx < nv */
+  /* the check, in the CPU's order: offsets[0] == 0, offsets[-1] <= n,
+   * then 0 <= idx < nv; its values are each message's, in order */
   if (m > 0 || n > 0) {
-    ttpu_val flag = ttpu_hlo_const_i(b, TTPU_BOOL, 0), found = ttpu_hlo_const_i(b, TTPU_I64, 0);
+    ttpu_val k0 = ttpu_hlo_const_i(b, TTPU_I64, 0);
+    ttpu_val kind = k0, a = k0, v = k0, c = k0;
     if (n > 0) {
       int64_t zero = 0;
       ttpu_val bad = ttpu_hlo_binary(
@@ -178,23 +193,34 @@ static ttpu_status* lower_embedding_bag(ttpu_lower* L) {
       ttpu_val pos = ttpu_hlo_select(b, bad, ttpu_hlo_iota(b, ttpu_type_make(TTPU_I64, 1, &n), 0),
                                      konst(b, TTPU_I64, 1, &n, 0, n));
       ttpu_val first = ttpu_hlo_reduce(b, pos, TTPU_RED_MIN, &zero, 1);
-      flag = ttpu_hlo_compare(b, TTPU_LT, first, ttpu_hlo_const_i(b, TTPU_I64, n));
+      kind = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_LT, first, ttpu_hlo_const_i(b, TTPU_I64, n)),
+                              TTPU_I64);
       int64_t one = 1;
       ttpu_val at = ttpu_hlo_binary(b, TTPU_MIN, first, ttpu_hlo_const_i(b, TTPU_I64, n - 1));
-      found = ttpu_hlo_reshape(b, ttpu_hlo_dynamic_slice(b, idx, &at, &one), 0, NULL);
+      ttpu_val found = ttpu_hlo_reshape(b, ttpu_hlo_dynamic_slice(b, idx, &at, &one), 0, NULL);
+      if (fast && mode != MODE_MAX) {
+        a = first;
+        v = found;
+        c = ttpu_hlo_const_i(b, TTPU_I64, nv);
+      } else {
+        a = found;
+      }
     }
     if (m > 0) {
       ttpu_val o0 = elem(b, offs, 0), ol = elem(b, offs, m - 1);
-      ttpu_val bad0 = ttpu_hlo_compare(b, TTPU_NE, o0, ttpu_hlo_const_i(b, TTPU_I64, 0));
+      ttpu_val bad0 = ttpu_hlo_compare(b, TTPU_NE, o0, k0);
       ttpu_val badl = ttpu_hlo_compare(b, TTPU_GT, ol, ttpu_hlo_const_i(b, TTPU_I64, n));
-      found = ttpu_hlo_select(b, bad0, o0, ttpu_hlo_select(b, badl, ol, found));
-      flag = ttpu_hlo_binary(b, TTPU_OR, flag, ttpu_hlo_binary(b, TTPU_OR, bad0, badl));
+      kind = ttpu_hlo_select(b, badl, ttpu_hlo_const_i(b, TTPU_I64, 3), kind);
+      kind = ttpu_hlo_select(b, bad0, ttpu_hlo_const_i(b, TTPU_I64, 2), kind);
+      a = ttpu_hlo_select(b, bad0, o0,
+                          ttpu_hlo_select(b, badl, ttpu_hlo_const_i(b, TTPU_I64, n), a));
+      v = ttpu_hlo_select(b, badl, ol, v);
     }
     int64_t one = 1;
-    ttpu_val parts[4] = {ttpu_hlo_convert(b, flag, TTPU_I64), ttpu_hlo_const_i(b, TTPU_I64, n),
-                         ttpu_hlo_const_i(b, TTPU_I64, nv), found};
+    ttpu_val parts[4] = {kind, a, v, c};
     for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
-    ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, kBadInput);
+    ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT,
+                 fast && mode != MODE_MAX ? kBadFast : kBadSlow);
   }
 
   /* bag of each index (offset2bag), from the offsets without the last one

@@ -402,6 +402,10 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), dt);
   int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
+  if ((red == RED_AMAX || red == RED_AMIN) && ttpu_dtype_is_complex(dt))
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "\"scatter_gather_tensor_cpu_reduce_%s\" not implemented for '%s'",
+                            red == RED_AMAX ? "amax" : "amin", ttpu_dtype_torch_title(dt));
   ttpu_val idx = at_least_1d(b, index_arg(L, 2));
   if (along_dim) {
     ttpu_type tsrc = ttpu_l_type(L, at_least_1d(b, ttpu_l_tensor(L, 3)));
@@ -471,8 +475,9 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
                                    c, ones, TTPU_ADD);
       ttpu_val none = ttpu_hlo_compare(b, TTPU_EQ, cnt, zeros(b, tx));
       cnt = ttpu_hlo_select(b, none, ttpu_hlo_const(b, tx, 1, 1), cnt);
-      r = ttpu_dtype_is_float(dt) ? ttpu_hlo_binary(b, TTPU_DIV, r, cnt)
-                                  : floor_div_pos(b, r, cnt);
+      r = ttpu_dtype_is_float(dt) || ttpu_dtype_is_complex(dt)
+              ? ttpu_hlo_binary(b, TTPU_DIV, r, cnt)
+              : floor_div_pos(b, r, cnt);
     }
   }
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
@@ -1159,23 +1164,23 @@ static ttpu_status* lower_repeat_interleave(ttpu_lower* L) {
 
 const ttpu_op_def ttpu_ops_index[] = {
     {"index_select", lower_index_select, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
-    {"index_add", lower_index_add, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"index_copy", lower_index_copy, .variants = TTPU_V_INPLACE},
-    {"index_fill.int_Scalar", lower_index_fill, .variants = TTPU_V_INPLACE},
-    {"index_fill.int_Tensor", lower_index_fill, .variants = TTPU_V_INPLACE},
-    {"gather", lower_gather, .variants = TTPU_V_OUT},
-    {"scatter.src", lower_scatter, .variants = TTPU_V_INPLACE},
-    {"scatter.value", lower_scatter, .variants = TTPU_V_INPLACE},
-    {"scatter.reduce", lower_scatter_reduce_str, .variants = TTPU_V_INPLACE},
-    {"scatter.value_reduce", lower_scatter_reduce_str, .variants = TTPU_V_INPLACE},
+    {"index_add", lower_index_add, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"index_copy", lower_index_copy, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"index_fill.int_Scalar", lower_index_fill, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"index_fill.int_Tensor", lower_index_fill, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"gather", lower_gather, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"scatter.src", lower_scatter, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"scatter.value", lower_scatter, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"scatter.reduce", lower_scatter_reduce_str, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"scatter.value_reduce", lower_scatter_reduce_str, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"max_unpool2d", max_unpool, .param = 2, .variants = TTPU_V_OUT},
     {"max_unpool3d", max_unpool, .param = 3, .variants = TTPU_V_OUT},
     {"index_reduce", lower_index_reduce, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"scatter_add", lower_scatter_add, .variants = TTPU_V_INPLACE},
-    {"scatter_reduce.two", lower_scatter_reduce, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
+    {"scatter_add", lower_scatter_add, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
+    {"scatter_reduce.two", lower_scatter_reduce, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
     {"index.Tensor", lower_index, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"_index_put_impl_", lower_index_put, .flags = TTPU_OP_COMPLEX_AS_IS},
-    {"masked_scatter", lower_masked_scatter, .variants = TTPU_V_INPLACE},
+    {"masked_scatter", lower_masked_scatter, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"masked_scatter_backward", lower_masked_scatter_backward, .flags = 0},
     {"take", lower_take, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"put", lower_put, .variants = TTPU_V_INPLACE},

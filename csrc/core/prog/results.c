@@ -20,12 +20,28 @@ ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
   if (s) return s;
   ttpu_rt_stats(rt, dev)->d2h_bytes += (int64_t)sizeof(info);
   if (!info[0]) return NULL;
+  /* The flag's message among fmt's alternatives (separated by 0x1e, the
+   * lowering header's TTPU_CHECK_ALT); the last when there are fewer. */
+  const char* fmt = rp->check_fmt;
+  for (int64_t k = 1; k < info[0]; ++k) {
+    const char* next = strchr(fmt, 0x1e);
+    if (!next) break;
+    fmt = next + 1;
+  }
+  const char* end = strchr(fmt, 0x1e);
+  size_t len = end ? (size_t)(end - fmt) : strlen(fmt);
+  char* one = malloc(len + 1);
+  if (!one) return ttpu_status_oom();
+  memcpy(one, fmt, len);
+  one[len] = 0;
   /* fmt was written by the lowering, which consumes at most three args */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-  return ttpu_status_make(rp->check_code, rp->check_fmt, (long long)info[1],
-                          (long long)info[2], (long long)info[3]);
+  s = ttpu_status_make(rp->check_code, one, (long long)info[1], (long long)info[2],
+                       (long long)info[3]);
 #pragma GCC diagnostic pop
+  free(one);
+  return s;
 }
 
 

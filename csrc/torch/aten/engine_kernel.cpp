@@ -1122,6 +1122,19 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     }
     geometry->returns.push_back(std::move(ret));
   }
+  if (info.hooks->unbatched_as_batch_of_one && !args.empty() && args[0].isTensor() &&
+      args[0].toTensor().dim() == 4 &&
+      args[0].toTensor().unsqueeze(0).is_contiguous(c10::MemoryFormat::ChannelsLast3d)) {
+    for (ReturnGeometry& ret : geometry->returns) {
+      for (TensorGeometry& t : ret.tensors) {
+        if (t.defined && t.sizes.size() == 4) {
+          // channels_last_3d strides of (1, C, D, H, W), without the 1
+          const int64_t c = t.sizes[0], h = t.sizes[2], w = t.sizes[3];
+          t.strides = {1, c * w * h, c * w, c};
+        }
+      }
+    }
+  }
   geometry->common_dtype = common_dtype_of(info, args);
   return geometry;
 }

@@ -19,6 +19,7 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["linspace.out"].out_keeps_numel_geometry = true;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;
+  hooks["max_pool3d_with_indices"].unbatched_as_batch_of_one = true;
   return hooks;
 }
 

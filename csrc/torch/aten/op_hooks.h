@@ -24,6 +24,10 @@ struct OpHooks {
   // The argument whose uint8 index tensors (masks) draw the CPU's
   // deprecation warning, or -1.
   int byte_mask_arg = -1;
+  // A 4-d (unbatched) input is pooled as its batch of one, as the CPU
+  // kernel does: where that batch is channels_last_3d contiguous, so are
+  // the returns (the meta kernel makes them contiguous).
+  bool unbatched_as_batch_of_one = false;
 };
 
 // The hooks of the lowering table's op `name` ("native_batch_norm",
