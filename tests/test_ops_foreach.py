@@ -373,3 +373,44 @@ def test_errors_match_cpu(fn):
 def test_device_mismatch_in_list():
     with pytest.raises(RuntimeError):
         torch._foreach_add_([torch.ones(2, device=DEV)], [torch.ones(2)])
+
+
+def test_complex_lists_run_per_tensor_as_on_cpu():
+    """Lists with complex tensors take PyTorch's composite kernel (what the
+    CPU runs: one op per tensor), functional and in place."""
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(3, dtype=torch.complex64, generator=g),
+          torch.randn(2, 2, dtype=torch.complex64, generator=g)]
+    ys = [torch.randn(3, dtype=torch.complex64, generator=g),
+          torch.randn(2, 2, dtype=torch.complex64, generator=g)]
+    calls = [lambda a, b: torch._foreach_add(a, b, alpha=2), lambda a, b: torch._foreach_mul(a, 1.5j),
+             lambda a, b: torch._foreach_exp(a), lambda a, b: torch._foreach_div(a, b),
+             lambda a, b: torch._foreach_neg(a), lambda a, b: torch._foreach_sqrt(a)]
+    for f in calls:
+        want = f(xs, ys)
+        got = f([x.to("tpu") for x in xs], [y.to("tpu") for y in ys])
+        for w, t in zip(want, got):
+            assert t.device.type == "tpu"
+            torch.testing.assert_close(t.cpu(), w)
+    a = [x.clone() for x in xs]
+    d = [x.to("tpu") for x in xs]
+    torch._foreach_mul_(a, ys)
+    torch._foreach_mul_(d, [y.to("tpu") for y in ys])
+    for w, t in zip(a, d):
+        torch.testing.assert_close(t.cpu(), w)
+
+
+@pytest.mark.parametrize("name", ["abs", "floor", "ceil", "round", "trunc", "frac"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_unary_dtype_refusals_as_cpu(name, dtype, inplace):
+    """A foreach op refuses the dtypes its per-tensor op refuses, with the
+    CPU kernel's NotImplementedError."""
+    fn = getattr(torch, f"_foreach_{name}_" if inplace else f"_foreach_{name}")
+    try:
+        fn([torch.ones(3, dtype=dtype), torch.ones(2, dtype=dtype)])
+    except NotImplementedError as e:
+        with pytest.raises(NotImplementedError, match=str(e).split(" for ")[0]):
+            fn([torch.ones(3, dtype=dtype, device=DEV), torch.ones(2, dtype=dtype, device=DEV)])
+    else:
+        fn([torch.ones(3, dtype=dtype, device=DEV), torch.ones(2, dtype=dtype, device=DEV)])

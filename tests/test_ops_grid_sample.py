@@ -159,3 +159,21 @@ def test_bad_grid_rank_meta_error_type():
     # PyTorch's meta for grid_sampler_2d raises ValueError on a 5-d grid; the call is replayed on
     # the CPU so the user gets the CPU kernel's RuntimeError
     _raises_like_cpu(lambda x, g: F.grid_sample(x, g, align_corners=False), _input((2, 3, 5, 5)), _grid((2, 4, 4, 4, 2)))
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_backward_to_input_only(nd):
+    """Only the input asks for a gradient (output_mask leaves grad_grid out,
+    which the op still returns): the input's gradient as on the CPU."""
+    g = torch.Generator().manual_seed(0)
+    inp0 = torch.randn(*([1, 2] + [3] * nd), generator=g)
+    grid0 = torch.rand(*([1] + [2] * nd + [nd]), generator=g) * 2 - 1
+    modes = ["bilinear", "nearest"] + (["bicubic"] if nd == 2 else [])
+    for mode in modes:
+        grads = []
+        for d in ("cpu", "tpu"):
+            inp = inp0.clone().to(d).requires_grad_()
+            r = torch.nn.functional.grid_sample(inp, grid0.to(d), mode=mode, align_corners=False)
+            r.backward(torch.ones_like(r))
+            grads.append(inp.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-5)

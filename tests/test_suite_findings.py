@@ -243,3 +243,17 @@ def test_embedding_bag_errors_name_the_problem(mode, dtype, padding_idx):
         same_error(lambda d: torch.nn.functional.embedding_bag(
             torch.tensor(idx, device=d), w.to(d), torch.tensor(off, device=d), mode=mode,
             padding_idx=padding_idx))
+
+
+def test_storage_slice_is_refused_not_a_crash():
+    """UntypedStorage[a:b] of a tpu storage would point into another
+    buffer's memory: refused where it is made, with a clear error; the
+    storage itself, its elements and tensors over it still work."""
+    v = torch.arange(15, dtype=torch.int16).reshape(3, 5).to(T)
+    s = v.untyped_storage()
+    with pytest.raises(NotImplementedError, match="slice of a tpu storage"):
+        s[2:4]
+    assert s.nbytes() == 30
+    assert v.storage()[14] == 14
+    t = torch.tensor([], dtype=torch.int16, device=T).set_(torch.UntypedStorage(6, device=T))
+    assert t.shape == (3,)

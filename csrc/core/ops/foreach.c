@@ -472,8 +472,8 @@ static ttpu_status* lower_norm(ttpu_lower* L) {
   {"_foreach_" name ".ScalarList", foreach_binary, .param = op,       \
    .variants = TTPU_V_INPLACE}
 
-#define UN_OVERLOADS(name, op) \
-  {"_foreach_" name, foreach_unary, .param = op, .variants = TTPU_V_INPLACE}
+#define UN_OVERLOADS(name, op, ...) \
+  {"_foreach_" name, foreach_unary, .param = op, .variants = TTPU_V_INPLACE, __VA_ARGS__}
 
 const ttpu_op_def ttpu_ops_foreach[] = {
     BIN_OVERLOADS("add", FB_ADD),
@@ -512,13 +512,13 @@ const ttpu_op_def ttpu_ops_foreach[] = {
     UN_OVERLOADS("erf", FU_ERF),
     UN_OVERLOADS("reciprocal", FU_RECIPROCAL),
     UN_OVERLOADS("neg", FU_NEG),
-    UN_OVERLOADS("abs", FU_ABS),
+    UN_OVERLOADS("abs", FU_ABS, .kinds = TTPU_K_NUM, .kernel = "abs_cpu"),
     UN_OVERLOADS("sign", FU_SIGN),
-    UN_OVERLOADS("floor", FU_FLOOR),
-    UN_OVERLOADS("ceil", FU_CEIL),
-    UN_OVERLOADS("round", FU_ROUND),
-    UN_OVERLOADS("trunc", FU_TRUNC),
-    UN_OVERLOADS("frac", FU_FRAC),
+    UN_OVERLOADS("floor", FU_FLOOR, .kinds = TTPU_K_NUM, .kernel = "floor_vml_cpu"),
+    UN_OVERLOADS("ceil", FU_CEIL, .kinds = TTPU_K_NUM, .kernel = "ceil_vml_cpu"),
+    UN_OVERLOADS("round", FU_ROUND, .kinds = TTPU_K_NUM, .kernel = "round_vml_cpu"),
+    UN_OVERLOADS("trunc", FU_TRUNC, .kinds = TTPU_K_NUM, .kernel = "trunc_vml_cpu"),
+    UN_OVERLOADS("frac", FU_FRAC, .kinds = TTPU_K_FLOAT, .kernel = "frac_cpu"),
     {"_foreach_zero_", foreach_unary, .param = FU_ZERO},
     {"_foreach_norm.Scalar", lower_norm, .flags = 0},
     {0},

@@ -442,6 +442,11 @@ static ttpu_status* lower_grid_sampler_bwd(ttpu_lower* L) {
     return NULL;
   }
   int want_in = wanted(L, 0), want_grid = wanted(L, 1);
+  /* An output the mask leaves out but the call still has (the CPU returns
+   * grad_grid whatever the mask says) is zeros. */
+  for (int k = 0; k < 2 && k < ttpu_l_nout(L); ++k)
+    if (!wanted(L, k) && ttpu_l_call(L)->outputs[k].buffer)
+      ttpu_l_set_out(L, k, ttpu_hlo_const(b, ttpu_l_out_type(L, k), 0, 0));
   if (ttpu_type_numel(&tin) == 0 || g.M == 0 || g.C == 0) {
     if (want_in) ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ttpu_l_out_type(L, 0), 0, 0));
     if (want_grid) ttpu_l_set_out(L, 1, ttpu_hlo_const(b, ttpu_l_out_type(L, 1), 0, 0));

@@ -50,6 +50,10 @@ struct OpInfo {
   // Our shape function when PyTorch ships no meta kernel (meta_shapes.h),
   // else nullptr: the dispatcher's Meta kernel serves.
   const c10::KernelFunction* meta_shape = nullptr;
+  // A foreach op: the engine's lowerings of these are real-valued, and
+  // PyTorch's own composite kernel (what the CPU runs: one op per tensor)
+  // serves calls with complex tensors or Scalars.
+  bool complex_by_composite = false;
 };
 
 std::string table_name(const c10::OperatorName& name) {
@@ -90,6 +94,9 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
   info->engine_id = ttpu_op_lookup(info->name.c_str());
   info->hooks = &op_hooks_for(info->name);
   info->meta_shape = find_meta_shape(info->name);
+  info->complex_by_composite =
+      info->name.rfind("_foreach_", 0) == 0 &&
+      op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
   const auto& arguments = schema.arguments();
   info->num_args = arguments.size();
   for (const c10::Argument& argument : arguments) {
@@ -1203,6 +1210,24 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   // they are dropped).
   const c10::ArrayRef<c10::IValue> args(
       stack->data() + (stack->size() - num_args), num_args);
+  if (info.complex_by_composite) {
+    auto complex_value = [](const c10::IValue& v) {
+      return v.isComplexDouble() || (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex());
+    };
+    bool any_complex = false;
+    for (const c10::IValue& value : args) {
+      any_complex = any_complex || complex_value(value);
+      if (value.isList()) {
+        for (const c10::IValue& element : value.toListRef()) {
+          any_complex = any_complex || complex_value(element);
+        }
+      }
+    }
+    if (any_complex) {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), stack);
+      return;
+    }
+  }
   if (info.hooks->byte_mask_arg >= 0) {
     // as at::native's expandTensors, which the CPU's kernel runs
     for (const at::Tensor& t : tensors_of(args[static_cast<size_t>(info.hooks->byte_mask_arg)])) {

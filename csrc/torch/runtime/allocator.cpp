@@ -138,4 +138,29 @@ std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator_instance)
 
+// Storages that torch's storage code makes on tpu. A slice of a storage
+// (UntypedStorage[a:b]) points into another storage's memory at a byte
+// offset, but a tpu storage is a whole engine buffer, addressed by its
+// handle: such a slice is refused here, where it is made, instead of
+// failing (or worse) wherever it is used later.
+c10::intrusive_ptr<c10::StorageImpl> make_storage(c10::StorageImpl::use_byte_size_t use_byte_size,
+                                                  c10::SymInt size_bytes, c10::DataPtr data_ptr,
+                                                  c10::Allocator* allocator, bool resizable) {
+  if (data_ptr) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        data_ptr.get() == data_ptr.get_context(),
+        "a slice of a tpu storage (UntypedStorage[start:stop]) is not supported: "
+        "tpu storages are addressed whole; slice a tensor over the storage instead");
+    return c10::make_intrusive<c10::StorageImpl>(use_byte_size, std::move(size_bytes),
+                                                 std::move(data_ptr), allocator, resizable);
+  }
+  return c10::make_intrusive<c10::StorageImpl>(use_byte_size, std::move(size_bytes), allocator,
+                                               resizable);
+}
+
+const bool storage_maker_registered = [] {
+  c10::SetStorageImplCreate(c10::DeviceType::PrivateUse1, &make_storage);
+  return true;
+}();
+
 }  // namespace torchtpu
