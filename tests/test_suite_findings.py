@@ -257,3 +257,15 @@ def test_storage_slice_is_refused_not_a_crash():
     assert v.storage()[14] == 14
     t = torch.tensor([], dtype=torch.int16, device=T).set_(torch.UntypedStorage(6, device=T))
     assert t.shape == (3,)
+
+
+@pytest.mark.parametrize("shape", [(5, 0, 5), (0,), (0, 3), (2, 3)])
+@pytest.mark.parametrize("size", [0, 1, 4])
+def test_nonzero_static_of_empty_inputs(shape, size):
+    """nonzero_static of an input with a dim of size 0 (its coordinates
+    once divided by that dim's size, a constant division by zero that
+    crashed the compiler): every row is the fill value, as on the CPU."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    x[x.abs() < 0.5] = 0
+    assert torch.equal(torch.nonzero_static(x.to(T), size=size, fill_value=-7).cpu(),
+                       torch.nonzero_static(x, size=size, fill_value=-7))

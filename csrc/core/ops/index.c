@@ -1110,16 +1110,20 @@ static ttpu_status* lower_nonzero_static(ttpu_lower* L) {
   ttpu_type tx = ttpu_l_type(L, x);
   int64_t size = ot.dims[0], fill = ttpu_l_int(L, 2, -1);
   int64_t n = ttpu_type_numel(&tx);
-  ttpu_type ts = ttpu_type_make(TTPU_I64, 1, &size);
-  ttpu_val flat_at = ttpu_hlo_const(b, ts, 0, -1);
-  if (n > 0) {
-    ttpu_val m = flatten(b, ttpu_hlo_convert(b, x, TTPU_BOOL));
-    ttpu_val rank = mask_rank(b, m);
-    ttpu_type tr = ttpu_l_type(L, rank);
-    rank = ttpu_hlo_select(b, m, rank, ttpu_hlo_const(b, tr, 0, size));
-    flat_at = ttpu_hlo_put(b, flat_at, rank, ttpu_hlo_iota(b, tr, 0),
-                           TTPU_SCATTER_SET);
+  if (n == 0) {
+    /* nothing is nonzero: every row is fill (and no coordinate is computed:
+     * a dim of size 0 would be a constant division by zero, which the
+     * plugin's constant folder does not survive) */
+    ttpu_l_set_out(L, 0, ttpu_hlo_const(b, ot, 0, fill));
+    return NULL;
   }
+  ttpu_type ts = ttpu_type_make(TTPU_I64, 1, &size);
+  ttpu_val m = flatten(b, ttpu_hlo_convert(b, x, TTPU_BOOL));
+  ttpu_val rank = mask_rank(b, m);
+  ttpu_type tr = ttpu_l_type(L, rank);
+  rank = ttpu_hlo_select(b, m, rank, ttpu_hlo_const(b, tr, 0, size));
+  ttpu_val flat_at = ttpu_hlo_put(b, ttpu_hlo_const(b, ts, 0, -1), rank,
+                                  ttpu_hlo_iota(b, tr, 0), TTPU_SCATTER_SET);
   ttpu_val none = ttpu_hlo_compare(b, TTPU_LT, flat_at, zeros(b, ts));
   int64_t d1[2] = {size, 1};
   ttpu_val parts[TTPU_MAX_DIMS];
