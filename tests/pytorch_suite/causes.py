@@ -31,6 +31,10 @@ CPU_BEHAVIOUR = [
      "rows with NaN: the CPU's order comes from std::sort with a comparator that is not an "
      "ordering (NaN is neither less nor greater), so it is libstdc++'s insertion-sort detail; "
      "tpu sorts NaN rows last, as torch.unique and torch.sort do"),
+    (r"test_conv_backend_", r"_ConvBackend\.Overrideable",
+     "the test checks which of ATen's own convolution kernels the dispatcher picks for the "
+     "device (CPU's slow dilated, CUDA's cuDNN...); every backend that is not CPU or CUDA gets "
+     "'Overrideable', its own convolution op, by design"),
     (r"test_EmbeddingBag_per_sample_weights_and_new_offsets_tpu_.*(bfloat16|float16)",
      r"Greatest absolute difference: [0-9.]+ at index \(\d+, \d+\)",
      "the per-sample weights are random draws on the device under test, and in bf16/half its "

@@ -402,6 +402,13 @@ static ttpu_status* scatter_common(ttpu_lower* L, red_kind red,
   ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor(L, 0), dt);
   int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
+  /* A scatter's complex products round otherwise than a sequence of
+   * complex multiplies (XLA's combiner may contract them), so PyTorch's
+   * exact comparisons would see last-bit differences: refused, not wrong. */
+  if (red == RED_PROD && ttpu_dtype_is_complex(dt))
+    return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                            "a scatter reducing complex values by product is not supported "
+                            "on device 'tpu' (its rounding would differ from the CPU's)");
   if ((red == RED_AMAX || red == RED_AMIN) && ttpu_dtype_is_complex(dt))
     return ttpu_status_make(TTPU_UNIMPLEMENTED,
                             "\"scatter_gather_tensor_cpu_reduce_%s\" not implemented for '%s'",
