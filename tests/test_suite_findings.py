@@ -269,3 +269,21 @@ def test_nonzero_static_of_empty_inputs(shape, size):
     x[x.abs() < 0.5] = 0
     assert torch.equal(torch.nonzero_static(x.to(T), size=size, fill_value=-7).cpu(),
                        torch.nonzero_static(x, size=size, fill_value=-7))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_backward_with_no_input_channels(nd):
+    """A convolution with no input channels (the CPU's forward then has no
+    output channels either): its bias gradient is zeros of the bias, as on
+    the CPU, not an internal shape error."""
+    f = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}[nd]
+    got = []
+    for d in ("cpu", T):
+        x = torch.randn(*([2, 0] + [3] * nd)).to(d).requires_grad_()
+        w = torch.randn(*([2, 0] + [2] * nd)).to(d).requires_grad_()
+        b = torch.ones(2).to(d).requires_grad_()
+        y = f(x, w, b)
+        y.sum().backward()
+        got.append((y.shape, b.grad.cpu(), w.grad.shape, x.grad.shape))
+    assert got[0][0] == got[1][0] and got[0][2:] == got[1][2:]
+    assert torch.equal(got[0][1], got[1][1])

@@ -504,6 +504,12 @@ static ttpu_status* lower_convolution_backward(ttpu_lower* L) {
   }
   if (wanted(L, 2, 10)) {
     ttpu_type tg = ttpu_l_type(L, gy);
+    if (ttpu_type_numel(&tg) == 0) {
+      /* an empty grad_output (as the CPU's forward gives for no input
+       * channels: no output channels either) sums to zeros of the bias */
+      ttpu_l_set_out(L, 2, ttpu_hlo_const(h, ttpu_l_out_type(L, 2), 0, 0));
+      return NULL;
+    }
     int64_t dims[MAXD];
     int nd = 0;
     for (int d = 0; d < tg.ndim; ++d)
