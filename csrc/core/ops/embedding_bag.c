@@ -51,20 +51,15 @@ static ttpu_val bf16_round_half_up(ttpu_hlo* b, ttpu_val x) {
 /* The CPU's messages, by what is wrong (the check's flag: 1 an index, 2
  * offsets[0], 3 offsets[-1]); an index out of range is worded by the
  * kernel that meets it, the fast sum/mean path's or the general one's. */
+#define BAD_OFFSETS                                                            \
+  TTPU_CHECK_ALT                                                               \
+  "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to " \
+  "start from position 0. However, got %lld" TTPU_CHECK_ALT                    \
+  "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld"
 static const char kBadFast[] =
-    "Index %lld of input takes value %lld which is not in the valid range [0, %lld)"
-    TTPU_CHECK_ALT
-    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
-    "start from position 0. However, got %lld"
-    TTPU_CHECK_ALT
-    "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld";
+    "Index %lld of input takes value %lld which is not in the valid range [0, %lld)" BAD_OFFSETS;
 static const char kBadSlow[] =
-    "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be %lld"
-    TTPU_CHECK_ALT
-    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
-    "start from position 0. However, got %lld"
-    TTPU_CHECK_ALT
-    "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld";
+    "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be %lld" BAD_OFFSETS;
 
 /* ------------------------------------------------------------ helpers */
 

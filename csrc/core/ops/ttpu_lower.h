@@ -162,9 +162,9 @@ void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v);
  * may use fewer). The program text does not depend on the switch. One
  * check per program (a later call replaces it); fmt is copied. Outputs are
  * still written, so a lowering keeps them harmless when the check fires
- * (XLA drops out-of-range scatter updates and clamps gathers). */
-/* fmt may hold several messages separated by TTPU_CHECK_ALT: a flag of k
- * (1, 2, ...) fails with the k-th (the last when there are fewer). */
+ * (XLA drops out-of-range scatter updates and clamps gathers). fmt may
+ * hold several messages separated by TTPU_CHECK_ALT: a flag of k (1, 2,
+ * ...) fails with the k-th (the last when there are fewer). */
 #define TTPU_CHECK_ALT "\x1e"
 void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
                   const char* fmt);

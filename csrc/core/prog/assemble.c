@@ -290,21 +290,18 @@ static int row_layout(const geom* g, int64_t total, int64_t offset,
   return fits;
 }
 
-int ttpu_view_offset_use(const ttpu_tensor* t, size_t nbytes, int write) {
-  int64_t n = numel(t);
-  if (n == 0) return TTPU_OFF_UNUSED;
+int ttpu_view_offset_dynamic(const ttpu_tensor* t, size_t nbytes, int write) {
+  if (numel(t) == 0) return 0;
   geom g;
   analyse(t, &g);
   int64_t total = (int64_t)(nbytes / ttpu_dtype_size(t->dtype));
   int64_t cnt = 1;
   for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
-  if (g.dense) return cnt == total ? TTPU_OFF_UNUSED : TTPU_OFF_DYNAMIC;
-  if (write) return TTPU_OFF_DYNAMIC; /* a scatter at offset + index */
-  if (g.divisible && g.m > 0 && total % g.stride[0] == 0) {
-    int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1], limit[TTPU_MAX_DIMS + 1];
-    if (row_layout(&g, total, t->offset, shape, start, limit)) return TTPU_OFF_DYNAMIC;
-  }
-  return TTPU_OFF_STATIC;
+  if (g.dense) return cnt != total; /* a dynamic slice, or the whole storage */
+  if (write) return 1;              /* a scatter at offset + index */
+  int64_t shape[TTPU_MAX_DIMS + 1], start[TTPU_MAX_DIMS + 1], limit[TTPU_MAX_DIMS + 1];
+  return g.divisible && g.m > 0 && total % g.stride[0] == 0 &&
+         row_layout(&g, total, t->offset, shape, start, limit);
 }
 
 /* off: the view's offset in the int pack, or -1 (a constant) */

@@ -149,6 +149,15 @@ static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
   return NULL;
 }
 
+/* The view x's offset appended to p's int pack when its program can take
+ * it at run time (read, or written when `write`): its index there, or -1. */
+static int run_time_offset(ttpu_plan* p, const ttpu_tensor* x, int write) {
+  if (!x->buffer || x->offset == 0 || !ttpu_view_offset_dynamic(x, x->buffer->nbytes, write))
+    return -1;
+  p->i[p->n_i] = x->offset;
+  return p->n_i++;
+}
+
 /* Makes *arr hold at least n zeroed elements of `size` bytes, growing it
  * (and *cap) when it holds fewer: 0, or -1 out of memory (arr unchanged). */
 static int zeroed(void* arr, int* cap, int n, size_t size) {
@@ -278,24 +287,10 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
    * window's or a graph's views keep theirs in the signature: their
    * programs repeat with the same offsets, and constant slices let XLA
    * fuse more). */
-  for (int t = 0; t < nt; ++t) {
-    const ttpu_tensor* x = &call->tensors[t];
-    p->tensor_off[t] = -1;
-    if (!w && x->buffer && x->offset != 0 &&
-        ttpu_view_offset_use(x, x->buffer->nbytes, 0) == TTPU_OFF_DYNAMIC) {
-      p->tensor_off[t] = p->n_i;
-      p->i[p->n_i++] = x->offset;
-    }
-  }
-  for (int o = 0; o < no; ++o) {
-    const ttpu_tensor* x = &call->outputs[o];
-    p->out_off[o] = -1;
-    if (!w && x->buffer && x->offset != 0 && !p->out_full[o] &&
-        ttpu_view_offset_use(x, x->buffer->nbytes, 1) == TTPU_OFF_DYNAMIC) {
-      p->out_off[o] = p->n_i;
-      p->i[p->n_i++] = x->offset;
-    }
-  }
+  for (int t = 0; t < nt; ++t)
+    p->tensor_off[t] = w ? -1 : run_time_offset(p, &call->tensors[t], 0);
+  for (int o = 0; o < no; ++o)
+    p->out_off[o] = w || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], 1);
   if (p->n_f) p->f_param = p->n_params++;
   if (p->n_i) p->i_param = p->n_params++;
   if (def->flags & TTPU_OP_RANDOM) p->rng_param = p->n_params++;

@@ -31,7 +31,7 @@ typedef struct {
    * pack (i), or -1 when the offset is in the signature or unused. A call
    * that runs now (strict and debug modes) passes the offsets of the views
    * it reads and writes at run time wherever the program's structure does
-   * not depend on them (ttpu_view_offset_use), so a loop over a tensor's
+   * not depend on them (ttpu_view_offset_dynamic), so a loop over a tensor's
    * rows or columns compiles one program, not one per offset. */
   int* tensor_off;
   int* out_off;
@@ -62,15 +62,12 @@ typedef struct {
       cap_f, cap_i, cap_list_at, cap_tensor_off, cap_out_off;
 } ttpu_plan;
 
-/* How a view's program uses its offset (prog/assemble.c decides, since
- * its reads and writes depend on it): */
-enum {
-  TTPU_OFF_UNUSED = 0,  /* nothing to read, or the whole storage: offset 0 */
-  TTPU_OFF_STATIC = 1,  /* the program's structure depends on the offset */
-  TTPU_OFF_DYNAMIC = 2, /* a run-time value to the program */
-};
-/* For the view t over a storage of nbytes, read (write 0) or written (1). */
-int ttpu_view_offset_use(const ttpu_tensor* t, size_t nbytes, int write);
+/* 1 when the program reading (write 0) or writing (1) the view t over a
+ * storage of nbytes can take t's offset as a run-time value: its structure
+ * does not depend on it (prog/assemble.c decides, since its reads and
+ * writes are built there); 0 when the offset shapes the program, or is
+ * unused (nothing to read, the whole storage). */
+int ttpu_view_offset_dynamic(const ttpu_tensor* t, size_t nbytes, int write);
 
 /* How storages look to a recording that has not run yet (a fused window,
  * exec/fused.c): lookup returns 1 and the state storage b will have when

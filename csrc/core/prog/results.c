@@ -30,8 +30,7 @@ ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
   }
   const char* end = strchr(fmt, 0x1e);
   size_t len = end ? (size_t)(end - fmt) : strlen(fmt);
-  char* one = malloc(len + 1);
-  if (!one) return ttpu_status_oom();
+  char one[TTPU_CHECK_FMT_MAX]; /* len < sizeof(rp->check_fmt) */
   memcpy(one, fmt, len);
   one[len] = 0;
   /* fmt was written by the lowering, which consumes at most three args */
@@ -40,7 +39,6 @@ ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
   s = ttpu_status_make(rp->check_code, one, (long long)info[1], (long long)info[2],
                        (long long)info[3]);
 #pragma GCC diagnostic pop
-  free(one);
   return s;
 }
 

@@ -138,6 +138,8 @@ std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator_instance)
 
+namespace {
+
 // Storages that torch's storage code makes on tpu. A slice of a storage
 // (UntypedStorage[a:b]) points into another storage's memory at a byte
 // offset, but a tpu storage is a whole engine buffer, addressed by its
@@ -162,5 +164,7 @@ const bool storage_maker_registered = [] {
   c10::SetStorageImplCreate(c10::DeviceType::PrivateUse1, &make_storage);
   return true;
 }();
+
+}  // namespace
 
 }  // namespace torchtpu
