@@ -107,9 +107,12 @@ def _op_files():
 
 @pytest.fixture(scope="module")
 def op_programs(tmp_path_factory):
-    """Runs the selected op tests in a fresh process with dumps on."""
+    """Runs the selected op tests in a fresh process with dumps on, and an
+    empty disk cache of its own (programs the session's cache already holds
+    would load, not compile, and so not be dumped)."""
     d = str(tmp_path_factory.mktemp("op-programs"))
-    env = dict(os.environ, TORCHTPU_DUMP_DIR=d)
+    env = dict(os.environ, TORCHTPU_DUMP_DIR=d,
+               TORCHTPU_CACHE_DIR=str(tmp_path_factory.mktemp("op-programs-cache")))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_op_files()],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,

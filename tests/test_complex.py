@@ -527,3 +527,89 @@ def test_gather_scatter_family(dtype):
     wc = x.clone().requires_grad_()
     torch.gather(wc, 0, idx).backward(g)
     close(w.grad, wc.grad)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_logical_ops_and_eye(dtype):
+    """A complex value is true when either part is non-zero (a pure
+    imaginary one too), as in the CPU's logical ops."""
+    x = crand(4, 5, dtype=dtype)
+    x[0, :2] = 0
+    x[1, 0] = complex(0, 2)
+    y = crand(4, 5, dtype=dtype, seed=1)
+    y[0, 0] = 0
+    for f in (torch.logical_and, torch.logical_or, torch.logical_xor):
+        assert torch.equal(f(x.to(DEV), y.to(DEV)).cpu(), f(x, y))
+        assert torch.equal(f(x.to(DEV).t(), torch.ones(5, 4, device=DEV)).cpu(), f(x.t(), torch.ones(5, 4)))
+    assert torch.equal(torch.logical_not(x.to(DEV)).cpu(), torch.logical_not(x))
+    assert torch.equal(x.to(DEV).all(1).cpu(), x.all(1))
+    assert torch.equal(torch.eye(3, 4, dtype=dtype, device=DEV).cpu(), torch.eye(3, 4, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("ord", [2, 1, 0, 3.5, float("inf"), -float("inf")])
+def test_vector_norm(dtype, ord):
+    x = crand(3, 4, dtype=dtype)
+    same(lambda t: torch.linalg.vector_norm(t, ord), x)
+    same(lambda t: torch.linalg.vector_norm(t, ord, dim=1, keepdim=True), x)
+    same(lambda t: torch.linalg.vector_norm(t.t(), ord, dim=0), x)
+    if ord == 2:
+        same(lambda t: torch.norm(t), x)
+        xs = x.requires_grad_()
+        xd = x.detach().to(DEV).requires_grad_()
+        torch.linalg.vector_norm(xs).backward()
+        torch.linalg.vector_norm(xd).backward()
+        close(xd.grad, xs.grad)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_sinc_addcmul_addcdiv(dtype):
+    x = crand(3, 4, dtype=dtype)
+    x[0, 0] = 0
+    same(torch.sinc, x)
+    a, b, c = crand(3, 4, dtype=dtype), crand(3, 4, dtype=dtype, seed=1), crand(4, dtype=dtype, seed=2)
+    for v in (1, 2 - 1j):
+        same(lambda s, t, u: torch.addcmul(s, t, u, value=v), a, b, c)
+        same(lambda s, t, u: torch.addcdiv(s, t, u, value=v), a, b, c)
+    s = a.to(DEV)
+    s.addcmul_(b.to(DEV), c.to(DEV), value=0.5j)
+    close(s, a.clone().addcmul_(b, c, value=0.5j))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_addcmul_with_a_complex_value_on_real_tensors(dtype):
+    """A complex `value` on real tensors: the CPU's checked conversion
+    (an imaginary part is an overflow error, a zero one converts)."""
+    x = torch.tensor([1, 2, 3]).to(dtype)
+    for v in (2 + 0j, 1 + 1j):
+        try:
+            want = torch.addcmul(x, x, x, value=v)
+        except Exception as e:  # noqa: BLE001
+            with pytest.raises(type(e), match=str(e)[:30].replace("(", ".").replace(")", ".")):
+                torch.addcmul(x.to(DEV), x.to(DEV), x.to(DEV), value=v)
+        else:
+            assert torch.equal(torch.addcmul(x.to(DEV), x.to(DEV), x.to(DEV), value=v).cpu(), want)
+
+
+def test_masked_scatter_backward():
+    x = crand(3, 4)
+    m = torch.tensor([True, False, True, True])
+    src = crand(12, seed=1).requires_grad_()
+    srcd = src.detach().to(DEV).requires_grad_()
+    y = x.masked_scatter(m, src)
+    yd = x.to(DEV).masked_scatter(m.to(DEV), srcd)
+    g = crand(3, 4, seed=2)
+    y.backward(g)
+    yd.backward(g.to(DEV))
+    close(srcd.grad, src.grad)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_twelve_dims(dtype):
+    """A 12-d complex tensor (its real view has 13 dims) as PyTorch's
+    device tests make one."""
+    shape = (5, 2, 3, 1, 4, 5, 3, 2, 1, 2, 3, 4)
+    x = crand(*shape, dtype=dtype)
+    t = x.to(DEV)
+    assert torch.equal(torch.view_as_real(t).cpu(), torch.view_as_real(x))
+    close((t[:1] * t[:1]), x[:1] * x[:1])

@@ -1,6 +1,8 @@
 """What PyTorch's own test files found on tpu, each checked against the CPU:
 reading a view element by element, the exceptions of bad calls (also when
 there is nothing to compute), and xlog1py's NaN with a boolean x."""
+import re
+
 import pytest
 import torch
 
@@ -287,3 +289,67 @@ def test_conv_backward_with_no_input_channels(nd):
         got.append((y.shape, b.grad.cpu(), w.grad.shape, x.grad.shape))
     assert got[0][0] == got[1][0] and got[0][2:] == got[1][2:]
     assert torch.equal(got[0][1], got[1][1])
+
+
+def test_cat_of_many_tensors():
+    xs = [torch.full((2, i % 3 + 1), float(i)) for i in range(200)]
+    assert torch.equal(torch.cat([x.to(T) for x in xs], 1).cpu(), torch.cat(xs, 1))
+
+
+@pytest.mark.parametrize("case", ["5-d input", "2-d offsets", "3-d weight"])
+def test_embedding_bag_dimension_errors(case):
+    w, ind, off = torch.zeros(2, 6, dtype=torch.float64), torch.ones(3, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    if case == "5-d input":
+        ind, off = torch.full((2, 0, 0, 6, 6), 1), torch.full((2, 0, 0, 6, 6), 0)
+    elif case == "2-d offsets":
+        off = off.reshape(2, 1)
+    else:
+        w = torch.zeros(2, 6, 3)
+    for f in (torch.embedding_bag, torch._embedding_bag, torch._embedding_bag_forward_only):
+        with pytest.raises(RuntimeError) as cpu:
+            f(w, ind, off)
+        with pytest.raises(RuntimeError, match=str(cpu.value)):
+            f(w.to(T), ind.to(T), off.to(T))
+
+
+@pytest.mark.parametrize("samples", [(0, 16, 3), (1, 15, 3), (1, 16, 2)])
+def test_fractional_max_pool3d_sample_shape_errors(samples):
+    x, s = torch.randn(1, 16, 10, 8, 8), torch.rand(*samples)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.ops.aten.fractional_max_pool3d(x, [3, 2, 2], [1, 1, 1], s)
+    with pytest.raises(RuntimeError, match=str(cpu.value).replace("(", r"\(").replace(")", r"\)")):
+        torch.ops.aten.fractional_max_pool3d(x.to(T), [3, 2, 2], [1, 1, 1], s.to(T))
+
+
+@pytest.mark.parametrize("value", [[], [1, 2, 3], [1.0, 2.0, 3.0, 4.0], [7.0]])
+def test_boolean_assignment_checks_the_shape_before_the_dtype(value):
+    """a[mask] = v with v of another dtype: a shape that does not fit is
+    the CPU's first complaint, the dtype its second (one value is a fill,
+    which converts)."""
+    def f(d):
+        a = torch.arange(0, 4, device=d)
+        a[a > -1] = torch.tensor(value).to(d)
+        return a
+    try:
+        want = f("cpu")
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e).split(",")[0])):
+            f(T)
+    else:
+        assert torch.equal(f(T).cpu(), want)
+
+
+def test_index_put_with_no_indices_is_an_error():
+    with pytest.raises(RuntimeError):
+        torch.rand([], device=T).index_put([], torch.tensor([1.0], device=T), True)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "bilinear-aa", "bicubic-aa"])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8])
+def test_interpolate_integer_dtypes_like_cpu(mode, dtype):
+    """The CPU's upsampling kernels take floats, and uint8 (nearest
+    always, bilinear/bicubic on the CPU): other integer dtypes are its
+    NotImplementedError."""
+    m, aa = mode.replace("-aa", ""), mode.endswith("-aa")
+    x = torch.arange(2 * 3 * 8 * 8).reshape(2, 3, 8, 8).to(dtype)
+    same_outcome(lambda d: torch.nn.functional.interpolate(x.to(d), (5, 12), mode=m, antialias=aa))

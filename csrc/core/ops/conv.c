@@ -1132,6 +1132,9 @@ static ttpu_status* lower_upsample_nearest(ttpu_lower* L, int backward) {
   if (backward) {
     if (!require_float(L, "upsample_nearest_backward", out.dtype)) return NULL;
     v = ttpu_hlo_convert(h, v, acc_dtype(out.dtype));
+  } else if (out.dtype != TTPU_U8 &&
+             !require_float(L, "compute_indices_weights_nearest", out.dtype)) {
+    return NULL; /* the CPU kernel's dtypes: floats and uint8 */
   }
   for (int d = 0; d < n; ++d) {
     int64_t O = big.dims[lead + d], H = small.dims[lead + d];
@@ -1221,7 +1224,7 @@ static ttpu_status* lower_upsample_linear(ttpu_lower* L, int backward) {
   /* uint8 bilinear: the CPU's fixed-point path (ops/upsample_u8.c); its
    * out= form is the functional op's result copied into out */
   if (n == 2 && !backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, 0, 0, 0);
-  if (!require_float(L, "upsample_linear", out.dtype)) return NULL;
+  if (!require_float(L, "compute_indices_weights_linear", out.dtype)) return NULL;
   ttpu_dtype acc = acc_dtype(out.dtype);
   v = ttpu_hlo_convert(h, v, acc);
   for (int d = 0; d < n; ++d) {

@@ -6,6 +6,7 @@
  * ZeroDivisionError (a data-dependent check). Also the helpers of
  * elementwise.h shared with unary.c and activation.c. */
 #include <math.h>
+#include <stdio.h>
 
 #include "complex.h"
 #include "elementwise.h"
@@ -660,19 +661,47 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
   return NULL;
 }
 
+/* The C++ name of the type a CPU kernel converts a Scalar to, as its
+ * overflow message names it. */
+static const char* c_type_name(ttpu_dtype dt) {
+  switch (dt) {
+    case TTPU_F64: return "double";
+    case TTPU_I64: return "int64_t";
+    case TTPU_I32: return "int";
+    case TTPU_I16: return "int16_t";
+    case TTPU_I8: return "int8_t";
+    case TTPU_U8: return "uint8_t";
+    default: return "float";
+  }
+}
+
 /* addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2 (in
- * CPU's order of evaluation). */
+ * CPU's order of evaluation), complex tensors too. */
 static ttpu_status* addc(ttpu_lower* L) {
   int divide = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   /* `value` takes no part in promotion (2.5 is 2 for integer tensors) */
   ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
-  if (!ttpu_ew_accepts(L, dt, divide ? TTPU_EW_FLOAT : TTPU_EW_NUM,
-                       divide ? "addcdiv_cpu" : "addcmul_cpu_out"))
+  int cx = ttpu_dtype_is_complex(dt);
+  if (!cx && !ttpu_ew_accepts(L, dt, divide ? TTPU_EW_FLOAT : TTPU_EW_NUM,
+                              divide ? "addcdiv_cpu" : "addcmul_cpu_out"))
     return NULL;
   ttpu_dtype md = ttpu_ew_opmath(dt);
   ttpu_val s = ttpu_ew_in(L, 0, md), t1 = ttpu_ew_in(L, 1, md);
-  ttpu_val t2 = ttpu_ew_in(L, 2, md), v = ttpu_ew_in(L, 3, md);
+  ttpu_val t2 = ttpu_ew_in(L, 2, md), v;
+  ttpu_dtype vt = ttpu_l_scalar_dtype(L, 3);
+  if (!cx && ttpu_dtype_is_complex(vt)) {
+    /* a complex value converts to a real type only without an imaginary
+     * part (the CPU's checked conversion) */
+    ttpu_val z = ttpu_l_scalar(L, 3, vt);
+    char msg[80];
+    snprintf(msg, sizeof msg, "value cannot be converted to type %s without overflow",
+             c_type_name(md));
+    ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_NE, ttpu_hlo_imag(b, z), 0), msg);
+    v = ttpu_ew_fit(L, ttpu_hlo_real(b, z), md);
+  } else {
+    v = ttpu_ew_in(L, 3, md);
+  }
   ttpu_val p = ttpu_ew_mul(b, v, t1);
   p = ttpu_hlo_binary(b, divide ? TTPU_DIV : TTPU_MUL, p, t2);
   ttpu_l_set_out(L, 0, ttpu_ew_add(b, s, p));
@@ -757,10 +786,10 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"__rshift__.Scalar", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
     {"__irshift__.Tensor", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
     {"__irshift__.Scalar", shift, .param = 0, .kinds = TTPU_K_INT, .kernel = "rshift_cpu"},
-    {"logical_and", logical, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"logical_or", logical, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"logical_xor", logical, .param = 2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"logical_not", logical, .flags = TTPU_OP_REAL_INTO_COMPLEX, .param = 3, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_and", logical, .flags = TTPU_OP_COMPLEX_AS_IS, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_or", logical, .flags = TTPU_OP_COMPLEX_AS_IS, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_xor", logical, .flags = TTPU_OP_COMPLEX_AS_IS, .param = 2, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"logical_not", logical, .flags = TTPU_OP_COMPLEX_AS_IS, .param = 3, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
 #define TTPU_CMP_DEFS(name, cmp, ...)                                   \
   {#name ".Tensor", compare, .param = cmp, .variants = TTPU_V_OV_OUT,   \
    __VA_ARGS__},                                                        \
@@ -786,7 +815,7 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     {"masked_fill.Tensor", lower_masked_fill, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
     {"lerp.Scalar", lower_lerp, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
     {"lerp.Tensor", lower_lerp, .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},
-    {"addcmul", addc, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"addcdiv", addc, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"addcmul", addc, .param = 0, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = addc},
+    {"addcdiv", addc, .param = 1, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .complex_fn = addc},
     {0},
 };

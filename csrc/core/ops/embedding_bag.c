@@ -148,9 +148,23 @@ static ttpu_status* lower_embedding_bag(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   const ttpu_tensor* wd = ttpu_l_tensor_desc(L, 0, -1);
   const ttpu_tensor* id = ttpu_l_tensor_desc(L, 1, -1);
-  if (!wd || !id || wd->ndim != 2)
+  const ttpu_tensor* ofd = ttpu_l_tensor_desc(L, 2, -1);
+  if (!wd || !id || !ofd)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
-                            "embedding_bag: weight has to be a 2D Tensor");
+                            "embedding_bag: weight, indices and offsets are tensors");
+  /* the CPU kernel's checks, in its order */
+  if (id->ndim != 1 && id->ndim != 2)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "input has to be a 1D or 2D Tensor, but got Tensor "
+                            "of dimension %d", id->ndim);
+  if (id->ndim == 1 && ofd->ndim != 1)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "offsets has to be a 1D Tensor, but got Tensor of "
+                            "dimension %d", ofd->ndim);
+  if (wd->ndim != 2)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "weight has to be a 2D Tensor, but got Tensor of "
+                            "dimension %d", wd->ndim);
   if (id->ndim != 1)
     return ttpu_status_make(TTPU_UNIMPLEMENTED,
                             "_embedding_bag on tpu takes 1-d indices with "

@@ -15,6 +15,7 @@
  * index is the last NaN's if any, else the first maximum's; with every
  * value -inf it is the window's first position. Indices are flat within
  * the plane. The backward adds grad_output into the plane at them. */
+#include <stdio.h>
 #include <math.h>
 
 #include "elementwise.h"
@@ -113,9 +114,22 @@ static ttpu_status* lower_fractional_max_pool(ttpu_lower* L) {
   ttpu_val u = ttpu_l_tensor(L, 3);
   ttpu_type tu = ttpu_l_type(L, u);
   int64_t un = ttpu_type_numel(&tu), need = planes * nsp;
-  if (un < need) {
-    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "fractional_max_pool%dd: expected %lld random samples, got %lld",
-                  nsp, (long long)need, (long long)un);
+  /* the CPU kernel's checks of the samples' (batch, channels, nsp) shape */
+  int64_t batch = lead >= 2 ? tx.dims[lead - 2] : 1, chans = lead >= 1 ? tx.dims[lead - 1] : 1;
+  const char* bad = NULL;
+  char msg[96];
+  if (tu.ndim != 3 || tu.dims[0] < batch) {
+    bad = "Expect _random_samples.size(0) no less then input batch size.";
+  } else if (tu.dims[1] != chans) {
+    bad = "Expect _random_samples.size(1) equals to input channel size.";
+  } else if (tu.dims[2] != nsp) {
+    snprintf(msg, sizeof msg, "Expect _random_samples.size(2) equals to %d; got %lld.", nsp,
+             (long long)tu.dims[2]);
+    bad = msg;
+  }
+  if (bad || un < need) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s",
+                  bad ? bad : "Expect _random_samples to hold a sample per plane.");
     return NULL;
   }
   u = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, u, m.math), 1, &un);

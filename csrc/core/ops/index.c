@@ -328,6 +328,12 @@ static ttpu_status* lower_index_fill(ttpu_lower* L) {
   ttpu_val x = ttpu_l_tensor(L, 0);
   int dim = dim_of_self(L, &x);
   ttpu_type tx = ttpu_l_type(L, x);
+  if (ttpu_l_kind(L, 3) != TTPU_ARG_TENSOR &&
+      ttpu_dtype_is_complex(ttpu_l_scalar_dtype(L, 3)) && !ttpu_dtype_is_complex(tx.dtype)) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                  "index_fill_(): Converting complex Scalar to non-complex type is not supported");
+    return NULL;
+  }
   int64_t size = tx.dims[dim];
   ttpu_val idx = flatten(b, index_arg(L, 2));
   int64_t n = ttpu_l_type(L, idx).dims[0];
@@ -748,9 +754,13 @@ static ttpu_val values_to(ttpu_hlo* b, ttpu_val v, ttpu_type r) {
 
 /* self[mask] (op)= values for a single boolean mask covering dims
  * [k, k + rank(mask)) of self: a select, with values taken in mask order
- * when they have one entry per true element. */
+ * when they have one entry per true element. dtype_msg, when not NULL,
+ * is the CPU's error for values of another dtype: it comes after the
+ * shape check, as the CPU's does (the count of true elements decides
+ * which of the two a call gets). */
 static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
-                                   ttpu_val mask, ttpu_val v, int accumulate) {
+                                   ttpu_val mask, ttpu_val v, int accumulate,
+                                   const char* dtype_msg) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type tx = ttpu_l_type(L, x), tm = ttpu_l_type(L, mask);
   int r = tm.ndim;
@@ -779,6 +789,10 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
   int64_t count_at_values = -1;
   if (cd < 0 || tv.dims[cd] == 1) {
     full = values_to(b, v, vr);
+    if (dtype_msg) {
+      ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s", dtype_msg);
+      return NULL;
+    }
   } else {
     count_at_values = tv.dims[cd];
     vr.dims[k] = count_at_values;
@@ -791,15 +805,19 @@ static ttpu_status* index_put_mask(ttpu_lower* L, ttpu_val x, int k,
     ttpu_val bad = ttpu_hlo_compare(b, TTPU_NE, count,
                                     ttpu_hlo_const_i(b, TTPU_I64, count_at_values));
     /* CPU's message names the indexing result's shape, count included */
-    char vs[80], pre[64], post[64], fmt[240];
+    char vs[80], pre[64], post[64], fmt[480];
     shape_str(tv.dims, tv.ndim, vs, sizeof(vs));
     shape_str(tx.dims, k, pre, sizeof(pre));
     shape_str(tx.dims + k + r, tx.ndim - k - r, post, sizeof(post));
     pre[strlen(pre) - 1] = '\0'; /* drop "]" */
     snprintf(fmt, sizeof(fmt),
              "shape mismatch: value tensor of shape %s cannot be broadcast to "
-             "indexing result of shape %s%s%%lld%s%s", vs, pre, k ? ", " : "",
-             tx.ndim - k - r ? ", " : "", post + 1);
+             "indexing result of shape %s%s%%lld%s%s%s%s", vs, pre, k ? ", " : "",
+             tx.ndim - k - r ? ", " : "", post + 1,
+             dtype_msg ? TTPU_CHECK_ALT : "", dtype_msg ? dtype_msg : "");
+    if (dtype_msg) /* 1: the shape's error, else 2: the dtype's */
+      bad = ttpu_hlo_select(b, bad, ttpu_hlo_const_i(b, TTPU_I64, 1),
+                            ttpu_hlo_const_i(b, TTPU_I64, 2));
     ttpu_l_check(L, info4(b, bad, count, count, count), TTPU_INVALID_ARGUMENT,
                  fmt);
     if (count_at_values == 0) { /* no values: the mask is all false */
@@ -862,17 +880,29 @@ static ttpu_status* lower_index_put(ttpu_lower* L) {
   const ttpu_tensor* vd = ttpu_l_tensor_desc(L, 2, -1);
   int64_t vn = 1;
   for (int i = 0; vd && i < vd->ndim; ++i) vn *= vd->sizes[i];
-  int as_fill = !accumulate && n_def == 1 && mask_at >= 0 && vn == 1;
-  if (!as_fill && vd &&
-      !same_dtype_ok(L, 0, 2, "Index put requires the source and destination "
-                     "dtypes match, got %s for the destination and %s for the "
-                     "source."))
+  /* the CPU kernel fails on an empty list too (with internal errors) */
+  if (nl == 0) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                  "index_put_ needs at least one index tensor, got an empty list");
     return NULL;
+  }
+  int as_fill = !accumulate && n_def == 1 && mask_at >= 0 && vn == 1;
+  char dtype_msg[160] = "";
+  if (!as_fill && vd && arg_dtype(L, 0) != arg_dtype(L, 2))
+    snprintf(dtype_msg, sizeof dtype_msg,
+             "Index put requires the source and destination dtypes match, got "
+             "%s for the destination and %s for the source.",
+             ttpu_dtype_torch_title(arg_dtype(L, 0)),
+             ttpu_dtype_torch_title(arg_dtype(L, 2)));
   ttpu_val v = ttpu_hlo_convert(b, tensor_arg(L, 2, tx.dtype), tx.dtype);
   /* a single boolean mask is lowered without nonzero */
   if (n_def == 1 && mask_at >= 0)
     return index_put_mask(L, x, mask_at, ttpu_l_tensor_at(L, 1, mask_at), v,
-                          accumulate);
+                          accumulate, dtype_msg[0] ? dtype_msg : NULL);
+  if (dtype_msg[0]) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "%s", dtype_msg);
+    return NULL;
+  }
   adv_index a;
   if (!adv_index_build(L, tx, 1, &a)) return NULL;
   if (!a.m) {
@@ -1192,7 +1222,7 @@ const ttpu_op_def ttpu_ops_index[] = {
     {"index.Tensor", lower_index, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"_index_put_impl_", lower_index_put, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"masked_scatter", lower_masked_scatter, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
-    {"masked_scatter_backward", lower_masked_scatter_backward, .flags = 0},
+    {"masked_scatter_backward", lower_masked_scatter_backward, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"take", lower_take, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"put", lower_put, .variants = TTPU_V_INPLACE},
     {"embedding_dense_backward", lower_embedding_backward, .flags = 0},

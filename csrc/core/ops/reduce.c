@@ -431,7 +431,15 @@ static ttpu_status* lower_norm_at(ttpu_lower* L) {
   const int p_arg = 1, dim_arg = (int)ttpu_l_param(L);
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type out = ttpu_l_out_type(L, 0);
-  ttpu_val x = input_for_out(L, 0);
+  ttpu_val x = ttpu_l_tensor(L, 0);
+  if (ttpu_dtype_is_complex(ttpu_l_type(L, x).dtype)) {
+    /* a complex input's norm is its magnitudes' (the output is real: the
+     * magnitudes are taken in the complex type of the output's dtype) */
+    x = ttpu_hlo_convert(b, x, ttpu_dtype_complex_of(out.dtype));
+    x = ttpu_hlo_convert(b, ttpu_hlo_unary(b, TTPU_ABS, x), acc_of(out.dtype));
+  } else {
+    x = input_for_out(L, 0);
+  }
   ttpu_type tx = ttpu_l_type(L, x);
   int mask[TTPU_MAX_DIMS];
   dims_or_all(L, dim_arg, tx.ndim, mask);
@@ -486,10 +494,10 @@ const ttpu_op_def ttpu_ops_reduce[] = {
     {"logsumexp", lower_logsumexp, .complex_fn = lower_logsumexp_complex},
     {"cumsum", lower_cumsum, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"cumprod", lower_cumprod, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
-    {"linalg_vector_norm", lower_norm_at, .param = 2},
-    {"norm.Scalar", lower_norm_at, .param = -1},
-    {"norm.ScalarOpt_dtype", lower_norm_at, .param = -1},
-    {"norm.ScalarOpt_dim", lower_norm_at, .param = 2},
-    {"norm.ScalarOpt_dim_dtype", lower_norm_at, .param = 2},
+    {"linalg_vector_norm", lower_norm_at, .param = 2, .complex_fn = lower_norm_at},
+    {"norm.Scalar", lower_norm_at, .param = -1, .complex_fn = lower_norm_at},
+    {"norm.ScalarOpt_dtype", lower_norm_at, .param = -1, .complex_fn = lower_norm_at},
+    {"norm.ScalarOpt_dim", lower_norm_at, .param = 2, .complex_fn = lower_norm_at},
+    {"norm.ScalarOpt_dim_dtype", lower_norm_at, .param = 2, .complex_fn = lower_norm_at},
     {0},
 };

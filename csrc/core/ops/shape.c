@@ -37,10 +37,8 @@ static ttpu_status* lower_cat(ttpu_lower* L) {
   int n = ttpu_l_count(L, 0);
   int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ot.ndim);
   ttpu_val parts[64];
-  ttpu_val* xs = n <= 64 ? parts : NULL;
-  if (!xs)
-    return ttpu_status_make(TTPU_UNIMPLEMENTED,
-                            "cat of more than 64 tensors in one call");
+  ttpu_val* xs = n <= 64 ? parts : malloc(sizeof(ttpu_val) * (size_t)n);
+  if (!xs) return ttpu_status_oom();
   int k = 0;
   for (int i = 0; i < n; ++i) {
     const ttpu_tensor* d = ttpu_l_tensor_desc(L, 0, i);
@@ -50,6 +48,7 @@ static ttpu_status* lower_cat(ttpu_lower* L) {
     xs[k++] = ttpu_hlo_convert(b, ttpu_l_tensor_at(L, 0, i), ot.dtype);
   }
   ttpu_val r = k ? ttpu_hlo_concat(b, xs, k, dim) : ttpu_hlo_const(b, ot, 0, 0);
+  if (xs != parts) free(xs);
   ttpu_l_set_out(L, 0, r);
   return NULL;
 }
@@ -482,6 +481,6 @@ const ttpu_op_def ttpu_ops_shape[] = {
     {"range.out", lower_arange, .flags = 0},
     {"linspace.out", lower_linspace, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"logspace.out", lower_logspace, .flags = 0},
-    {"eye.m_out", lower_eye, .variants = TTPU_V_OUT},
+    {"eye.m_out", lower_eye, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {0},
 };

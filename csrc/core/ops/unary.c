@@ -139,6 +139,19 @@ static ttpu_status* complex_sinh_cosh(ttpu_lower* L) {
   return NULL;
 }
 
+/* sinc(z) = sin(pi z) / (pi z), 1 at 0, as the CPU's complex kernel
+ * (pi is a complex constant there too) */
+static ttpu_status* complex_sinc(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val z = ttpu_ew_in(L, 0, ttpu_l_out_type(L, 0).dtype);
+  ttpu_val pz = ttpu_ew_mul(b, ttpu_ew_k(b, z, kPi), z);
+  ttpu_val r = ttpu_ew_div(b, un(b, TTPU_SIN, pz), pz);
+  ttpu_val zero = ttpu_hlo_binary(b, TTPU_AND, ttpu_ew_cmpk(b, TTPU_EQ, ttpu_hlo_real(b, z), 0),
+                                  ttpu_ew_cmpk(b, TTPU_EQ, ttpu_hlo_imag(b, z), 0));
+  ttpu_l_set_out(L, 0, ttpu_hlo_select(b, zero, ttpu_ew_k(b, z, 1), r));
+  return NULL;
+}
+
 /* asinh(|x|) = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(2a) past 1e8,
  * where a^2 would lose 1 or overflow. */
 static ttpu_val asinh_v(ttpu_hlo* b, ttpu_val x) {
@@ -466,7 +479,7 @@ const ttpu_op_def ttpu_ops_unary[] = {
     UNARY_DEFS(sigmoid, .param = TTPU_CX_SIGMOID, .complex_fn = ttpu_complex_special),
     UNARY_DEFS(deg2rad, .flags = TTPU_OP_REAL_INTO_COMPLEX),
     UNARY_DEFS(rad2deg, .flags = TTPU_OP_REAL_INTO_COMPLEX),
-    UNARY_DEFS(sinc, .flags = TTPU_OP_REAL_INTO_COMPLEX),
+    UNARY_DEFS(sinc, .complex_fn = complex_sinc),
     UNARY_DEFS(neg, .param = TTPU_NEG, .flags = TTPU_OP_SAME_DTYPE_OUT, .complex_fn = ttpu_complex_unary, .kinds = TTPU_K_NUM, .kernel = "neg_cpu"),
     {"abs", lower_abs, .variants = TTPU_V_OUT, .kinds = TTPU_K_NUM, .kernel = "abs_cpu",
      .complex_fn = ttpu_complex_abs},

@@ -194,8 +194,9 @@ static ttpu_status* lower_aa(ttpu_lower* L) {
   const char* name = cubic ? "_upsample_bicubic2d_aa" : "_upsample_bilinear2d_aa";
   if (!backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, cubic, 1, 1);
   if (out.dtype != TTPU_F32 && out.dtype != TTPU_F64 && out.dtype != TTPU_BF16 && out.dtype != TTPU_F16) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "%s on tpu takes floating-point tensors, not %s", name,
-                  ttpu_dtype_name(out.dtype));
+    /* the CPU kernel's message (it takes floats, and uint8 forward) */
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"compute_index_ranges_weights\" not implemented for '%s'",
+                  ttpu_dtype_torch_title(out.dtype));
     return NULL;
   }
   if (tin.ndim != 4 || out.ndim != 4) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "%s: expected 4-d tensors", name);

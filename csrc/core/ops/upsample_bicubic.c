@@ -142,8 +142,9 @@ static ttpu_status* lower_bicubic(ttpu_lower* L) {
   ttpu_type tin = ttpu_l_type(L, v), out = ttpu_l_out_type(L, 0);
   if (!backward && out.dtype == TTPU_U8 && tin.dtype == TTPU_U8) return ttpu_upsample_u8(L, 1, 0, 1);
   if (out.dtype != TTPU_F32 && out.dtype != TTPU_F64 && out.dtype != TTPU_BF16 && out.dtype != TTPU_F16) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "upsample_bicubic2d on tpu takes floating-point tensors, not %s",
-                  ttpu_dtype_name(out.dtype));
+    /* the CPU kernel's message (it takes floats, and uint8 forward) */
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"compute_indices_weights_cubic\" not implemented for '%s'",
+                  ttpu_dtype_torch_title(out.dtype));
     return NULL;
   }
   if (tin.ndim != 4 || out.ndim != 4)

@@ -187,11 +187,12 @@ static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
   v = ttpu_hlo_reshape(b, v, 1, &pn);
   if (pd == dt) return v;
   if (pd == TTPU_BOOL || dt == TTPU_BOOL) {
-    /* i1 has no bit width to cast through; bool storages hold 0/1 bytes */
+    /* i1 has no bit width to cast through; bool storages hold 0/1 bytes,
+     * read as uint8 (a wider dtype then takes them in pairs, fours...) */
     if (ps == 1 && es == 1) return ttpu_hlo_convert(b, v, dt);
-    return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
-                         "reinterpreting %s storage as %s",
-                         ttpu_dtype_name(pd), ttpu_dtype_name(dt));
+    if (pd == TTPU_BOOL)
+      return flat_from(b, ttpu_hlo_convert(b, v, TTPU_U8), TTPU_U8, nbytes, dt);
+    return ttpu_hlo_convert(b, flat_from(b, v, pd, nbytes, TTPU_U8), TTPU_BOOL);
   }
   if (ps == es) return ttpu_hlo_bitcast(b, v, ttpu_type_make(dt, 1, &n));
   if (ps > es) {
@@ -222,10 +223,19 @@ static ttpu_val unflat(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt, ttpu_dtype pd,
     v = complex_to_pairs(b, v);
     dt = ttpu_dtype_real(dt);
   }
+  if (dt == TTPU_BOOL && pd != TTPU_BOOL) { /* 0/1 bytes */
+    v = ttpu_hlo_convert(b, v, TTPU_U8);
+    dt = TTPU_U8;
+  }
   size_t es = ttpu_dtype_size(dt), ps = ttpu_dtype_size(pd);
   int64_t pn = (int64_t)(nbytes / ps);
   if (pd != dt) {
-    if (pd == TTPU_BOOL || dt == TTPU_BOOL) {
+    if (pd == TTPU_BOOL && ps != es) {
+      /* a bool storage holds only 0 and 1: other bytes cannot be kept */
+      return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                           "writing through a %s view of a %s storage",
+                           ttpu_dtype_name(dt), ttpu_dtype_name(pd));
+    } else if (pd == TTPU_BOOL) {
       v = ttpu_hlo_convert(b, v, pd);
     } else if (ps == es) {
       v = ttpu_hlo_bitcast(b, v, ttpu_type_make(pd, 1, &pn));
