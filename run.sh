@@ -3,6 +3,7 @@
 # (virtualenv, pinned dependencies, build), then:
 #   ./run.sh demo    train the demo GPT on device tpu, checked against CPU
 #   ./run.sh test    the whole test suite (C tests, then pytest)
+#   ./run.sh test-long  the long sweeps, soaks and stress runs (pytest -m long)
 #   ./run.sh setup   only the set-up
 #   ./run.sh wheel   set-up, then a binary wheel in dist/
 #   ./run.sh check-torch VERSION   build against torch VERSION, run the quick tests
@@ -98,13 +99,20 @@ case "${1:-}" in
     setup
     shift
     make -s -j2 ctest
-    # One pytest process: the engine keeps a bounded number of compiled
-    # programs loaded (TORCHTPU_PROGRAM_CACHE_SIZE), so the suite no longer
-    # runs into the kernel's per-process mapping limit.
-    exec .venv/bin/python -m pytest -q tests "$@"
+    # Two pytest workers (TORCHTPU_TEST_WORKERS), each taking whole files:
+    # most of the suite's time is one-op compiles, one core each. The long
+    # sweeps, soaks and stress runs are `./run.sh test-long`.
+    exec .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
+      -m "not long" tests "$@"
+    ;;
+  test-long)
+    setup
+    shift
+    exec .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
+      -m long tests "$@"
     ;;
   *)
-    echo "usage: $0 demo|test|setup|wheel|check-torch VERSION|check-vision" >&2
+    echo "usage: $0 demo|test|test-long|setup|wheel|check-torch VERSION|check-vision" >&2
     exit 2
     ;;
 esac

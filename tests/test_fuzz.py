@@ -56,6 +56,7 @@ def test_catalog_covers_registered_ops(catalog):
     assert sum(e["out"] for e in catalog) > 200 and sum(e["inplace"] for e in catalog) > 100
 
 
+@pytest.mark.long
 @fuzz_settings(150)
 @given(data=fs.st.data())
 def test_fuzz_opinfo(worker, catalog, data):
@@ -68,6 +69,7 @@ def test_fuzz_error_inputs(worker, catalog, data):
     fs.check(worker, data.draw(fs.error_cases(catalog)))
 
 
+@pytest.mark.long
 @fuzz_settings(250)
 @given(case=fs.call_cases)
 def test_fuzz_calls(worker, case):

@@ -230,6 +230,7 @@ def test_interrupt_during_execute_or_host_read(kind):
     assert stats["inside"] >= 4, stats
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_interrupts_at_random_points_of_training(mode):
     stats = _stats(run_script(_TRAINING, timeout=200, TRIALS=20, MODE=mode, SEED=7))

@@ -12,6 +12,9 @@ import pytest
 
 from conformance import out_sweep, worker
 
+# Every OpInfo entry with an out= form, four cases each: a long sweep.
+pytestmark = pytest.mark.long
+
 # (entry, case) -> why tpu differs from the CPU there
 _NO_EIG = "general (non-symmetric) eigendecomposition has no tpu lowering"
 _NO_LDL = "LDL factorization has no tpu lowering"

@@ -28,6 +28,7 @@ def check(code, **env):
 
 # ------------------------------------------------------------------ program cache
 
+@pytest.mark.long
 def test_thousands_of_shapes_stay_bounded():
     """About 1,200 new programs (240 shapes) through a 48-program cache:
     mappings and RSS stop growing once the cache is full, every result

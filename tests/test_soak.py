@@ -4,11 +4,14 @@ lengths and checkpoint round trips; losses agree, memory, RSS and mappings
 stop growing after warm-up."""
 import json
 
+import pytest
+
 from _proc import check, import_benchmark, run_script
 
 soak = import_benchmark("soak")
 
 
+@pytest.mark.long
 def test_short_soak():
     out = check(run_script("""
         import json, warnings

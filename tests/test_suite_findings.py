@@ -353,3 +353,44 @@ def test_interpolate_integer_dtypes_like_cpu(mode, dtype):
     m, aa = mode.replace("-aa", ""), mode.endswith("-aa")
     x = torch.arange(2 * 3 * 8 * 8).reshape(2, 3, 8, 8).to(dtype)
     same_outcome(lambda d: torch.nn.functional.interpolate(x.to(d), (5, 12), mode=m, antialias=aa))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_lazy_clone_is_copy_on_write(mode):
+    """torch._lazy_clone shares the buffer until either side is written:
+    then the written one gets a copy of its own (reading does not copy),
+    through ops, in-place views, copies from the host and from tpu."""
+    writes = {
+        "op": lambda t: t.add_(10),
+        "view": lambda t: t[1].mul_(3),
+        "host copy": lambda t: t.copy_(torch.full((2, 2), 7.0)),
+        "tpu copy": lambda t: t.copy_(torch.full((2, 2), 5.0, device=T)),
+        "fill": lambda t: t.fill_(-1),
+    }
+    with torchtpu.set_eager_mode(mode):
+        for name, write in writes.items():
+            for side in ("source", "clone"):
+                a = torch.tensor([[0.0, 1.0], [2.0, 3.0]], device=T)
+                c = a._lazy_clone()
+                assert torch._C._is_cow_tensor(a) and torch._C._is_cow_tensor(c)
+                _ = (a + c).cpu()  # a read keeps both copy-on-write
+                assert torch._C._is_cow_tensor(a) and torch._C._is_cow_tensor(c), name
+                w, other = (a, c) if side == "source" else (c, a)
+                ref = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
+                write(w)
+                write(ref)
+                assert not torch._C._is_cow_tensor(w), (name, side)
+                assert torch.equal(w.cpu(), ref), (name, side)
+                assert torch.equal(other.cpu(), torch.tensor([[0.0, 1.0], [2.0, 3.0]])), (name, side)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.float32])
+@pytest.mark.parametrize("alpha", [1.1, True, 2])
+def test_add_alpha_checks(dtype, alpha):
+    """The CPU kernel's alpha_check: a float alpha for integral (and bool)
+    tensors, a bool alpha for anything but bool."""
+    x = torch.ones(4, dtype=dtype)
+    for f in (torch.add, torch.sub):
+        if f is torch.sub and dtype == torch.bool:
+            continue
+        same_outcome(lambda d: f(x.to(d), x.to(d), alpha=alpha))

@@ -262,6 +262,7 @@ def test_backward_in_one_thread_forward_in_another():
     assert st.run_threads([backward_loop, forward_loop], 180)[0] >= 5
 
 
+@pytest.mark.long
 def test_stress_short():
     """The documented stress run (--minutes 10), for 12 seconds: 4 threads
     over 2 devices with the eager mode switching meanwhile."""

@@ -186,6 +186,20 @@ static ttpu_status* add_like(ttpu_lower* L) {
     return NULL;
   }
   int is_bool = dt == TTPU_BOOL;
+  if (!ttpu_l_is_none(L, 2)) { /* the CPU kernel's alpha_check */
+    ttpu_dtype at = arg_dtype(L, 2);
+    if (at == TTPU_BOOL && !is_bool) {
+      ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "Boolean alpha only supported for Boolean results.");
+      return NULL;
+    }
+    if ((ttpu_dtype_is_float(at) || ttpu_dtype_is_complex(at)) &&
+        !ttpu_dtype_is_float(dt) && !ttpu_dtype_is_complex(dt)) {
+      ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
+                    "For integral input tensors, argument alpha must not be a "
+                    "floating point number.");
+      return NULL;
+    }
+  }
   if (!ttpu_l_is_none(L, 2)) {
     ttpu_val a = ttpu_ew_in(L, 2, ttpu_ew_opmath(dt));
     y = ttpu_hlo_binary(b, is_bool ? TTPU_AND : TTPU_MUL, y, a);

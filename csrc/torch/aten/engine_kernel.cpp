@@ -427,7 +427,10 @@ class CallPacker {
     args_.push_back(arg);
   }
 
+  // Outputs are packed before the inputs: a copy-on-write output gets its
+  // own buffer first, so an in-place self reads and writes that one.
   void add_output(const at::Tensor& tensor) {
+    materialize_if_cow(tensor);
     outputs_.push_back(describe(tensor));
     all_outputs_empty_ = all_outputs_empty_ && tensor.numel() == 0;
   }

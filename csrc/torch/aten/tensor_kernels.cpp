@@ -91,7 +91,7 @@ void upload_whole(const at::Tensor& dst, const at::Tensor& host) {
     dtype = dtype == TTPU_DTYPE_NONE ? TTPU_U8 : dtype;
     dims = {static_cast<int64_t>(nbytes / ttpu_dtype_size(dtype))};
   }
-  check(ttpu_buffer_upload(buffer_of(dst), host.const_data_ptr(), dtype,
+  check(ttpu_buffer_upload(writable_buffer_of(dst), host.const_data_ptr(), dtype,
                            dims.data(), static_cast<int>(dims.size())),
         "copying to tpu");
 }
@@ -217,7 +217,7 @@ void copy_tpu_to_tpu_across_devices(const at::Tensor& dst,
   const at::Tensor packed =
       contiguous_on_device(src, dst.sizes(), dst.scalar_type());
   if (covers_whole_storage(dst)) {
-    check(ttpu_buffer_copy(buffer_of(dst), buffer_of(packed)),
+    check(ttpu_buffer_copy(writable_buffer_of(dst), buffer_of(packed)),
           "copying between tpu devices");
     return;
   }

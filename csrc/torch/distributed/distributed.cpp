@@ -746,7 +746,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
       if (!b_->in_place_ || t.numel() == 0 || !covers_whole_storage(t)) return std::nullopt;
       // A storage the collective both reads and writes (an in-place
       // all_to_all) is copied: gloo would read bytes it already wrote.
-      ttpu_buffer* buffer = buffer_of(t);
+      ttpu_buffer* buffer = write ? writable_buffer_of(t) : buffer_of(t);
       for (const auto& [seen, wrote] : storages_) {
         if (seen == buffer && (write || wrote)) return std::nullopt;
       }

@@ -111,7 +111,7 @@ void run_xla_collective(const XlaCollective& c,
     }
     if (!staged_out[i].is_same(out)) copy_back.emplace_back(out, staged_out[i]);
     members[i].input = buffer_of(staged_in[i]);
-    members[i].output = buffer_of(staged_out[i]);
+    members[i].output = writable_buffer_of(staged_out[i]);
   }
   call.members = members.data();
   check(ttpu_coll_run(runtime(), &call), "tpu collective");

@@ -243,6 +243,11 @@ class GraphReplay {
           }
           break;
         case In::Tensor:
+          // The program may write any input: a copy-on-write one gets its
+          // own buffer before buffers are compared and bound.
+          if (tpu_tensor(a, &in_t[j])) {
+            materialize_if_cow(in_t[j]);
+          }
           if (!tpu_tensor(a, &in_t[j]) || !in.meta.same(in_t[j]) ||
               in_t[j].device().index() != in.device ||
               storage_nbytes(in_t[j]) != in.nbytes ||

@@ -2,6 +2,7 @@
 
 #include "runtime/runtime.h"
 
+#include <c10/core/impl/COW.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -149,8 +150,9 @@ c10::intrusive_ptr<c10::StorageImpl> make_storage(c10::StorageImpl::use_byte_siz
                                                   c10::SymInt size_bytes, c10::DataPtr data_ptr,
                                                   c10::Allocator* allocator, bool resizable) {
   if (data_ptr) {
+    // A copy-on-write storage (torch._lazy_clone's) shares a whole buffer.
     TORCH_CHECK_NOT_IMPLEMENTED(
-        data_ptr.get() == data_ptr.get_context(),
+        data_ptr.get() == data_ptr.get_context() || c10::impl::cow::is_cow_data_ptr(data_ptr),
         "a slice of a tpu storage (UntypedStorage[start:stop]) is not supported: "
         "tpu storages are addressed whole; slice a tensor over the storage instead");
     return c10::make_intrusive<c10::StorageImpl>(use_byte_size, std::move(size_bytes),

@@ -3,6 +3,7 @@
 #include "runtime/allocator.h"
 
 #include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/COW.h>
 #include <pybind11/pybind11.h>
 #include <c10/util/Exception.h>
 
@@ -186,6 +187,24 @@ ttpu_dtype to_ttpu_dtype_checked(c10::ScalarType type) {
 ttpu_buffer* buffer_of(const at::Tensor& tensor) {
   return static_cast<ttpu_buffer*>(
       tensor.unsafeGetTensorImpl()->unsafe_storage().data_ptr().get());
+}
+
+void materialize_if_cow(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) {
+    return;
+  }
+  c10::StorageImpl* storage =
+      tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  if (storage != nullptr && c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) {
+    // Copies through the allocator's copy_data (a buffer copy) unless this
+    // storage holds the last reference.
+    (void)storage->mutable_data_ptr();
+  }
+}
+
+ttpu_buffer* writable_buffer_of(const at::Tensor& tensor) {
+  materialize_if_cow(tensor);
+  return buffer_of(tensor);
 }
 
 bool covers_whole_storage(const at::Tensor& tensor) {

@@ -56,6 +56,13 @@ ttpu_dtype to_ttpu_dtype_checked(c10::ScalarType type);
 // The engine buffer behind a tpu tensor's storage (nullptr for an empty
 // storage). The DataPtr's data pointer is the handle itself.
 ttpu_buffer* buffer_of(const at::Tensor& tensor);
+// The same for a tensor about to be written: a copy-on-write storage
+// (torch._lazy_clone's) first gets a buffer of its own, a copy of the
+// shared one, as PyTorch's mutable_data_ptr() does on the CPU.
+ttpu_buffer* writable_buffer_of(const at::Tensor& tensor);
+// Makes the tensor's storage its own if it is copy-on-write (the step
+// writable_buffer_of takes first).
+void materialize_if_cow(const at::Tensor& tensor);
 // Whether the tensor is all of its storage: contiguous, offset 0, and its
 // bytes are the storage's.
 bool covers_whole_storage(const at::Tensor& tensor);
