@@ -100,16 +100,23 @@ case "${1:-}" in
     shift
     make -s -j2 ctest
     # Two pytest workers (TORCHTPU_TEST_WORKERS), each taking whole files:
-    # most of the suite's time is one-op compiles, one core each. The long
-    # sweeps, soaks and stress runs are `./run.sh test-long`.
-    exec .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
-      -m "not long" tests "$@"
+    # most of the suite's time is one-op compiles, one core each. Then the
+    # timing-sensitive tests alone. The long sweeps, soaks and stress runs
+    # are `./run.sh test-long`.
+    rc=0
+    .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
+      -m "not long and not serial" tests "$@" || rc=$?
+    .venv/bin/python -m pytest -q -m "serial and not long" tests "$@" || rc=$?
+    exit "$rc"
     ;;
   test-long)
     setup
     shift
-    exec .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
-      -m long tests "$@"
+    rc=0
+    .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
+      -m "long and not serial" tests "$@" || rc=$?
+    .venv/bin/python -m pytest -q -m "long and serial" tests "$@" || rc=$?
+    exit "$rc"
     ;;
   *)
     echo "usage: $0 demo|test|test-long|setup|wheel|check-torch VERSION|check-vision" >&2

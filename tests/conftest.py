@@ -5,7 +5,11 @@ directories)."""
 import os
 import tempfile
 
-if "TORCHTPU_CACHE_DIR" not in os.environ:
+# Each pytest-xdist worker gets caches of its own: tests that count
+# compiles must not find what the other worker compiled.
+_fresh = os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("TORCHTPU_TEST_CACHES") == "conftest"
+if "TORCHTPU_CACHE_DIR" not in os.environ or _fresh:
     os.environ["TORCHTPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
-if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHTPU_TEST_CACHES"] = "conftest"
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ or _fresh:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-inductor-")

@@ -351,7 +351,7 @@ def test_prod(dtype):
 
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.linalg.qr, torch.linalg.svd, torch.linalg.cholesky):
+    for f in (torch.linalg.qr, torch.linalg.cholesky):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
 
@@ -613,3 +613,23 @@ def test_twelve_dims(dtype):
     t = x.to(DEV)
     assert torch.equal(torch.view_as_real(t).cpu(), torch.view_as_real(x))
     close((t[:1] * t[:1]), x[:1] * x[:1])
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 5), (2, 4, 3)])
+def test_svd(dtype, shape):
+    """Complex SVD: the singular values are the CPU's; the vectors are
+    unique only up to a phase, so U, Vh are checked by what they must be
+    (A = U S Vh, orthonormal columns / rows)."""
+    a = crand(*shape, dtype=dtype)
+    u, s, vh = torch.linalg.svd(a.to(DEV), full_matrices=False)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.complex64 else dict(atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(s.cpu(), torch.linalg.svdvals(a), **tol)
+    rec = u.cpu() @ torch.diag_embed(s.cpu()).to(dtype) @ vh.cpu()
+    torch.testing.assert_close(rec, a, **tol)
+    k = min(shape[-2:])
+    eye = torch.eye(k, dtype=dtype).expand(*shape[:-2], k, k)
+    torch.testing.assert_close(u.cpu().mH @ u.cpu(), eye, **tol)
+    torch.testing.assert_close(vh.cpu() @ vh.cpu().mH, eye, **tol)
+    torch.testing.assert_close(torch.linalg.matrix_norm(a.to(DEV), "nuc").cpu(),
+                               torch.linalg.matrix_norm(a, "nuc"), **tol)

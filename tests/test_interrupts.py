@@ -8,6 +8,10 @@ import json
 
 import pytest
 
+# The interrupts land at chosen moments: run alone, not beside another
+# pytest worker (./run.sh test runs these after the parallel part).
+pytestmark = pytest.mark.serial
+
 from _proc import check, run_script
 
 # Shared by the interrupt scenarios: a thread that sends SIGINT to this

@@ -7,9 +7,14 @@
  * programs grow with n^2: this serves the small matrices of
  * pinv/matrix_rank/cond/norms (min(m, n) <= 16).
  *
- * Singular vectors are unique only up to sign (and rotation within equal
- * singular values): ours need not be LAPACK's, while everything PyTorch
- * builds on them (pinv, the gradients) is invariant to that choice. */
+ * Complex matrices take the same sweeps: before each rotation, column j
+ * is turned by the phase of <c_i, c_j> so that the pair's inner product is
+ * real, and V takes the same turn (A = U S V^H).
+ *
+ * Singular vectors are unique only up to sign or phase (and rotation
+ * within equal singular values): ours need not be LAPACK's, while
+ * everything PyTorch builds on them (pinv, the gradients) is invariant to
+ * that choice. */
 #include <math.h>
 
 #include "matrix.h"
@@ -39,6 +44,25 @@ static ttpu_val per_col(ttpu_hlo* b, ttpu_val s, ttpu_val like) {
   int64_t map[TTPU_MAX_DIMS];
   for (int d = 0; d < tp->ndim - 1; ++d) map[d] = d;
   return ttpu_hlo_broadcast_in_dim(b, s, *tp, map);
+}
+
+/* conj(x) of a complex x. */
+static ttpu_val conj_v(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_hlo_complex(b, ttpu_hlo_real(b, x), ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_imag(b, x)));
+}
+
+/* sum |x|^2 over the last dim (real). */
+static ttpu_val sq_norm(ttpu_hlo* b, ttpu_val x, int cx) {
+  if (!cx) return sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, x, x));
+  ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
+  return sum_last(b, ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_binary(b, TTPU_MUL, re, re),
+                                     ttpu_hlo_binary(b, TTPU_MUL, im, im)));
+}
+
+/* x^H (the conjugate transpose of the last two dims). */
+static ttpu_val adjoint(ttpu_hlo* b, ttpu_val x, int cx) {
+  ttpu_val t = ttpu_mx_transpose(b, x);
+  return cx ? conj_v(b, t) : t;
 }
 
 /* Columns c_0..c_{q-1} (batch..., p) of x (batch..., p, q). */
@@ -99,7 +123,8 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
   ttpu_type ou = ttpu_l_out_type(L, 0), os = ttpu_l_out_type(L, 1), ov = ttpu_l_out_type(L, 2);
   ttpu_val a = ttpu_l_tensor(L, 0);
   ttpu_type ta = ttpu_l_type(L, a);
-  if (!ttpu_mx_lapack_dtype(L, ta.dtype, "linalg_svd")) return NULL;
+  int cx = ttpu_dtype_is_complex(ta.dtype);
+  if (!cx && !ttpu_mx_lapack_dtype(L, ta.dtype, "linalg_svd")) return NULL;
   int nb = ta.ndim - 2;
   int64_t m = ta.dims[nb], n = ta.dims[nb + 1], k = m < n ? m : n;
   int uv = ttpu_l_bool(L, 2, 1);
@@ -115,7 +140,7 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
     return ttpu_status_make(TTPU_UNIMPLEMENTED,
                             "linalg.svd: full_matrices=True for a non-square matrix is not supported on tpu");
   int wide = m < n;
-  ttpu_val x = wide ? ttpu_mx_transpose(b, a) : a; /* tall: (batch..., p, q), p >= q */
+  ttpu_val x = wide ? adjoint(b, a, cx) : a; /* tall: (batch..., p, q), p >= q */
   int q = (int)k;
   if (q > kMaxCols)
     return ttpu_status_make(TTPU_UNIMPLEMENTED,
@@ -128,12 +153,22 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
   for (int sweep = 0; sweep < kSweeps; ++sweep)
     for (int i = 0; i < q - 1; ++i)
       for (int j = i + 1; j < q; ++j) {
-        ttpu_val al = sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, w[i], w[i]));
-        ttpu_val be = sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, w[j], w[j]));
-        ttpu_val ga = sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, w[i], w[j]));
+        ttpu_val al = sq_norm(b, w[i], cx), be = sq_norm(b, w[j], cx);
+        ttpu_val ga = sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, cx ? conj_v(b, w[i]) : w[i], w[j]));
         const ttpu_type* tsp = ttpu_hlo_type(b, al);
         if (!tsp) return NULL;
         ttpu_type ts = *tsp;
+        if (cx) {
+          /* turn column j by the phase of <c_i, c_j>: the pair's inner
+           * product becomes |<c_i, c_j>|, real */
+          ttpu_val mag = ttpu_hlo_unary(b, TTPU_ABS, ga);
+          ttpu_val none = ttpu_hlo_compare(b, TTPU_EQ, mag, kc(b, ts, 0));
+          ttpu_val ph = ttpu_hlo_binary(b, TTPU_DIV, ga, ttpu_hlo_convert(b, ttpu_hlo_select(b, none, kc(b, ts, 1), mag), ta.dtype));
+          ph = conj_v(b, ttpu_hlo_select(b, none, kc(b, ttpu_l_type(L, ga), 1), ph));
+          w[j] = ttpu_hlo_binary(b, TTPU_MUL, w[j], per_col(b, ph, w[j]));
+          v[j] = ttpu_hlo_binary(b, TTPU_MUL, v[j], per_col(b, ph, v[j]));
+          ga = mag;
+        }
         ttpu_val zero_g = ttpu_hlo_compare(b, TTPU_EQ, ga, kc(b, ts, 0));
         ttpu_val safe_g = ttpu_hlo_select(b, zero_g, kc(b, ts, 1), ga);
         ttpu_val zeta = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, be, al),
@@ -150,6 +185,10 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
         ttpu_val c = ttpu_hlo_unary(b, TTPU_RSQRT, ttpu_hlo_binary(b, TTPU_ADD, kc(b, ts, 1),
                                                                    ttpu_hlo_binary(b, TTPU_MUL, t, t)));
         ttpu_val s = ttpu_hlo_binary(b, TTPU_MUL, c, t);
+        if (cx) {
+          c = ttpu_hlo_convert(b, c, ta.dtype);
+          s = ttpu_hlo_convert(b, s, ta.dtype);
+        }
         ttpu_val* cols[2] = {w, v};
         for (int z = 0; z < 2; ++z) {
           ttpu_val ci = per_col(b, c, cols[z][i]), si = per_col(b, s, cols[z][i]);
@@ -162,12 +201,13 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
       }
   ttpu_val sig[kMaxCols];
   for (int j = 0; j < q; ++j) {
-    sig[j] = ttpu_hlo_unary(b, TTPU_SQRT, sum_last(b, ttpu_hlo_binary(b, TTPU_MUL, w[j], w[j])));
+    sig[j] = ttpu_hlo_unary(b, TTPU_SQRT, sq_norm(b, w[j], cx));
     const ttpu_type* tp = ttpu_hlo_type(b, sig[j]);
     if (!tp) return NULL;
     ttpu_val zero = ttpu_hlo_compare(b, TTPU_EQ, sig[j], kc(b, *tp, 0));
     ttpu_val inv = ttpu_hlo_select(b, zero, kc(b, *tp, 0),
                                    ttpu_hlo_binary(b, TTPU_DIV, kc(b, *tp, 1), sig[j]));
+    if (cx) inv = ttpu_hlo_convert(b, inv, ta.dtype);
     w[j] = ttpu_hlo_binary(b, TTPU_MUL, w[j], per_col(b, inv, w[j]));
   }
   ttpu_val s_all = from_columns(b, sig, q); /* (batch..., q) via a trailing dim */
@@ -185,14 +225,14 @@ static ttpu_status* lower_svd(ttpu_lower* L) {
   }
   ttpu_val uu = permute_columns(b, from_columns(b, w, q), sorted[1]);
   ttpu_val vv = permute_columns(b, from_columns(b, v, q), sorted[1]);
-  /* tall: A = U S V^T; wide: A^T = U S V^T, so A = V S U^T */
+  /* tall: A = U S V^H; wide: A^H = U S V^H, so A = V S U^H */
   ttpu_l_set_out(L, 0, wide ? vv : uu);
-  ttpu_l_set_out(L, 2, ttpu_mx_transpose(b, wide ? uu : vv));
+  ttpu_l_set_out(L, 2, adjoint(b, wide ? uu : vv, cx));
   return NULL;
 }
 
 const ttpu_op_def ttpu_ops_svd[] = {
-    {"_linalg_svd", lower_svd, .flags = 0},
-    {"_linalg_svd.U", lower_svd, .flags = 0},
+    {"_linalg_svd", lower_svd, .complex_fn = lower_svd},
+    {"_linalg_svd.U", lower_svd, .complex_fn = lower_svd},
     {0},
 };

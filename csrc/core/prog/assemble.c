@@ -187,12 +187,15 @@ static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
   v = ttpu_hlo_reshape(b, v, 1, &pn);
   if (pd == dt) return v;
   if (pd == TTPU_BOOL || dt == TTPU_BOOL) {
-    /* i1 has no bit width to cast through; bool storages hold 0/1 bytes,
-     * read as uint8 (a wider dtype then takes them in pairs, fours...) */
+    /* i1 has no bit width to cast through; bool storages hold 0/1 bytes.
+     * A wider storage read as bool takes its bytes (as uint8); a bool
+     * storage is not read through a wider dtype, since writes through
+     * such a view could not keep bytes other than 0 and 1. */
     if (ps == 1 && es == 1) return ttpu_hlo_convert(b, v, dt);
-    if (pd == TTPU_BOOL)
-      return flat_from(b, ttpu_hlo_convert(b, v, TTPU_U8), TTPU_U8, nbytes, dt);
-    return ttpu_hlo_convert(b, flat_from(b, v, pd, nbytes, TTPU_U8), TTPU_BOOL);
+    if (dt == TTPU_BOOL)
+      return ttpu_hlo_convert(b, flat_from(b, v, pd, nbytes, TTPU_U8), TTPU_BOOL);
+    return ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "reinterpreting %s storage as %s",
+                         ttpu_dtype_name(pd), ttpu_dtype_name(dt));
   }
   if (ps == es) return ttpu_hlo_bitcast(b, v, ttpu_type_make(dt, 1, &n));
   if (ps > es) {
