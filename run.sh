@@ -99,12 +99,16 @@ case "${1:-}" in
     setup
     shift
     make -s -j2 ctest
-    # Two pytest workers (TORCHTPU_TEST_WORKERS), each taking whole files:
-    # most of the suite's time is one-op compiles, one core each. Then the
-    # timing-sensitive tests alone. The long sweeps, soaks and stress runs
-    # are `./run.sh test-long`.
+    # The long sweeps, soaks and stress runs are `./run.sh test-long`.
+    # TORCHTPU_TEST_WORKERS=2 runs pytest on two workers (whole files each;
+    # most of the suite's time is one-op compiles, one core each), then the
+    # timing-sensitive tests alone; the default is one pytest process.
+    workers=${TORCHTPU_TEST_WORKERS:-1}
+    if [ "$workers" -le 1 ]; then
+      exec .venv/bin/python -m pytest -q -m "not long" tests "$@"
+    fi
     rc=0
-    .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
+    .venv/bin/python -m pytest -q -n "$workers" --dist loadfile \
       -m "not long and not serial" tests "$@" || rc=$?
     .venv/bin/python -m pytest -q -m "serial and not long" tests "$@" || rc=$?
     exit "$rc"
@@ -112,11 +116,7 @@ case "${1:-}" in
   test-long)
     setup
     shift
-    rc=0
-    .venv/bin/python -m pytest -q -n "${TORCHTPU_TEST_WORKERS:-2}" --dist loadfile \
-      -m "long and not serial" tests "$@" || rc=$?
-    .venv/bin/python -m pytest -q -m "long and serial" tests "$@" || rc=$?
-    exit "$rc"
+    exec .venv/bin/python -m pytest -q -m long tests "$@"
     ;;
   *)
     echo "usage: $0 demo|test|test-long|setup|wheel|check-torch VERSION|check-vision" >&2

@@ -9,7 +9,8 @@ import json
 import pytest
 
 # The interrupts land at chosen moments: run alone, not beside another
-# pytest worker (./run.sh test runs these after the parallel part).
+# pytest worker (with TORCHTPU_TEST_WORKERS=2, ./run.sh test runs these
+# after the parallel part).
 pytestmark = pytest.mark.serial
 
 from _proc import check, run_script
@@ -20,6 +21,11 @@ from _proc import check, run_script
 _COMMON = """
 import json, os, random, signal, threading, time
 import torch, torchtpu
+
+# Ctrl-C raises KeyboardInterrupt here even when this process was started
+# with SIGINT ignored (as a shell does for a command it runs in the
+# background, and its children inherit).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 rng = random.Random(int(os.environ.get("SEED", "0")))
 torch.manual_seed(0)
