@@ -199,8 +199,6 @@ static ttpu_status* add_like(ttpu_lower* L) {
                     "floating point number.");
       return NULL;
     }
-  }
-  if (!ttpu_l_is_none(L, 2)) {
     ttpu_val a = ttpu_ew_in(L, 2, ttpu_ew_opmath(dt));
     y = ttpu_hlo_binary(b, is_bool ? TTPU_AND : TTPU_MUL, y, a);
   }
