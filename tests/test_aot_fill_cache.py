@@ -92,7 +92,8 @@ def test_namespace_is_what_a_libtpu_client_computes(filled):
     # The same function gives the CPU runtime's own directory for what its
     # client reports; changing any input changes the id.
     p = torchtpu.platform_info()
-    cpu = _C._disk_namespace_id(p["name"], p["version"], *p["api_version"], None, bool(_C._caps()["host_code"]))
+    cpu = _C._disk_namespace_id(p["name"], p["version"], *p["api_version"], p["compile_options"],
+                                bool(_C._caps()["host_code"]))
     assert list(_entries(filled["cpu_dir"])) == [cpu]
     assert cpu != expected
     assert _C._disk_namespace_id("tpu", t["platform_version"] + "x", *t["api_version"]) != expected

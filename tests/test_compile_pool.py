@@ -151,3 +151,90 @@ def test_dumping_compiles_at_the_op(tmp_path):
     """, 2, TORCHTPU_DUMP_DIR=tmp_path)
     assert r["ran"] == [1, 1, 1], r
     assert r["dumps"] == sorted(r["dumps"]) and r["dumps"][0] >= 1 and r["dumps"][-1] >= 3, r
+
+
+def test_index_check_raises_at_its_op():
+    """With compile threads, an op whose program checks its indices still
+    raises at the op (it runs, with what is queued before it, before the
+    call returns); the ops queued before it ran, and later ops work."""
+    r = run("""
+        import json, torch, torchtpu
+        x = torch.arange(8.0, device="tpu")
+        y = torch.sin(x) * 2 + 1                  # compiling on the pool
+        errs = []
+        for make in (lambda: x[torch.tensor([1, 9], device="tpu")],
+                     lambda: torch.index_select(y, 0, torch.tensor([3, -20], device="tpu")),
+                     lambda: torch.gather(y, 0, torch.tensor([0, 8], device="tpu"))):
+            try:
+                make()
+                errs.append(None)
+            except (IndexError, RuntimeError) as e:
+                errs.append(type(e).__name__)
+        got = (y + torch.cos(x)).cpu()
+        want = torch.sin(torch.arange(8.0)) * 2 + 1 + torch.cos(torch.arange(8.0))
+        print(json.dumps({"errs": errs, "ok": bool(torch.allclose(got, want))}))
+    """, 2)
+    assert r["errs"] == ["IndexError", "IndexError", "RuntimeError"], r
+    assert r["ok"], r
+
+
+def test_default_threads_are_the_usable_cores():
+    """Without TORCHTPU_COMPILE_THREADS strict mode compiles on the pool,
+    one thread per usable core (at most 16)."""
+    code = """
+        import json, os, torch, torchtpu
+        from torchtpu import _C
+        x = torch.arange(6.0, device="tpu")
+        ys = [torch.exp(x) + k for k in range(3)]
+        print(json.dumps({"ok": bool(torch.allclose(ys[2].cpu(), torch.exp(torch.arange(6.0)) + 2)),
+                          "threads": _C._platform()["compile_threads"],
+                          "cores": len(os.sched_getaffinity(0))}))
+    """
+    full = {k: v for k, v in os.environ.items() if k != "TORCHTPU_COMPILE_THREADS"}
+    full.update({"TORCHTPU_DISK_CACHE": "0", "TORCHTPU_EAGER_MODE": "strict"})
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full,
+                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["ok"], r
+    assert r["threads"] == min(r["cores"], 16), r
+
+
+def test_cpu_opt_level():
+    """TORCHTPU_CPU_OPT_LEVEL: every level gives the CPU's values; programs
+    compiled at one level are not loaded at another (the disk cache keeps
+    them apart); a bad value is a clear error that names the variable."""
+    import tempfile
+    code = """
+        import json, torch, torchtpu
+        torch.manual_seed(0)
+        x, w = torch.randn(37, 53), torch.randn(53, 29)
+        t = x.to("tpu")
+        pairs = [(torch.tanh(t) * 1.7 + torch.exp(-t.abs()), torch.tanh(x) * 1.7 + torch.exp(-x.abs())),
+                 (torch.softmax(t, -1), torch.softmax(x, -1)),
+                 (t @ w.to("tpu"), x @ w),
+                 (torch.log1p(t.abs()).sum(0), torch.log1p(x.abs()).sum(0)),
+                 (t.abs().pow(2.5).mean(1), x.abs().pow(2.5).mean(1))]
+        ok = all(torch.allclose(a.cpu(), b, rtol=1e-5, atol=1e-5) for a, b in pairs)
+        m = torchtpu.debug.metrics()
+        print(json.dumps({"ok": ok, "compiles": m["compiles"], "disk_hits": m["disk_hits"]}))
+    """
+    with tempfile.TemporaryDirectory() as cache:
+        seen = {}
+        for level in ("0", "3", "xla", "3", "2"):
+            seen.setdefault(level, []).append(
+                run(code, 1, TORCHTPU_CPU_OPT_LEVEL=level, TORCHTPU_DISK_CACHE=1,
+                    TORCHTPU_CACHE_DIR=cache))
+    for level, runs in seen.items():
+        assert all(r["ok"] for r in runs), (level, runs)
+    # Each level's first process compiles everything; "xla" is XLA's own
+    # default, kept apart from an explicit 3; a second level-3 process
+    # compiles nothing.
+    for level in ("0", "3", "xla", "2"):
+        assert seen[level][0]["compiles"] > 4 and seen[level][0]["disk_hits"] == 0, seen
+    assert seen["3"][1]["compiles"] == 0 and seen["3"][1]["disk_hits"] > 4, seen
+    full = dict(os.environ, TORCHTPU_CPU_OPT_LEVEL="fast")
+    p = subprocess.run([sys.executable, "-c", "import torch, torchtpu; torch.ones(1, device='tpu')"],
+                       env=full, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert p.returncode != 0
+    assert "TORCHTPU_CPU_OPT_LEVEL=fast" in p.stderr and "pip install" not in p.stderr, p.stderr[-2000:]

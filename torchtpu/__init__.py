@@ -131,7 +131,9 @@ def platform():
 
 def platform_info():
     """The plugin behind ``tpu`` as a dict: name, version, plugin_path,
-    api_version, device_count."""
+    api_version, device_count, compile_threads (strict mode's compile
+    threads) and compile_options (the identity of the compile options, part
+    of the disk cache's namespace)."""
     return dict(_C._platform())
 
 

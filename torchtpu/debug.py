@@ -81,7 +81,8 @@ def report(file=None):
     windows = m["fused_windows"]
     lines = [
         f"torchtpu on {p.get('name', '?')} ({p.get('plugin_path', '?')}), eager mode {m['eager_mode']}",
-        f"  compiles            {m['compiles']} ({m['compile_seconds']:.2f} s), recompiles {m['recompiles']}",
+        f"  compiles            {m['compiles']} ({m['compile_seconds']:.2f} s), recompiles {m['recompiles']}; "
+        f"{p.get('compile_threads', 1)} compile thread(s), options {p.get('compile_options', '?')}",
         f"  cache hits          {m['cache_hits']} in memory",
         f"  disk cache          {m['disk_hits']} loaded ({m['disk_load_seconds']:.2f} s), "
         f"{m['disk_writes']} written, {m['cache_dir'] or 'off'}",

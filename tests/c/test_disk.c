@@ -167,7 +167,8 @@ static void test_runtime_namespace_and_sink(ttpu_test_ctx* t) {
   ttpu_disk_namespace ns;
   ttpu_disk_namespace_make(ttpu_runtime_platform_name(rt),
                            ttpu_runtime_platform_version(rt), major, minor,
-                           ttpu_pjrt_compile_options_id(), caps.host_code, &ns);
+                           ttpu_runtime_compile_options_id(rt), caps.host_code,
+                           &ns);
   char dir[700], path[1000] = {0};
   snprintf(dir, sizeof(dir), "%s/%016llx", root,
            (unsigned long long)ttpu_disk_namespace_id(&ns));

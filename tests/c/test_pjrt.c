@@ -488,6 +488,40 @@ static void test_execute_scalar_no_args(ttpu_test_ctx* t) {
   TTPU_CHECK(t, ms_ok);
 }
 
+/* A code generator level reaches the plugin as an option override: every
+ * level compiles and runs, each has its own options identity (the disk
+ * cache's namespace), and levels outside 0-3 are refused. */
+static void test_opt_level(ttpu_test_ctx* t) {
+  ttpu_pjrt_client* c = make_client(t, 1);
+  TTPU_CHECK(t, c);
+  if (!c) return;
+  const char* dflt = ttpu_pjrt_compile_options_id();
+  TTPU_CHECK(t, !strcmp(ttpu_pjrt_client_options_id(c), dflt));
+  ttpu_status* bad = ttpu_pjrt_client_set_opt_level(c, 4);
+  TTPU_CHECK(t, bad && ttpu_status_code(bad) == TTPU_INVALID_ARGUMENT);
+  ttpu_status_free(bad);
+  bad = ttpu_pjrt_client_set_opt_level(c, -2);
+  TTPU_CHECK(t, bad && ttpu_status_code(bad) == TTPU_INVALID_ARGUMENT);
+  ttpu_status_free(bad);
+  char seen[4][64] = {{0}};
+  for (int level = 0; level <= 3; ++level) {
+    ttpu_status* s = ttpu_pjrt_client_set_opt_level(c, level);
+    TTPU_CHECK_OK(t, s);
+    snprintf(seen[level], sizeof(seen[level]), "%s",
+             ttpu_pjrt_client_options_id(c));
+    TTPU_CHECK(t, strcmp(seen[level], dflt) != 0);
+    for (int k = 0; k < level; ++k) TTPU_CHECK(t, strcmp(seen[level], seen[k]));
+    ttpu_pjrt_exec* e = NULL;
+    s = ttpu_pjrt_compile(c, ADD_PROGRAM, strlen(ADD_PROGRAM), NULL, 0, &e);
+    TTPU_CHECK_OK(t, s);
+    if (e) run_add(t, c, e, 0);
+    ttpu_pjrt_exec_destroy(c, e);
+  }
+  TTPU_CHECK_OK(t, ttpu_pjrt_client_set_opt_level(c, -1));
+  TTPU_CHECK(t, !strcmp(ttpu_pjrt_client_options_id(c), dflt));
+  ttpu_pjrt_client_destroy(c);
+}
+
 static void test_status_basics(ttpu_test_ctx* t) {
   ttpu_status* s = ttpu_status_make(TTPU_NOT_FOUND, "x=%d", 3);
   s = ttpu_status_annotate(s, "loading %s", "y");
@@ -522,6 +556,7 @@ static const ttpu_test kTests[] = {
     {"execute_nonportable", test_execute_nonportable},
     {"compile_malformed", test_compile_malformed},
     {"serialize_roundtrip", test_serialize_roundtrip},
+    {"opt_level", test_opt_level},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(pjrt, kTests)

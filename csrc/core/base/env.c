@@ -1,7 +1,9 @@
 /* env.c - every read of the environment the engine makes. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "env.h"
 
@@ -27,6 +29,25 @@ static ttpu_mode eager_mode(void) {
   if (mode && !strcmp(mode, "fused")) return TTPU_MODE_FUSED;
   if (mode && *mode && strcmp(mode, "strict")) return (ttpu_mode)-1;
   return TTPU_MODE_STRICT;
+}
+
+int ttpu_env_usable_cores(void) {
+  int n = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? n : 1;
+}
+
+/* TORCHTPU_CPU_OPT_LEVEL: 0-3, or "xla" for XLA's own default (-1);
+ * anything else is -2, which runtime creation refuses with a message. */
+static int cpu_opt_level(void) {
+  const char* env = getenv("TORCHTPU_CPU_OPT_LEVEL");
+  if (!env || !*env) return 2;
+  if (!strcmp(env, "xla")) return -1;
+  if (env[0] >= '0' && env[0] <= '3' && !env[1]) return env[0] - '0';
+  return -2;
 }
 
 void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
@@ -63,11 +84,13 @@ void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
   const char* mb = getenv("TORCHTPU_CACHE_MAX_MB");
   o->cache_max_bytes = mb && *mb ? (int64_t)(atof(mb) * 1048576.0) : 0;
   const char* threads = getenv("TORCHTPU_COMPILE_THREADS");
-  /* Strict mode compiles on the calling thread unless asked: with compile
-   * threads, an op's errors (a data-dependent check, an out-of-memory)
-   * surface at the next point that waits, not at the op itself. */
-  o->compile_threads = threads && *threads ? atoi(threads) : 1;
+  /* Default: the usable cores, at most 16 (strict mode's programs compile
+   * one op each, in program order: more threads rarely find work). */
+  int cores = ttpu_env_usable_cores();
+  o->compile_threads = threads && *threads ? atoi(threads)
+                                           : (cores > 16 ? 16 : cores);
   if (o->compile_threads < 0) o->compile_threads = 0;
+  o->cpu_opt_level = cpu_opt_level();
 }
 
 const char* ttpu_env_plugin_path(void) { return nonempty("TORCHTPU_PLUGIN"); }
@@ -84,6 +107,13 @@ ttpu_status* ttpu_env_invalid_mode(void) {
                           "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "
                           "fused",
                           getenv("TORCHTPU_EAGER_MODE"));
+}
+
+ttpu_status* ttpu_env_invalid_cpu_opt_level(void) {
+  return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                          "TORCHTPU_CPU_OPT_LEVEL=%s: expected 0, 1, 2 or 3, "
+                          "or xla for XLA's own default",
+                          getenv("TORCHTPU_CPU_OPT_LEVEL"));
 }
 
 ttpu_status* ttpu_env_invalid_program_cache_size(void) {

@@ -20,6 +20,10 @@ int ttpu_env_check_indices(void);
  * could not take (mode = -1 or program_cache_size = -1): names the
  * variable and its value. */
 ttpu_status* ttpu_env_invalid_mode(void);
+/* The CPUs this process may run on (sched_getaffinity), else the online
+ * ones; at least 1. */
+int ttpu_env_usable_cores(void);
+ttpu_status* ttpu_env_invalid_cpu_opt_level(void);
 ttpu_status* ttpu_env_invalid_program_cache_size(void);
 
 #endif /* TTPU_BASE_ENV_H_ */

@@ -444,7 +444,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
-  ttpu_store_view view = {window_lookup, w};
+  ttpu_store_view view = {window_lookup, w, 1};
   s = ttpu_plan_build(rt, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));

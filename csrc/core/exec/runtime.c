@@ -178,7 +178,7 @@ static ttpu_disk_namespace disk_namespace(const ttpu_runtime* rt) {
   ttpu_pjrt_plugin_version(rt->plugin, &major, &minor);
   ttpu_disk_namespace_make(ttpu_pjrt_client_platform_name(rt->client),
                            ttpu_pjrt_client_platform_version(rt->client),
-                           major, minor, ttpu_pjrt_compile_options_id(),
+                           major, minor, ttpu_pjrt_client_options_id(rt->client),
                            ttpu_pjrt_client_caps(rt->client)->host_code, &ns);
   return ns;
 }
@@ -225,6 +225,12 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
+  if (ttpu_pjrt_client_caps(rt->client)->host_code) {
+    s = rt->opts.cpu_opt_level < -1
+            ? ttpu_env_invalid_cpu_opt_level()
+            : ttpu_pjrt_client_set_opt_level(rt->client, rt->opts.cpu_opt_level);
+    if (s) goto fail;
+  }
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
   s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->prog.cache);
@@ -340,6 +346,14 @@ const char* ttpu_runtime_platform_version(const ttpu_runtime* rt) {
 const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt) {
   return ttpu_pjrt_plugin_path(rt->plugin);
 }
+const char* ttpu_runtime_compile_options_id(const ttpu_runtime* rt) {
+  return ttpu_pjrt_client_options_id(rt->client);
+}
+
+int ttpu_runtime_compile_threads(const ttpu_runtime* rt) {
+  return rt->opts.compile_threads > 1 ? rt->opts.compile_threads : 1;
+}
+
 void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
                                      int* minor) {
   ttpu_pjrt_plugin_version(rt->plugin, major, minor);

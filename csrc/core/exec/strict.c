@@ -15,9 +15,12 @@
  * compile is collected (logged, cached, written to disk, traced) under
  * rt->mu, in FIFO order, so the compile log keeps program order.
  *
- * Errors: a failed compile (or launch, or data-dependent check) of a
- * pending op is raised at the next submit, touch, flush or synchronize,
- * as "compiling <op>: ...". That op and every op queued after it do not
+ * Errors: an op whose program reads a data-dependent check (an index
+ * bound), or that stores 256 MiB or more, runs, with everything queued
+ * before it, before its call returns, so that the check's error or an
+ * out-of-memory is raised at the op. A failed compile (or
+ * launch) of a pending op is raised at the next submit, touch, flush or
+ * synchronize, as "compiling <op>: ...". That op and every op queued after it do not
  * run: they are dropped, and each storage they would have written keeps
  * the error, which a read of it (download, copy, wait, an op reading it)
  * raises until the storage is written again. Later ops compile and run as
@@ -543,6 +546,18 @@ static int compile_at_op(const ttpu_runtime* rt) {
   return dir && *dir;
 }
 
+/* An op that stores at least this much runs before its call returns: an
+ * allocation that size is where an out-of-memory is likely, and such an
+ * op's run time dwarfs what overlapping its compile would save. */
+static const int64_t kRunAtOpBytes = (int64_t)256 << 20;
+
+/* Whether a program's results include a data-dependent check. */
+static int reads_check(const ttpu_result_plan* r, int n) {
+  for (int k = 0; k < n; ++k)
+    if (r[k].slot == TTPU_RESULT_CHECK) return 1;
+  return 0;
+}
+
 /* Strict mode with compile threads (see the top of this file). */
 static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
                                  const ttpu_op_def* def) {
@@ -550,7 +565,7 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   if (s) return s;
   ttpu_strict_queue* q = rt->strict_queue;
   ttpu_plan* p = &rt->strict_plan;
-  ttpu_store_view view = {queue_lookup, q};
+  ttpu_store_view view = {queue_lookup, q, 0};
   s = ttpu_plan_build(rt, call, def, q && q->n ? &view : NULL, p);
   if (!s) s = check_inputs(q, p);
   if (s) return s;
@@ -637,7 +652,41 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   }
   q->ops[(q->head + q->n) % q->cap] = o;
   q->n++;
-  return NULL;
+  const ttpu_result_plan* results = NULL;
+  int n_results = 0;
+  if (e) {
+    results = e->results;
+    n_results = e->n_results;
+  } else if (!f->collected) {
+    results = f->low.results;
+    n_results = f->low.n_results;
+  } else if (f->entry) {
+    results = f->entry->results;
+    n_results = f->entry->n_results;
+  }
+  /* Later ops are planned against what the program will store (its
+   * result plans), as they are after it ran. */
+  for (int r = 0; r < n_results; ++r) {
+    int sl = results[r].slot;
+    if (sl < 0 || sl >= o->n_slots || !o->written[sl]) continue;
+    o->w_dt[sl] = results[r].dtype;
+    o->w_nd[sl] = results[r].ndim;
+    memcpy(o->w_dims + (size_t)sl * TTPU_MAX_DIMS, results[r].dims,
+           sizeof(int64_t) * TTPU_MAX_DIMS);
+  }
+  /* An op whose program reads a data-dependent check (an index out of
+   * range), or that stores a large result, runs before its call returns,
+   * so that its error (the check's, an out-of-memory) is raised at the op,
+   * as with no compile threads. */
+  int64_t stored = 0;
+  for (int sl = 0; sl < o->n_slots; ++sl) {
+    if (!o->written[sl]) continue;
+    int64_t n = ttpu_dtype_size(o->w_dt[sl]);
+    for (int d = 0; d < o->w_nd[sl]; ++d) n *= o->w_dims[(size_t)sl * TTPU_MAX_DIMS + d];
+    stored += n;
+  }
+  int at_op = reads_check(results, n_results) || stored >= kRunAtOpBytes;
+  return at_op ? run_queue(rt, q->n - 1) : NULL;
 }
 
 /* plan -> find or compile -> execute (which takes the results). Debug mode

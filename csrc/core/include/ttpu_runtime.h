@@ -83,10 +83,20 @@ typedef struct {
   /* TORCHTPU_CACHE_MAX_MB in bytes; <= 0: the default (2 GiB). */
   int64_t cache_max_bytes;
   /* TORCHTPU_COMPILE_THREADS: threads that compile strict mode's programs
-   * while later ops are enqueued (an op's errors then surface at the next
-   * point that waits for it). Default 1: every program compiles on the
-   * calling thread and errors are raised at their op. */
+   * while later ops are enqueued; default: the cores the process may run
+   * on, at most 16. A data-dependent check's error, and an out-of-memory
+   * of an op storing 256 MiB or more, are still raised at the op; a failed
+   * compile or launch of an op still compiling is raised at the next point
+   * that waits for it, named with its op. 1: every program compiles on the
+   * calling thread and every error is raised at its op. */
   int compile_threads;
+  /* TORCHTPU_CPU_OPT_LEVEL: the XLA CPU plugin's code generator
+   * optimization level (xla_backend_optimization_level), 0-3, or -1 for
+   * XLA's own default (3). Default 2: one-op programs compile in about
+   * two thirds of the time XLA's default takes and run as fast on the
+   * models measured (README, "Cold start"). Other plugins keep their
+   * defaults. */
+  int cpu_opt_level;
 } ttpu_runtime_options;
 
 /* Fills *o from the environment, as the runtime would: each field from
@@ -110,6 +120,13 @@ int ttpu_runtime_device_count(const ttpu_runtime* rt);
 const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
 const char* ttpu_runtime_platform_version(const ttpu_runtime* rt);
 const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt);
+/* The identity of the options the runtime compiles with (the disk
+ * cache's namespace holds it): borrowed, valid for the runtime's lifetime.
+ * Thread-safe: fixed at creation. */
+const char* ttpu_runtime_compile_options_id(const ttpu_runtime* rt);
+/* Threads that compile strict mode's programs (the compile threads
+ * option; 1: on the calling thread). Thread-safe: fixed at creation. */
+int ttpu_runtime_compile_threads(const ttpu_runtime* rt);
 void ttpu_runtime_plugin_api_version(const ttpu_runtime* rt, int* major,
                                      int* minor);
 

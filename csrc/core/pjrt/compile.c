@@ -1,4 +1,5 @@
 /* compile.c - compiling, (de)serializing and describing executables. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,18 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
     options = kDefaultCompileOptions;
     options_len = sizeof(kDefaultCompileOptions);
   }
+  unsigned char* merged = NULL;
+  if (c->options_suffix_len) {
+    /* The client's options follow the caller's: protobuf merges a
+     * message's fields when its bytes are concatenated. */
+    merged = malloc(options_len + c->options_suffix_len);
+    if (!merged)
+      return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+    memcpy(merged, options, options_len);
+    memcpy(merged + options_len, c->options_suffix, c->options_suffix_len);
+    options = merged;
+    options_len += c->options_suffix_len;
+  }
   ttpu_pjrt_abi_program prog;
   ttpu_pjrt_program_mlir(&prog, mlir, mlir_len);
 
@@ -167,6 +180,7 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
   a.compile_options = options;
   a.compile_options_size = options_len;
   ttpu_status* s = TTPU_PJRT_CALL(c->api, client_compile, a);
+  free(merged);
   if (s) return s;
   return exec_wrap(c, a.executable, out);
 }
@@ -250,4 +264,48 @@ ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,
 
 const char* ttpu_pjrt_compile_options_id(void) {
   return "portable-executable-v1";
+}
+
+/* CompileOptionsProto { env_option_overrides (7): map entry {
+ *   key (1): "xla_backend_optimization_level",
+ *   value (2): OptionOverrideProto { int_field (3): level } } }
+ * An override, unlike a DebugOptions message, leaves every other debug
+ * option at the plugin's default. */
+ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
+  if (level < -1 || level > 3)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "optimization level %d: expected 0-3, or -1 for "
+                            "the plugin's default",
+                            level);
+  if (level >= 0 && !c->caps.host_code)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "an optimization level applies to the CPU plugin "
+                            "only (this client's platform is %s)",
+                            c->platform_name ? c->platform_name : "unknown");
+  c->options_suffix_len = 0;
+  snprintf(c->options_id, sizeof(c->options_id), "%s",
+           ttpu_pjrt_compile_options_id());
+  if (level < 0) return NULL;
+  static const char kKey[] = "xla_backend_optimization_level";
+  unsigned char entry[48];
+  size_t ne = 0;
+  entry[ne++] = 1 << 3 | 2;
+  entry[ne++] = (unsigned char)(sizeof(kKey) - 1);
+  memcpy(entry + ne, kKey, sizeof(kKey) - 1);
+  ne += sizeof(kKey) - 1;
+  entry[ne++] = 2 << 3 | 2;
+  entry[ne++] = 2;
+  entry[ne++] = 3 << 3 | 0;
+  entry[ne++] = (unsigned char)level;
+  c->options_suffix_len =
+      put_bytes(c->options_suffix, 7, entry, ne);
+  snprintf(c->options_id, sizeof(c->options_id), "%s+backend-opt-%d",
+           ttpu_pjrt_compile_options_id(), level);
+  return NULL;
+}
+
+const char* ttpu_pjrt_client_options_id(const ttpu_pjrt_client* c) {
+  return c && c->options_id[0] ? c->options_id
+                               : ttpu_pjrt_compile_options_id();
 }

@@ -30,6 +30,12 @@ struct ttpu_pjrt_client {
   char* platform_name;    /* owned */
   char* platform_version; /* owned */
   ttpu_pjrt_caps caps;    /* probed once, at creation */
+  /* Appended to every compile's options (ttpu_pjrt_client_set_opt_level):
+   * a CompileOptionsProto fragment that protobuf merges into the options
+   * it follows. */
+  unsigned char options_suffix[64];
+  size_t options_suffix_len;
+  char options_id[64]; /* the default options' identity, for cache keys */
   /* Buffers that executions must not donate (buffer.c); a pin each. */
   ttpu_pjrt_buffer** pinned;
   int n_pinned, cap_pinned;

@@ -287,10 +287,11 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
    * window's or a graph's views keep theirs in the signature: their
    * programs repeat with the same offsets, and constant slices let XLA
    * fuse more). */
+  int static_off = w && w->static_offsets;
   for (int t = 0; t < nt; ++t)
-    p->tensor_off[t] = w ? -1 : run_time_offset(p, &call->tensors[t], 0);
+    p->tensor_off[t] = static_off ? -1 : run_time_offset(p, &call->tensors[t], 0);
   for (int o = 0; o < no; ++o)
-    p->out_off[o] = w || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], 1);
+    p->out_off[o] = static_off || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], 1);
   if (p->n_f) p->f_param = p->n_params++;
   if (p->n_i) p->i_param = p->n_params++;
   if (def->flags & TTPU_OP_RANDOM) p->rng_param = p->n_params++;

@@ -69,14 +69,19 @@ typedef struct {
  * unused (nothing to read, the whole storage). */
 int ttpu_view_offset_dynamic(const ttpu_tensor* t, size_t nbytes, int write);
 
-/* How storages look to a recording that has not run yet (a fused window,
- * exec/fused.c): lookup returns 1 and the state storage b will have when
- * the call runs (has_value: it holds a value; its shape) if the recording
- * touched b, else 0 (b's own state applies). */
+/* How storages look to a call planned before what precedes it has run (a
+ * fused window, exec/fused.c; strict mode's pending ops, exec/strict.c):
+ * lookup returns 1 and the state storage b will have when the call runs
+ * (has_value: it holds a value; its shape) if what precedes it touches b,
+ * else 0 (b's own state applies). static_offsets: view offsets go in the
+ * signature (a window's program repeats with the same offsets) instead of
+ * being run-time values (a single op's program, whether it runs now or
+ * after the ops queued before it: the same program either way). */
 typedef struct {
   int (*lookup)(const void* ctx, const ttpu_buffer* b, int* has_value,
                 ttpu_dtype* dt, int* nd, int64_t* dims);
   const void* ctx;
+  int static_offsets;
 } ttpu_store_view;
 
 /* view: how the recording the call goes into sees storages, or NULL when

@@ -1,7 +1,6 @@
 /* pool.c - compile threads: a FIFO of jobs, N workers, per-job results
  * (see pool.h for the rules). */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include <unistd.h>
 
 #include "pool.h"
+#include "../base/env.h"
 
 typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
 
@@ -44,16 +44,7 @@ struct ttpu_pool {
   pid_t pid;                /* the process that made the pool */
 };
 
-int ttpu_pool_default_threads(void) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
+int ttpu_pool_default_threads(void) { return ttpu_env_usable_cores(); }
 
 static double now_seconds(void) {
   struct timespec ts;

@@ -142,6 +142,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     out["plugin_path"] = ttpu_runtime_plugin_path(rt);
     out["api_version"] = py::make_tuple(major, minor);
     out["device_count"] = ttpu_runtime_device_count(rt);
+    out["compile_threads"] = ttpu_runtime_compile_threads(rt);
+    out["compile_options"] = ttpu_runtime_compile_options_id(rt);
     return out;
   });
   m.def("_compile_stats", [] { return stats_dict(-1); });

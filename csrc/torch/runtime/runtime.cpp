@@ -108,12 +108,15 @@ ttpu_runtime* runtime() {
     return runtime_if_created();
   }
   std::string message = ttpu_status_message(status);
+  // A setting the engine refused (an environment variable's value) is not
+  // a missing plugin.
+  const bool bad_setting = ttpu_status_code(status) == TTPU_INVALID_ARGUMENT;
   ttpu_status_free(status);
   last_runtime_error = message;
   // The engine's message says what it looked for; add what to do about it
   // when it does not already.
   const bool says_what_to_install =
-      message.find("pip install") != std::string::npos;
+      bad_setting || message.find("pip install") != std::string::npos;
   TORCH_CHECK(
       false, "torchtpu could not start the tpu runtime: ", message,
       says_what_to_install
