@@ -93,9 +93,9 @@ typedef struct {
   /* TORCHTPU_CPU_OPT_LEVEL: the XLA CPU plugin's code generator
    * optimization level (xla_backend_optimization_level), 0-3, or -1 for
    * XLA's own default (3). Default 2: one-op programs compile in about
-   * two thirds of the time XLA's default takes and run as fast on the
-   * models measured (README, "Cold start"). Other plugins keep their
-   * defaults. */
+   * two thirds of the time XLA's default takes, with no steady-state
+   * difference measured beyond the noise (README, "Cold start"). Other
+   * plugins keep their defaults. */
   int cpu_opt_level;
 } ttpu_runtime_options;
 
