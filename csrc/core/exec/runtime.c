@@ -346,6 +346,7 @@ const char* ttpu_runtime_platform_version(const ttpu_runtime* rt) {
 const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt) {
   return ttpu_pjrt_plugin_path(rt->plugin);
 }
+
 const char* ttpu_runtime_compile_options_id(const ttpu_runtime* rt) {
   return ttpu_pjrt_client_options_id(rt->client);
 }

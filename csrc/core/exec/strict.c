@@ -18,9 +18,9 @@
  * Errors: an op whose program reads a data-dependent check (an index
  * bound), or that stores 256 MiB or more, runs, with everything queued
  * before it, before its call returns, so that the check's error or an
- * out-of-memory is raised at the op. A failed compile (or
- * launch) of a pending op is raised at the next submit, touch, flush or
- * synchronize, as "compiling <op>: ...". That op and every op queued after it do not
+ * out-of-memory is raised at the op. A failed compile (or launch) of a
+ * pending op is raised at the next submit, touch, flush or synchronize,
+ * as "compiling <op>: ...". That op and every op queued after it do not
  * run: they are dropped, and each storage they would have written keeps
  * the error, which a read of it (download, copy, wait, an op reading it)
  * raises until the storage is written again. Later ops compile and run as
@@ -679,12 +679,8 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
    * so that its error (the check's, an out-of-memory) is raised at the op,
    * as with no compile threads. */
   int64_t stored = 0;
-  for (int sl = 0; sl < o->n_slots; ++sl) {
-    if (!o->written[sl]) continue;
-    int64_t n = ttpu_dtype_size(o->w_dt[sl]);
-    for (int d = 0; d < o->w_nd[sl]; ++d) n *= o->w_dims[(size_t)sl * TTPU_MAX_DIMS + d];
-    stored += n;
-  }
+  for (int sl = 0; sl < o->n_slots; ++sl)
+    if (o->written[sl]) stored += (int64_t)o->bufs[sl]->nbytes;
   int at_op = reads_check(results, n_results) || stored >= kRunAtOpBytes;
   return at_op ? run_queue(rt, q->n - 1) : NULL;
 }
