@@ -100,10 +100,12 @@ case "${1:-}" in
     shift
     make -s -j2 ctest
     # The long sweeps, soaks and stress runs are `./run.sh test-long`.
-    # TORCHTPU_TEST_WORKERS=2 runs pytest on two workers (whole files each;
-    # most of the suite's time is one-op compiles, one core each), then the
-    # timing-sensitive tests alone; the default is one pytest process.
-    workers=${TORCHTPU_TEST_WORKERS:-1}
+    # Pytest runs on one worker per usable core, at most 4 (whole files
+    # each; most of the suite's time is one-op compiles, about one core
+    # each), then the timing-sensitive tests (marked serial) alone.
+    # TORCHTPU_TEST_WORKERS=1 runs everything in one pytest process.
+    cores=$(nproc 2>/dev/null || echo 1)
+    workers=${TORCHTPU_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
     if [ "$workers" -le 1 ]; then
       exec .venv/bin/python -m pytest -q -m "not long" tests "$@"
     fi

@@ -9,8 +9,9 @@ how long libtpu takes to compile those programs for TPU topologies.
 Per model (the demo GPT at its default sizes; the LLaMA-style decoder of
 benchmarks/llama.py at d=256, 4 layers, 4 heads, batch 8x128, vocab 512)
 and mode, one training step (forward, backward, AdamW) runs twice in a
-fresh process with an empty disk cache (TORCHTPU_CACHE_DIR: a new
-directory; the programs are dumped by a second, untimed process, since
+fresh process with empty caches (TORCHTPU_CACHE_DIR and
+TORCHINDUCTOR_CACHE_DIR, where PyTorch keeps its AOTAutograd cache: new
+directories; the programs are dumped by a second, untimed process, since
 dumping makes strict mode compile at the op). Reported: import +
 setup seconds (process start to model, optimizer and batch on tpu), then
 seconds from the start of the step loop to the first and the second loss
@@ -417,12 +418,17 @@ def measure(model, mode, root, quick, topologies, log, precision="highest"):
         # second process, untimed, with a cache of its own, dumps the same
         # programs (a program's signature does not depend on where it
         # compiled).
+        # Both caches start empty: the engine's (TORCHTPU_CACHE_DIR) and
+        # PyTorch's (TORCHINDUCTOR_CACHE_DIR: the AOTAutograd cache that
+        # torch.compile's warm start reads).
         cache, dump = os.path.join(work, "cache"), os.path.join(work, "dump")
         os.makedirs(cache)
         os.makedirs(dump)
-        row = run_child("torch", work, {"TORCHTPU_CACHE_DIR": cache},
+        row = run_child("torch", work, {"TORCHTPU_CACHE_DIR": cache,
+                                        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor")},
                         model=model, mode=mode, quick=quick, precision=precision)
         dumped = run_child("torch", work, {"TORCHTPU_CACHE_DIR": os.path.join(work, "cache-dump"),
+                                           "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor-dump"),
                                            "TORCHTPU_DUMP_DIR": dump},
                            model=model, mode=mode, quick=quick, precision=precision)
         row["programs_dir"] = dumped["programs_dir"]
