@@ -324,6 +324,110 @@ static void test_strict_compile_error(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* A graph whose program compiles on the pool joins strict mode's FIFO: it
+ * reads what a pending op will write, a pending op after it reads what it
+ * writes, the values are program order's, and the graph is not captured
+ * for replay until a run finds its program. */
+static void test_graph_queued(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = pool_runtime(t, 2);
+  if (!rt) return;
+  float xv[4] = {1, 2, 3, 4};
+  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
+  if (!x) return;
+  int64_t n = 4, st = 1;
+  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
+  ttpu_buffer *a = NULL, *tmp = NULL, *g_out = NULL, *b = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &b));
+  ttpu_tensor ta = {a, TTPU_F32, 1, &n, &st, 0};
+  ttpu_tensor tb = {b, TTPU_F32, 1, &n, &st, 0};
+  double one = 1.0;
+  ttpu_graph_replay* g = NULL;
+  for (int run = 0; run < 2; ++run) {
+    /* a = x * x (strict: compiling on the first run) */
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL));
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
+    if (g_out) ttpu_buffer_release(g_out);
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &g_out));
+    ttpu_tensor tt = {tmp, TTPU_F32, 1, &n, &st, 0};
+    ttpu_tensor to = {g_out, TTPU_F32, 1, &n, &st, 0};
+    /* graph: tmp = a + x; g_out = tmp - x; a = a + a (in place) */
+    TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "queued"));
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &tx, &tt, &one));
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "sub.Tensor", &tt, &tx, &to, &one));
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &ta, &ta, &one));
+    ttpu_buffer_release(tmp);
+    TTPU_CHECK_OK(t, ttpu_runtime_end_graph_capture(rt, &g));
+    /* The first run's program is still compiling (or only just done). */
+    if (run == 0) TTPU_CHECK(t, g == NULL);
+    if (run == 1) TTPU_CHECK(t, g != NULL);
+    /* b = g_out * a (strict, after the graph) */
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &ta, &tb, NULL));
+    float r[4];
+    TTPU_CHECK_OK(t, ttpu_buffer_download(b, r, sizeof(r)));
+    for (int i = 0; i < 4; ++i)
+      TTPU_CHECK(t, r[i] == xv[i] * xv[i] * 2.0f * xv[i] * xv[i]);
+  }
+  /* x * x; the graph; g_out * a (two storages: another signature) */
+  const char* logged[] = {"mul.Tensor", "graph queued (3 ops)", "mul.Tensor"};
+  TTPU_CHECK(t, ttpu_runtime_compile_log_count(rt) == 3);
+  for (int k = 0; k < 3; ++k) {
+    ttpu_compile_record rec;
+    TTPU_CHECK(t, ttpu_runtime_compile_log_get(rt, k, &rec));
+    TTPU_CHECK(t, strcmp(rec.what, logged[k]) == 0);
+  }
+  ttpu_stats s;
+  ttpu_runtime_stats(rt, -1, &s);
+  TTPU_CHECK(t, s.windows == 2 && s.compiles == 3);
+  ttpu_graph_replay_free(rt, g);
+  ttpu_buffer_release(g_out);
+  ttpu_buffer_release(a);
+  ttpu_buffer_release(b);
+  ttpu_buffer_release(x);
+  ttpu_runtime_destroy(rt);
+}
+
+/* A graph whose compile fails on the pool: the error, named with the
+ * graph, is raised at the next point that waits; what it was to write
+ * keeps the error; the runtime stays usable. */
+static void test_graph_compile_error(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = pool_runtime(t, 2);
+  if (!rt) return;
+  float xv[4] = {1, 2, 3, 4};
+  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
+  if (!x) return;
+  int64_t n = 4, st = 1;
+  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
+  ttpu_buffer* out = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
+  ttpu_tensor to = {out, TTPU_F32, 1, &n, &st, 0};
+  double one = 1.0;
+  TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "bad"));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &tx, &tx, &to, &one));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &tx, &to, NULL));
+  ttpu_debug_inject_plugin_fault("client_compile", 0, 1);
+  ttpu_status* s = ttpu_runtime_end_graph(rt);
+  TTPU_CHECK(t, s == NULL); /* compiling on the pool */
+  s = ttpu_runtime_synchronize(rt, -1);
+  ttpu_debug_inject_plugin_fault(NULL, 0, 0);
+  TTPU_CHECK(t, s && strstr(ttpu_status_message(s), "compiling graph bad (2 ops)"));
+  ttpu_status_free(s);
+  float r[4];
+  s = ttpu_buffer_download(out, r, sizeof(r));
+  TTPU_CHECK(t, s && strstr(ttpu_status_message(s), "compiling graph bad"));
+  ttpu_status_free(s);
+  /* usable: the same graph compiles and runs */
+  TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "bad"));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &tx, &tx, &to, &one));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &tx, &to, NULL));
+  TTPU_CHECK_OK(t, ttpu_runtime_end_graph(rt));
+  TTPU_CHECK_OK(t, ttpu_buffer_download(out, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == 2.0f * xv[i] * xv[i]);
+  ttpu_buffer_release(out);
+  ttpu_buffer_release(x);
+  ttpu_runtime_destroy(rt);
+}
+
 /* Destroying a runtime with ops waiting for their compiles runs them. */
 static void test_strict_destroy_pending(ttpu_test_ctx* t) {
   ttpu_runtime* rt = pool_runtime(t, 2);
@@ -348,6 +452,8 @@ static const ttpu_test kTests[] = {
     {"strict_chain", test_strict_chain},
     {"strict_compile_error", test_strict_compile_error},
     {"strict_destroy_pending", test_strict_destroy_pending},
+    {"graph_queued", test_graph_queued},
+    {"graph_compile_error", test_graph_compile_error},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(compile_pool, kTests)

@@ -17,6 +17,7 @@
 #define TTPU_EXEC_EXECUTOR_H_
 
 #include "runtime.h"
+#include "../prog/program.h"
 
 struct ttpu_executor_ops {
   const char* name;
@@ -60,6 +61,51 @@ ttpu_status* ttpu_fused_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                               int writing);
 /* Counts host work inside a graph (rt->graph.runs). */
 void ttpu_graph_note_host_work(ttpu_runtime* rt);
+
+/* Strict mode's FIFO of programs waiting for their compiles (exec/strict.c,
+ * under rt->mu), which a graph's program joins while it compiles on the
+ * compile threads, so that the code after the graph (the backward's
+ * tracing, the next graph's recording) goes on meanwhile. Later ops,
+ * windows and graphs are planned against what the FIFO will leave in each
+ * storage (ttpu_strict_lookup); ttpu_exec_touch and ttpu_exec_flush run
+ * it, whichever executor is current. */
+typedef struct {
+  const ttpu_prog_request* req; /* label, op count, reason, lowering */
+  int device;
+  const int64_t* key;
+  size_t n_key;
+  ttpu_cache_entry* e;          /* the memory cache's program, or NULL */
+  int n_stores;                 /* the program's storages: */
+  ttpu_buffer* const* bufs;
+  const int* param;             /* parameter index or -1 */
+  const int* written;
+  int n_params;
+  const double* f;              /* the scalar packs */
+  int n_f, f_param;
+  const int64_t* i;
+  int n_i, i_param;
+  int rng_param;
+} ttpu_queued_window;
+
+/* Whether a missing program compiles on the calling thread even with
+ * compile threads (while programs are dumped or compiles traced). */
+int ttpu_strict_compiles_here(const ttpu_runtime* rt);
+/* The FIFO's length (0 without compile threads). */
+int ttpu_strict_queued(const ttpu_runtime* rt);
+/* The state the FIFO leaves b in (a ttpu_store_view's lookup), or 0. */
+int ttpu_strict_lookup(const ttpu_runtime* rt, const ttpu_buffer* b,
+                       int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
+/* Runs all of the FIFO / what b's read (writing 0) or write needs. */
+ttpu_status* ttpu_strict_run_all(ttpu_runtime* rt);
+ttpu_status* ttpu_strict_run_for(ttpu_runtime* rt, const ttpu_buffer* b,
+                                 int writing);
+/* Appends a window's program (its compile started on the pool unless it is
+ * cached or compiling already); it runs, in order, when its compile is
+ * done. Runs it at once when it is cached and nothing waits. A failure to
+ * compile or run it is raised by the next point that waits, and each
+ * storage it writes keeps the error (as for strict mode's ops). */
+ttpu_status* ttpu_strict_queue_window(ttpu_runtime* rt,
+                                      const ttpu_queued_window* w);
 
 /* The window's storages, for a graph's capture: how many, and storage k
  * with whether it held a value when the window began. */

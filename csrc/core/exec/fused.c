@@ -57,6 +57,7 @@ typedef struct {
 } wrec;
 
 struct ttpu_window {
+  const ttpu_runtime* rt;
   int device;
   int limit;
   wrec* recs;
@@ -175,12 +176,14 @@ static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
   return 0;
 }
 
-/* The window's view of storage b (a ttpu_store_view's lookup). */
+/* The window's view of storage b (a ttpu_store_view's lookup): as the
+ * window's ops leave it, else as the programs queued before the window
+ * (strict mode's FIFO) will. */
 static int window_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
                          ttpu_dtype* dt, int* nd, int64_t* dims) {
   const ttpu_window* w = ctx;
   int k = map_find(w, b);
-  if (k < 0) return 0;
+  if (k < 0) return ttpu_strict_lookup(w->rt, b, has_value, dt, nd, dims);
   const wstore* s = &w->st[k];
   *has_value = s->has_value;
   *dt = s->dt;
@@ -273,6 +276,7 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
   if (!rt->window) {
     rt->window = calloc(1, sizeof(ttpu_window));
     if (!rt->window) return NULL;
+    rt->window->rt = rt;
     int limit = rt->opts.fused_max_ops;
     rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
   }
@@ -346,11 +350,16 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
   ttpu_buffer_retain(b);
   s->buf = b;
   s->param = -1;
-  s->has_value = s->has_value0 = b->pb != NULL;
-  s->dt = s->dt0 = b->phys_dtype;
-  s->nd = s->nd0 = b->phys_ndim;
-  memcpy(s->dims, b->phys_dims, sizeof(s->dims));
-  memcpy(s->dims0, b->phys_dims, sizeof(s->dims0));
+  if (!ttpu_strict_lookup(w->rt, b, &s->has_value, &s->dt, &s->nd, s->dims)) {
+    s->has_value = b->pb != NULL;
+    s->dt = b->phys_dtype;
+    s->nd = b->phys_ndim;
+    memcpy(s->dims, b->phys_dims, sizeof(s->dims));
+  }
+  s->has_value0 = s->has_value;
+  s->dt0 = s->dt;
+  s->nd0 = s->nd;
+  memcpy(s->dims0, s->dims, sizeof(s->dims0));
   return w->n_st++;
 }
 
@@ -579,6 +588,98 @@ static ttpu_buffer* store_buffer(void* window, int store) {
   return ((ttpu_window*)window)->st[store].buf;
 }
 
+/* The label of a window's program: "graph NAME (N ops)" or "fused window
+ * (N ops)". */
+static void window_what(const ttpu_runtime* rt, int n_recs, char* what,
+                        size_t n_what) {
+  if (rt->graph.depth)
+    snprintf(what, n_what, "graph %s (%d ops)", rt->graph.name, n_recs);
+  else
+    snprintf(what, n_what, "fused window (%d ops)", n_recs);
+}
+
+/* The label and compile-log reason of window w's program, before it
+ * compiles. */
+static void window_label(ttpu_runtime* rt, ttpu_window* w, int n_recs,
+                         char* what, size_t n_what, char* reason,
+                         size_t n_reason) {
+  window_what(rt, n_recs, what, n_what);
+  if (rt->graph.depth)
+    snprintf(reason, n_reason, "%s: new graph or new input shapes", what);
+  else
+    window_reason(w, n_recs, reason, n_reason);
+  if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
+    snprintf(reason, n_reason, "%s", rt->prog.last_reason);
+  else
+    snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
+}
+
+/* s annotated with window w's first and last ops. */
+static ttpu_status* window_error(ttpu_status* s, const ttpu_window* w) {
+  return ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)",
+                              w->n_recs, ttpu_op_name(w->recs[0].call->op),
+                              ttpu_op_name(w->recs[w->n_recs - 1].call->op));
+}
+
+static void count_window(ttpu_runtime* rt, int dev, int n_recs,
+                         ttpu_window_end why) {
+  ttpu_stats* stats = &rt->dev[dev].stats;
+  stats->windows++;
+  stats->window_ops += n_recs;
+  if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
+  stats->window_ends[why]++;
+}
+
+/* Window w's program joins strict mode's FIFO (see executor.h): it runs
+ * when its compile is done, after what is queued before it; e: the
+ * memory cache's program or NULL. A graph's program is not captured for
+ * replay this way: the graph's next run records it again (and finds the
+ * program compiled). The window is emptied by the caller. */
+static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
+                                 flush_ctx* c, ttpu_cache_entry* e,
+                                 ttpu_window_end why) {
+  int n_recs = w->n_recs, dev = w->device;
+  char what[96], reason[512];
+  reason[0] = 0;
+  if (e)
+    window_what(rt, n_recs, what, sizeof(what));
+  else
+    window_label(rt, w, n_recs, what, sizeof(what), reason, sizeof(reason));
+  ttpu_buffer** bufs = calloc((size_t)w->n_st + 1, sizeof(*bufs));
+  int* param = calloc((size_t)w->n_st + 1, sizeof(int));
+  int* written = calloc((size_t)w->n_st + 1, sizeof(int));
+  ttpu_status* s = NULL;
+  if (!bufs || !param || !written) {
+    s = ttpu_status_oom();
+  } else {
+    for (int k = 0; k < w->n_st; ++k) {
+      bufs[k] = w->st[k].buf;
+      param[k] = c->stores[k].param;
+      written[k] = w->st[k].written;
+    }
+    ttpu_prog_request req = {0};
+    req.what = what;
+    req.n_ops = n_recs;
+    req.reason = reason;
+    req.lower = lower_window;
+    req.ctx = c;
+    req.use_disk = 1;
+    ttpu_queued_window q = {&req, dev, w->key, w->n_key, e, w->n_st,
+                            bufs, param, written, c->g.n_params,
+                            w->f, w->n_f, c->g.f_param, w->i, w->n_i,
+                            c->g.i_param, c->g.rng_param};
+    s = ttpu_strict_queue_window(rt, &q);
+  }
+  free(bufs);
+  free(param);
+  free(written);
+  if (s) return window_error(s, w);
+  remember_window(w, n_recs);
+  count_window(rt, dev, n_recs, why);
+  if (rt->graph.depth) rt->graph.runs++;
+  return NULL;
+}
+
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
@@ -643,20 +744,21 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   }
 
   ttpu_cache_entry* e = ttpu_prog_find(rt, dev, w->key, w->n_key);
-  if (!e) {
-    char what[96], reason[416];
-    if (rt->graph.depth) {
-      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
-      snprintf(reason, sizeof(reason), "%s: new graph or new input shapes",
-               what);
-    } else {
-      snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
-      window_reason(w, n_recs, reason, sizeof(reason));
+  int queued = ttpu_strict_queued(rt);
+  if (queued || (!e && rt->graph.depth)) {
+    if (rt->opts.compile_threads > 1 && !ttpu_strict_compiles_here(rt)) {
+      s = queue_window(rt, w, &c, e, why);
+      goto done;
     }
-    if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
-      snprintf(reason, sizeof(reason), "%.415s", rt->prog.last_reason);
-    else
-      snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
+    /* Compiled here: what waits before the window runs first. */
+    if (queued) {
+      s = ttpu_strict_run_all(rt);
+      if (s) goto done;
+    }
+  }
+  if (!e) {
+    char what[96], reason[512];
+    window_label(rt, w, n_recs, what, sizeof(what), reason, sizeof(reason));
     ttpu_prog_request req = {0};
     req.what = what;
     req.n_ops = n_recs;
@@ -666,9 +768,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     req.use_disk = 1;
     s = ttpu_prog_compile(rt, dev, w->key, w->n_key, &req, &e);
     if (s) {
-      s = ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)", n_recs,
-                               ttpu_op_name(w->recs[0].call->op),
-                               ttpu_op_name(w->recs[n_recs - 1].call->op));
+      s = window_error(s, w);
       goto done;
     }
   }
@@ -701,16 +801,10 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     goto done;
   }
   stats->executions++;
-  stats->windows++;
-  stats->window_ops += n_recs;
-  if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
-  stats->window_ends[why]++;
+  count_window(rt, dev, n_recs, why);
   if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
     char what[96];
-    if (rt->graph.depth)
-      snprintf(what, sizeof(what), "graph %s (%d ops)", rt->graph.name, n_recs);
-    else
-      snprintf(what, sizeof(what), "fused window (%d ops)", n_recs);
+    window_what(rt, n_recs, what, sizeof(what));
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);

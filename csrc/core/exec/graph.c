@@ -196,7 +196,11 @@ void ttpu_graph_note_host_work(ttpu_runtime* rt) {
 ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
+  /* What the current mode holds back ends here (a fused window runs, or
+   * joins the programs still compiling); those go on compiling, and the
+   * graph records against what they will store. */
+  if (rt->exec != &ttpu_executor_strict && rt->exec->flush)
+    s = rt->exec->flush(rt, TTPU_END_SYNC);
   ttpu_graph_state* g = &rt->graph;
   if (!g->depth) {
     g->mode_before = rt->mode;

@@ -36,13 +36,23 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
   return s;
 }
 
+/* The current executor's held-back ops first (a window that ends here may
+ * join strict mode's FIFO), then the FIFO, whichever executor is current
+ * (a graph's program may wait in it while another mode records). */
 ttpu_status* ttpu_exec_flush(ttpu_runtime* rt, ttpu_window_end why) {
-  return rt->exec && rt->exec->flush ? rt->exec->flush(rt, why) : NULL;
+  ttpu_status* s = rt->exec && rt->exec->flush ? rt->exec->flush(rt, why) : NULL;
+  if (!s && rt->exec != &ttpu_executor_strict && ttpu_strict_queued(rt))
+    s = ttpu_strict_run_all(rt);
+  return s;
 }
 
 ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                              int writing) {
-  return rt->exec && rt->exec->touch ? rt->exec->touch(rt, b, writing) : NULL;
+  ttpu_status* s =
+      rt->exec && rt->exec->touch ? rt->exec->touch(rt, b, writing) : NULL;
+  if (!s && rt->exec != &ttpu_executor_strict && ttpu_strict_queued(rt))
+    s = ttpu_strict_run_for(rt, b, writing);
+  return s;
 }
 
 void ttpu_exec_note_host_work(ttpu_runtime* rt) {

@@ -15,6 +15,15 @@
  * compile is collected (logged, cached, written to disk, traced) under
  * rt->mu, in FIFO order, so the compile log keeps program order.
  *
+ * A graph's program (exec/fused.c) that is not compiled yet joins the same
+ * FIFO (ttpu_strict_queue_window) and compiles on the pool, so that
+ * torch.compile's tracing of what follows the graph (its backward, the
+ * optimizer's step) goes on meanwhile; so does any window that ends while
+ * the FIFO holds something. Its record's slots are the window's storages.
+ * Its errors follow the rules below, except that a graph does not run at
+ * its end for a check or a large store: like a kernel on other
+ * accelerators, its errors are raised by the next point that waits.
+ *
  * Errors: an op whose program reads a data-dependent check (an index
  * bound), or that stores 256 MiB or more, runs, with everything queued
  * before it, before its call returns, so that the check's error or an
@@ -100,6 +109,8 @@ static ttpu_status* pack_buffer(ttpu_runtime* rt, int dev, const void* data,
 /* What one launch of a one-op program needs besides its storages' buffers
  * (the plan of an op run now, or the copy a pending op keeps). */
 typedef struct {
+  const char* name;       /* the op's name, or a window's label */
+  int n_ops;
   int op, device, n_params;
   const double* f;
   int n_f, f_param;
@@ -113,7 +124,7 @@ static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
                            ttpu_pjrt_buffer** args, ttpu_cache_entry* e,
                            ttpu_buffer* (*buffer_of)(void*, int), void* ctx) {
   int dev = a->device;
-  const char* name = ttpu_op_name(a->op);
+  const char* name = a->name;
   ttpu_pjrt_buffer* stack_outs[16];
   ttpu_pjrt_buffer** outs =
       e->n_results <= 16 ? stack_outs : calloc((size_t)e->n_results, sizeof(*outs));
@@ -138,7 +149,7 @@ static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
     goto done;
   }
   rt->dev[dev].stats.executions++;
-  ttpu_rt_trace_launch(rt, dev, name, 1, began, done_event);
+  ttpu_rt_trace_launch(rt, dev, name, a->n_ops, began, done_event);
   ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_prog_take_results(rt, dev, e, outs, buffer_of, ctx);
 done:
@@ -156,8 +167,9 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
   if (!args) return ttpu_status_oom();
   for (int k = 0; k < p->n_slots; ++k)
     if (p->slots[k].has_param) args[p->slots[k].param] = p->slots[k].buf->pb;
-  launch_args a = {p->call->op, p->call->device, p->n_params, p->f, p->n_f,
-                   p->f_param, p->i, p->n_i, p->i_param, p->rng_param};
+  launch_args a = {ttpu_op_name(p->call->op), 1, p->call->op, p->call->device,
+                   p->n_params, p->f, p->n_f, p->f_param, p->i, p->n_i,
+                   p->i_param, p->rng_param};
   ttpu_status* s = launch(rt, &a, args, e, slot_buffer, (void*)p);
   if (args != stack_args) free(args);
   return s;
@@ -192,7 +204,8 @@ typedef struct inflight {
   int64_t* key;
   size_t n_key;
   int device;
-  int op;                 /* the op that missed */
+  char what[96];          /* the op that missed, or the window's label */
+  int n_ops;
   char reason[512];       /* why it compiles, for the compile log */
   ttpu_pool_job* job;     /* owns the text */
   ttpu_prog_lowered low;  /* results, until collected */
@@ -204,9 +217,12 @@ typedef struct inflight {
   struct inflight* next;   /* the in-flight table (not yet collected) */
 } inflight;
 
-/* One op waiting in the FIFO: what execute() needs, copied from its plan. */
+/* One op waiting in the FIFO: what execute() needs, copied from its plan;
+ * or one fused window or graph, its slots being the window's storages. */
 typedef struct {
   int op, device;
+  char* what;             /* a window's label; NULL for an op */
+  int n_ops;
   int n_slots;
   ttpu_buffer** bufs;     /* retained */
   int* param;             /* per slot: parameter index or -1 */
@@ -243,6 +259,7 @@ static void pending_free(ttpu_runtime* rt, pending* o) {
   free(o->w_dims);
   free(o->f);
   free(o->i);
+  free(o->what);
   free(o);
   (void)rt;
 }
@@ -284,8 +301,8 @@ static void collect(ttpu_runtime* rt, ttpu_strict_queue* q, inflight* f) {
   if (f->collected) return;
   ttpu_pool_job_wait(f->job);
   ttpu_prog_request req = {0};
-  req.what = ttpu_op_name(f->op);
-  req.n_ops = 1;
+  req.what = f->what;
+  req.n_ops = f->n_ops;
   req.reason = f->reason;
   req.use_disk = 1;
   size_t len = 0;
@@ -354,12 +371,13 @@ static ttpu_status* execute_pending(ttpu_runtime* rt, pending* o,
     if (!o->bufs[k]->pb)
       s = ttpu_status_make(TTPU_INTERNAL,
                            "running %s: an input storage has no value",
-                           ttpu_op_name(o->op));
+                           o->what ? o->what : ttpu_op_name(o->op));
     else
       args[o->param[k]] = o->bufs[k]->pb;
   }
-  launch_args a = {o->op, o->device, o->n_params, o->f, o->n_f,
-                   o->f_param, o->i, o->n_i, o->i_param, o->rng_param};
+  launch_args a = {o->what ? o->what : ttpu_op_name(o->op), o->n_ops, o->op,
+                   o->device, o->n_params, o->f, o->n_f, o->f_param, o->i,
+                   o->n_i, o->i_param, o->rng_param};
   if (!s) s = launch(rt, &a, args, e, pending_buffer, o);
   if (args != stack_args) free(args);
   return s;
@@ -457,26 +475,35 @@ static ttpu_status* strict_touch(ttpu_runtime* rt, const ttpu_buffer* b,
   return k >= 0 ? run_queue(rt, k) : NULL;
 }
 
-/* The pending copy of plan p, retaining its storages. */
-static pending* pending_make(const ttpu_plan* p) {
+/* A pending record with room for n slots and the scalar packs (zeroed,
+ * nothing retained yet), or NULL. */
+static pending* pending_alloc(int n, int n_f, int n_i) {
   pending* o = calloc(1, sizeof(*o));
   if (!o) return NULL;
-  int n = p->n_slots;
-  o->op = p->call->op;
-  o->device = p->call->device;
   o->bufs = calloc((size_t)n + 1, sizeof(*o->bufs));
   o->param = calloc((size_t)n + 1, sizeof(int));
   o->written = calloc((size_t)n + 1, sizeof(int));
   o->w_dt = calloc((size_t)n + 1, sizeof(ttpu_dtype));
   o->w_nd = calloc((size_t)n + 1, sizeof(int));
   o->w_dims = calloc(((size_t)n + 1) * TTPU_MAX_DIMS, sizeof(int64_t));
-  o->f = calloc((size_t)p->n_f + 1, sizeof(double));
-  o->i = calloc((size_t)p->n_i + 1, sizeof(int64_t));
+  o->f = calloc((size_t)n_f + 1, sizeof(double));
+  o->i = calloc((size_t)n_i + 1, sizeof(int64_t));
   if (!o->bufs || !o->param || !o->written || !o->w_dt || !o->w_nd ||
       !o->w_dims || !o->f || !o->i) {
     pending_free(NULL, o);
     return NULL;
   }
+  return o;
+}
+
+/* The pending copy of plan p, retaining its storages. */
+static pending* pending_make(const ttpu_plan* p) {
+  int n = p->n_slots;
+  pending* o = pending_alloc(n, p->n_f, p->n_i);
+  if (!o) return NULL;
+  o->op = p->call->op;
+  o->device = p->call->device;
+  o->n_ops = 1;
   for (int k = 0; k < n; ++k) {
     const ttpu_slot* sl = &p->slots[k];
     o->bufs[k] = sl->buf;
@@ -558,6 +585,109 @@ static int reads_check(const ttpu_result_plan* r, int n) {
   return 0;
 }
 
+/* Puts pending o (its slots filled in) at the FIFO's end with the program
+ * of key: e (a memory cache hit), else one compiling already (the in-flight
+ * table), else from the disk cache, else lowered with req and compiled on
+ * the pool. p: the plan of a single op, whose miss is explained
+ * (ttpu_plan_note_recompile) before it compiles; NULL for a window, whose
+ * req->reason says it. Later calls are planned against what the program
+ * will store (its result plans), which come back in *results. With
+ * nothing queued, a program found in a cache runs at once instead
+ * (*queued 0; o freed). On failure o is freed. */
+static ttpu_status* queue_program(ttpu_runtime* rt, pending* o,
+                                  const int64_t* key, size_t n_key,
+                                  ttpu_prog_request* req, const ttpu_plan* p,
+                                  ttpu_cache_entry* e, int* queued,
+                                  const ttpu_result_plan** results,
+                                  int* n_results) {
+  ttpu_strict_queue* q = rt->strict_queue;
+  int dev = o->device;
+  ttpu_status* s = NULL;
+  *queued = 0;
+  inflight* f = e ? NULL : table_find(q, key, n_key);
+  if (f) {
+    rt->dev[dev].stats.cache_hits++; /* the cache has it once it compiled */
+    f->hits++;
+  } else if (!e) {
+    if (p && !ttpu_prog_note_reload(rt, key, n_key, req->what))
+      ttpu_plan_note_recompile(rt, p);
+    if (p) req->reason = rt->prog.last_reason;
+    f = calloc(1, sizeof(*f));
+    if (f) f->key = malloc(n_key * sizeof(int64_t) + 1);
+    if (!f || !f->key) {
+      free(f);
+      pending_free(rt, o);
+      return ttpu_status_oom();
+    }
+    memcpy(f->key, key, n_key * sizeof(int64_t));
+    f->n_key = n_key;
+    f->device = dev;
+    snprintf(f->what, sizeof(f->what), "%s", req->what);
+    f->n_ops = req->n_ops;
+    snprintf(f->reason, sizeof(f->reason), "%s", req->reason ? req->reason : "");
+    s = ttpu_prog_prepare(rt, dev, key, n_key, req, &e, &f->low);
+    if (!s && !e) {
+      if (!rt->compile_pool)
+        s = ttpu_pool_create(rt->opts.compile_threads, &rt->compile_pool);
+      if (!s) {
+        s = ttpu_pool_submit_compile(rt->compile_pool, rt->client,
+                                     f->low.text, f->low.len, NULL, 0,
+                                     &f->job);
+        f->low.text = NULL; /* the job's now */
+      }
+    }
+    if (s || e) {
+      inflight_free(f);
+      f = NULL;
+    }
+    if (s) {
+      pending_free(rt, o);
+      return s;
+    }
+    if (f) {
+      f->next = q->table;
+      q->table = f;
+    }
+  }
+  if (e) {
+    /* A cached program runs at once when nothing waits before it. */
+    if (!q->n) {
+      s = execute_pending(rt, o, e);
+      pending_free(rt, o);
+      return s;
+    }
+    e->pins++;
+    o->e = e;
+  } else {
+    f->users++;
+    o->inf = f;
+  }
+  q->ops[(q->head + q->n) % q->cap] = o;
+  q->n++;
+  *queued = 1;
+  *results = NULL;
+  *n_results = 0;
+  if (e) {
+    *results = e->results;
+    *n_results = e->n_results;
+  } else if (!f->collected) {
+    *results = f->low.results;
+    *n_results = f->low.n_results;
+  } else if (f->entry) {
+    *results = f->entry->results;
+    *n_results = f->entry->n_results;
+  }
+  for (int r = 0; r < *n_results; ++r) {
+    int sl = (*results)[r].slot;
+    if (sl < 0 || sl >= o->n_slots || !o->written[sl]) continue;
+    o->w_dt[sl] = (*results)[r].dtype;
+    o->w_nd[sl] = (*results)[r].ndim;
+    memcpy(o->w_dims + (size_t)sl * TTPU_MAX_DIMS, (*results)[r].dims,
+           sizeof(int64_t) * TTPU_MAX_DIMS);
+  }
+  return NULL;
+}
+
 /* Strict mode with compile threads (see the top of this file). */
 static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
                                  const ttpu_op_def* def) {
@@ -586,94 +716,19 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
    * memory leaves nothing half done. */
   pending* o = queue_reserve(rt) ? pending_make(p) : NULL;
   if (!o) return ttpu_status_oom();
-  q = rt->strict_queue;
-  inflight* f = e ? NULL : table_find(q, p->key, p->n_key);
-  if (f) {
-    rt->dev[dev].stats.cache_hits++; /* the cache has it once it compiled */
-    f->hits++;
-  } else if (!e) {
-    if (!ttpu_prog_note_reload(rt, p->key, p->n_key, ttpu_op_name(call->op)))
-      ttpu_plan_note_recompile(rt, p);
-    f = calloc(1, sizeof(*f));
-    if (f) f->key = malloc(p->n_key * sizeof(int64_t) + 1);
-    if (!f || !f->key) {
-      free(f);
-      pending_free(rt, o);
-      return ttpu_status_oom();
-    }
-    memcpy(f->key, p->key, p->n_key * sizeof(int64_t));
-    f->n_key = p->n_key;
-    f->device = dev;
-    f->op = call->op;
-    snprintf(f->reason, sizeof(f->reason), "%s", rt->prog.last_reason);
-    lower_one_ctx ctx = {rt, p};
-    ttpu_prog_request req = {0};
-    req.what = ttpu_op_name(call->op);
-    req.n_ops = 1;
-    req.reason = rt->prog.last_reason;
-    req.lower = lower_one;
-    req.ctx = &ctx;
-    req.use_disk = 1;
-    s = ttpu_prog_prepare(rt, dev, p->key, p->n_key, &req, &e, &f->low);
-    if (!s && !e) {
-      if (!rt->compile_pool)
-        s = ttpu_pool_create(rt->opts.compile_threads, &rt->compile_pool);
-      if (!s) {
-        s = ttpu_pool_submit_compile(rt->compile_pool, rt->client,
-                                     f->low.text, f->low.len, NULL, 0,
-                                     &f->job);
-        f->low.text = NULL; /* the job's now */
-      }
-    }
-    if (s || e) {
-      inflight_free(f);
-      f = NULL;
-    }
-    if (s) {
-      pending_free(rt, o);
-      return s;
-    }
-    if (f) {
-      f->next = q->table;
-      q->table = f;
-    }
-  }
-  if (e) {
-    /* A disk hit runs at once when nothing waits before it. */
-    if (!q->n) {
-      pending_free(rt, o);
-      return execute(rt, p, e);
-    }
-    e->pins++;
-    o->e = e;
-  } else {
-    f->users++;
-    o->inf = f;
-  }
-  q->ops[(q->head + q->n) % q->cap] = o;
-  q->n++;
+  lower_one_ctx ctx = {rt, p};
+  ttpu_prog_request req = {0};
+  req.what = ttpu_op_name(call->op);
+  req.n_ops = 1;
+  req.lower = lower_one;
+  req.ctx = &ctx;
+  req.use_disk = 1;
   const ttpu_result_plan* results = NULL;
   int n_results = 0;
-  if (e) {
-    results = e->results;
-    n_results = e->n_results;
-  } else if (!f->collected) {
-    results = f->low.results;
-    n_results = f->low.n_results;
-  } else if (f->entry) {
-    results = f->entry->results;
-    n_results = f->entry->n_results;
-  }
-  /* Later ops are planned against what the program will store (its
-   * result plans), as they are after it ran. */
-  for (int r = 0; r < n_results; ++r) {
-    int sl = results[r].slot;
-    if (sl < 0 || sl >= o->n_slots || !o->written[sl]) continue;
-    o->w_dt[sl] = results[r].dtype;
-    o->w_nd[sl] = results[r].ndim;
-    memcpy(o->w_dims + (size_t)sl * TTPU_MAX_DIMS, results[r].dims,
-           sizeof(int64_t) * TTPU_MAX_DIMS);
-  }
+  int queued = 0;
+  s = queue_program(rt, o, p->key, p->n_key, &req, p, e, &queued, &results,
+                    &n_results);
+  if (s || !queued) return s;
   /* An op whose program reads a data-dependent check (an index out of
    * range), or that stores a large result, runs before its call returns,
    * so that its error (the check's, an out-of-memory) is raised at the op,
@@ -682,7 +737,72 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   for (int sl = 0; sl < o->n_slots; ++sl)
     if (o->written[sl]) stored += (int64_t)o->bufs[sl]->nbytes;
   int at_op = reads_check(results, n_results) || stored >= kRunAtOpBytes;
+  q = rt->strict_queue;
   return at_op ? run_queue(rt, q->n - 1) : NULL;
+}
+
+/* ------------------------------------------------------------ windows */
+
+int ttpu_strict_compiles_here(const ttpu_runtime* rt) {
+  return compile_at_op(rt);
+}
+
+int ttpu_strict_queued(const ttpu_runtime* rt) {
+  return rt->strict_queue ? rt->strict_queue->n : 0;
+}
+
+int ttpu_strict_lookup(const ttpu_runtime* rt, const ttpu_buffer* b,
+                       int* has_value, ttpu_dtype* dt, int* nd,
+                       int64_t* dims) {
+  const ttpu_strict_queue* q = rt->strict_queue;
+  return q && q->n ? queue_lookup(q, b, has_value, dt, nd, dims) : 0;
+}
+
+ttpu_status* ttpu_strict_run_all(ttpu_runtime* rt) {
+  return strict_flush(rt, TTPU_END_SYNC);
+}
+
+ttpu_status* ttpu_strict_run_for(ttpu_runtime* rt, const ttpu_buffer* b,
+                                 int writing) {
+  return strict_touch(rt, b, writing);
+}
+
+ttpu_status* ttpu_strict_queue_window(ttpu_runtime* rt,
+                                      const ttpu_queued_window* w) {
+  ttpu_status* s = run_queue(rt, -1);
+  if (s) return s;
+  if (!queue_reserve(rt)) return ttpu_status_oom();
+  int n = w->n_stores;
+  pending* o = pending_alloc(n, w->n_f, w->n_i);
+  if (o) o->what = malloc(strlen(w->req->what) + 1);
+  if (!o || !o->what) {
+    pending_free(rt, o);
+    return ttpu_status_oom();
+  }
+  o->op = -1;
+  o->device = w->device;
+  o->n_ops = w->req->n_ops;
+  strcpy(o->what, w->req->what);
+  for (int k = 0; k < n; ++k) {
+    o->bufs[k] = w->bufs[k];
+    ttpu_buffer_retain(w->bufs[k]);
+    o->n_slots = k + 1;
+    o->param[k] = w->param[k];
+    o->written[k] = w->written[k];
+  }
+  o->n_params = w->n_params;
+  o->n_f = w->n_f;
+  o->n_i = w->n_i;
+  o->f_param = w->f_param;
+  o->i_param = w->i_param;
+  o->rng_param = w->rng_param;
+  if (w->n_f) memcpy(o->f, w->f, (size_t)w->n_f * sizeof(double));
+  if (w->n_i) memcpy(o->i, w->i, (size_t)w->n_i * sizeof(int64_t));
+  ttpu_prog_request req = *w->req;
+  const ttpu_result_plan* results = NULL;
+  int n_results = 0, queued = 0;
+  return queue_program(rt, o, w->key, w->n_key, &req, NULL, w->e, &queued,
+                       &results, &n_results);
 }
 
 /* plan -> find or compile -> execute (which takes the results). Debug mode
