@@ -238,3 +238,49 @@ def test_cpu_opt_level():
                        env=full, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert p.returncode != 0
     assert "TORCHTPU_CPU_OPT_LEVEL=fast" in p.stderr and "pip install" not in p.stderr, p.stderr[-2000:]
+
+
+def test_compiled_graph_compiles_on_the_pool():
+    """torch.compile: a graph's first program compiles on the compile
+    threads while the caller goes on (the graph's call returns before its
+    compile is logged, and its result is right when read); a bad index
+    that a graph's first, still compiling program checks is raised, as an
+    IndexError, by the next read; the process stays usable. With one
+    thread the graph compiles at its call and raises there."""
+    code = """
+        import json, torch, torchtpu, torchtpu.dynamo
+        torchtpu.dynamo.register()
+
+        def graphs_logged():
+            return sum(c["what"].startswith("graph") for c in torchtpu.debug.compiles())
+
+        t = torch.arange(8.0)
+        tt = t.to("tpu")
+        torch.tpu.synchronize()
+        f = torch.compile(lambda t, i: torch.sin(t[i]) * 2 + t.sum(), backend="tpu")
+        y = f(tt, torch.tensor([1, 2], device="tpu"))
+        pending = graphs_logged() == 0
+        ok = bool(torch.allclose(y.cpu(), torch.sin(t[[1, 2]]) * 2 + t.sum()))
+        g = torch.compile(lambda t, i: torch.cos(t[i]) - t.mean(), backend="tpu")
+        err, at = None, None
+        try:
+            z = g(tt, torch.tensor([1, 9], device="tpu"))
+            at = "read"
+            z.cpu()
+        except (IndexError, RuntimeError) as e:
+            err = type(e).__name__
+            at = at or "call"
+        again = f(tt, torch.tensor([7, 0], device="tpu")).cpu()
+        ok2 = bool(torch.allclose(again, torch.sin(t[[7, 0]]) * 2 + t.sum()))
+        ok3 = bool(torch.allclose(g(tt, torch.tensor([3], device="tpu")).cpu(),
+                                  torch.cos(t[[3]]) - t.mean()))
+        print(json.dumps({"pending": pending, "ok": ok, "err": err, "at": at,
+                          "ok2": ok2, "ok3": ok3}))
+    """
+    r = run(code, 2, TORCHTPU_AOT_AUTOGRAD_CACHE="0")
+    assert r["ok"] and r["ok2"] and r["ok3"], r
+    assert r["pending"], r
+    assert (r["err"], r["at"]) == ("IndexError", "read"), r
+    r1 = run(code, 1, TORCHTPU_AOT_AUTOGRAD_CACHE="0")
+    assert r1["ok"] and r1["ok2"] and r1["ok3"] and not r1["pending"], r1
+    assert (r1["err"], r1["at"]) == ("IndexError", "call"), r1
