@@ -25,11 +25,10 @@ compile, or a bad index the program checks, is raised by the next call
 that waits for the device (``.item()``, ``.cpu()``, the next op that
 needs the result), as with a kernel on other accelerators.
 
-Replay: once a graph ran as one program that was compiled when the graph
-ended (from its second call on, when its first compiled on the compile
-threads), later calls with inputs of the same dtypes, sizes, strides,
-offsets and storage sharing run that program directly on the new inputs:
-no op goes through the dispatcher again. The
+Replay: once a graph ran (or was queued to run) as one program, later
+calls with inputs of the same dtypes, sizes, strides, offsets and storage
+sharing run that program directly on the new inputs: no op goes through
+the dispatcher again. The
 engine checks what only it can see (the shapes storages were last written
 with); any difference, and any graph whose storages the capture cannot
 account for (CPU tensors in the graph, constants), records the graph as

@@ -326,8 +326,8 @@ static void test_strict_compile_error(ttpu_test_ctx* t) {
 
 /* A graph whose program compiles on the pool joins strict mode's FIFO: it
  * reads what a pending op will write, a pending op after it reads what it
- * writes, the values are program order's, and the graph is not captured
- * for replay until a run finds its program. */
+ * writes, the values are program order's; the graph is captured for
+ * replay while its program compiles, and a replay runs it. */
 static void test_graph_queued(ttpu_test_ctx* t) {
   ttpu_runtime* rt = pool_runtime(t, 2);
   if (!rt) return;
@@ -336,39 +336,50 @@ static void test_graph_queued(ttpu_test_ctx* t) {
   if (!x) return;
   int64_t n = 4, st = 1;
   ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer *a = NULL, *tmp = NULL, *g_out = NULL, *b = NULL;
+  ttpu_buffer *a = NULL, *tmp = NULL, *out = NULL, *out2 = NULL, *b = NULL;
   TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
   TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &b));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out2));
   ttpu_tensor ta = {a, TTPU_F32, 1, &n, &st, 0};
   ttpu_tensor tb = {b, TTPU_F32, 1, &n, &st, 0};
+  ttpu_tensor tt = {tmp, TTPU_F32, 1, &n, &st, 0};
+  ttpu_tensor to = {out, TTPU_F32, 1, &n, &st, 0};
   double one = 1.0;
+  /* a = x * x (strict, compiling) */
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL));
+  /* graph: tmp = a + x; out = tmp - x; a = a + a (in place) */
+  TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "queued"));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &tx, &tt, &one));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "sub.Tensor", &tt, &tx, &to, &one));
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &ta, &ta, &one));
+  ttpu_buffer_release(tmp);
   ttpu_graph_replay* g = NULL;
-  for (int run = 0; run < 2; ++run) {
-    /* a = x * x (strict: compiling on the first run) */
-    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL));
-    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
-    if (g_out) ttpu_buffer_release(g_out);
-    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &g_out));
-    ttpu_tensor tt = {tmp, TTPU_F32, 1, &n, &st, 0};
-    ttpu_tensor to = {g_out, TTPU_F32, 1, &n, &st, 0};
-    /* graph: tmp = a + x; g_out = tmp - x; a = a + a (in place) */
-    TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "queued"));
-    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &tx, &tt, &one));
-    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "sub.Tensor", &tt, &tx, &to, &one));
-    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &ta, &ta, &ta, &one));
-    ttpu_buffer_release(tmp);
-    TTPU_CHECK_OK(t, ttpu_runtime_end_graph_capture(rt, &g));
-    /* The first run's program is still compiling (or only just done). */
-    if (run == 0) TTPU_CHECK(t, g == NULL);
-    if (run == 1) TTPU_CHECK(t, g != NULL);
-    /* b = g_out * a (strict, after the graph) */
-    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &ta, &tb, NULL));
-    float r[4];
-    TTPU_CHECK_OK(t, ttpu_buffer_download(b, r, sizeof(r)));
-    for (int i = 0; i < 4; ++i)
-      TTPU_CHECK(t, r[i] == xv[i] * xv[i] * 2.0f * xv[i] * xv[i]);
+  TTPU_CHECK_OK(t, ttpu_runtime_end_graph_capture(rt, &g));
+  TTPU_CHECK(t, g != NULL); /* captured while its program compiles */
+  if (!g) return;
+  /* b = out * a (strict, after the graph) */
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &ta, &tb, NULL));
+  float r[4];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(b, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i)
+    TTPU_CHECK(t, r[i] == xv[i] * xv[i] * 2.0f * xv[i] * xv[i]);
+  /* the replay, out2 for out: out2 = a, a doubled again */
+  ttpu_buffer* bufs[3] = {NULL, NULL, NULL};
+  TTPU_CHECK(t, ttpu_graph_replay_store_count(g) == 3);
+  for (int k = 0; k < 3; ++k) {
+    const ttpu_buffer* was = ttpu_graph_replay_store(g, k, NULL);
+    bufs[k] = was == out ? out2 : was == a ? a : was == x ? x : NULL;
   }
-  /* x * x; the graph; g_out * a (two storages: another signature) */
+  int ran = 0;
+  TTPU_CHECK_OK(t, ttpu_runtime_graph_replay(rt, g, bufs, &ran));
+  TTPU_CHECK(t, ran == 1);
+  TTPU_CHECK_OK(t, ttpu_buffer_download(out2, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == 2.0f * xv[i] * xv[i]);
+  TTPU_CHECK_OK(t, ttpu_buffer_download(a, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == 4.0f * xv[i] * xv[i]);
+  /* x * x; the graph; out * a (two storages: another signature) */
   const char* logged[] = {"mul.Tensor", "graph queued (3 ops)", "mul.Tensor"};
   TTPU_CHECK(t, ttpu_runtime_compile_log_count(rt) == 3);
   for (int k = 0; k < 3; ++k) {
@@ -378,12 +389,10 @@ static void test_graph_queued(ttpu_test_ctx* t) {
   }
   ttpu_stats s;
   ttpu_runtime_stats(rt, -1, &s);
-  TTPU_CHECK(t, s.windows == 2 && s.compiles == 3);
+  TTPU_CHECK(t, s.windows == 1 && s.graph_replays == 1 && s.compiles == 3);
   ttpu_graph_replay_free(rt, g);
-  ttpu_buffer_release(g_out);
-  ttpu_buffer_release(a);
-  ttpu_buffer_release(b);
-  ttpu_buffer_release(x);
+  ttpu_buffer* all[] = {out, out2, a, b, x};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) ttpu_buffer_release(all[i]);
   ttpu_runtime_destroy(rt);
 }
 
@@ -406,12 +415,21 @@ static void test_graph_compile_error(ttpu_test_ctx* t) {
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &tx, &tx, &to, &one));
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &to, &tx, &to, NULL));
   ttpu_debug_inject_plugin_fault("client_compile", 0, 1);
-  ttpu_status* s = ttpu_runtime_end_graph(rt);
+  ttpu_graph_replay* g = NULL;
+  ttpu_status* s = ttpu_runtime_end_graph_capture(rt, &g);
   TTPU_CHECK(t, s == NULL); /* compiling on the pool */
   s = ttpu_runtime_synchronize(rt, -1);
   ttpu_debug_inject_plugin_fault(NULL, 0, 0);
   TTPU_CHECK(t, s && strstr(ttpu_status_message(s), "compiling graph bad (2 ops)"));
   ttpu_status_free(s);
+  /* its capture has no program to run: the caller records instead */
+  ttpu_buffer* bufs[2] = {NULL, NULL};
+  TTPU_CHECK(t, g && ttpu_graph_replay_store_count(g) == 2);
+  for (int k = 0; k < 2; ++k) bufs[k] = (ttpu_buffer*)ttpu_graph_replay_store(g, k, NULL);
+  int ran = 1;
+  TTPU_CHECK_OK(t, ttpu_runtime_graph_replay(rt, g, bufs, &ran));
+  TTPU_CHECK(t, ran == 0);
+  ttpu_graph_replay_free(rt, g);
   float r[4];
   s = ttpu_buffer_download(out, r, sizeof(r));
   TTPU_CHECK(t, s && strstr(ttpu_status_message(s), "compiling graph bad"));

@@ -632,9 +632,9 @@ static void count_window(ttpu_runtime* rt, int dev, int n_recs,
 
 /* Window w's program joins strict mode's FIFO (see executor.h): it runs
  * when its compile is done, after what is queued before it; e: the
- * memory cache's program or NULL. A graph's program is not captured for
- * replay this way: the graph's next run records it again (and finds the
- * program compiled). The window is emptied by the caller. */
+ * memory cache's program or NULL. A graph asked for is captured first
+ * (its program bound at the first replay). The window is emptied by the
+ * caller. */
 static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
                                  flush_ctx* c, ttpu_cache_entry* e,
                                  ttpu_window_end why) {
@@ -645,10 +645,26 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
     window_what(rt, n_recs, what, sizeof(what));
   else
     window_label(rt, w, n_recs, what, sizeof(what), reason, sizeof(reason));
+  ttpu_status* s = NULL;
+  ttpu_graph_replay* replay = NULL;
+  if (rt->graph.capture) {
+    /* Before the FIFO holds the storages: the capture reads who else
+     * holds them. Its packs are uploaded for it alone. */
+    ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+    int64_t nf = w->n_f, ni = w->n_i;
+    if (c->g.f_param >= 0)
+      s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->f, TTPU_F64, &nf, 1, &fbuf);
+    if (!s && c->g.i_param >= 0)
+      s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->i, TTPU_I64, &ni, 1, &ibuf);
+    if (s) {
+      if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+      return window_error(s, w);
+    }
+    replay = ttpu_graph_capture(rt, w, &c->g, e, w->key, w->n_key, fbuf, ibuf);
+  }
   ttpu_buffer** bufs = calloc((size_t)w->n_st + 1, sizeof(*bufs));
   int* param = calloc((size_t)w->n_st + 1, sizeof(int));
   int* written = calloc((size_t)w->n_st + 1, sizeof(int));
-  ttpu_status* s = NULL;
   if (!bufs || !param || !written) {
     s = ttpu_status_oom();
   } else {
@@ -673,7 +689,11 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
   free(bufs);
   free(param);
   free(written);
-  if (s) return window_error(s, w);
+  if (s) {
+    ttpu_graph_replay_free_locked(rt, replay);
+    return window_error(s, w);
+  }
+  if (rt->graph.capture) *rt->graph.capture = replay;
   remember_window(w, n_recs);
   count_window(rt, dev, n_recs, why);
   if (rt->graph.depth) rt->graph.runs++;
@@ -811,7 +831,8 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   s = ttpu_prog_take_results(rt, dev, e, outs, store_buffer, w);
   if (rt->graph.depth) rt->graph.runs++;
   if (!s && rt->graph.capture) {
-    *rt->graph.capture = ttpu_graph_capture(rt, w, &c.g, e, fbuf, ibuf);
+    *rt->graph.capture =
+        ttpu_graph_capture(rt, w, &c.g, e, NULL, 0, fbuf, ibuf);
     fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
   }
 done:

@@ -36,16 +36,22 @@ int ttpu_graph_replay_op_count(const ttpu_graph_replay* g) {
   return g ? g->n_ops : 0;
 }
 
+void ttpu_graph_replay_free_locked(ttpu_runtime* rt, ttpu_graph_replay* g) {
+  if (!g) return;
+  if (g->e) g->e->pins--;
+  if (g->fbuf) ttpu_pjrt_buffer_destroy(rt->client, g->fbuf);
+  if (g->ibuf) ttpu_pjrt_buffer_destroy(rt->client, g->ibuf);
+  free(g->key);
+  free(g->st);
+  free(g);
+}
+
 void ttpu_graph_replay_free(ttpu_runtime* rt, ttpu_graph_replay* g) {
   if (!g) return;
   if (ttpu_rt_forked(rt)) return; /* the parent's: left alone in a child */
   pthread_mutex_lock(&rt->mu);
-  g->e->pins--;
+  ttpu_graph_replay_free_locked(rt, g);
   pthread_mutex_unlock(&rt->mu);
-  if (g->fbuf) ttpu_pjrt_buffer_destroy(rt->client, g->fbuf);
-  if (g->ibuf) ttpu_pjrt_buffer_destroy(rt->client, g->ibuf);
-  free(g->st);
-  free(g);
 }
 
 /* Whether bufs can stand for the capture's storages (under rt->mu). */
@@ -86,18 +92,30 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   ttpu_status* s = ttpu_rt_check_fork(rt);
   if (s) return s;
   ttpu_pjrt_buffer** args = calloc((size_t)g->n_params + 1, sizeof(*args));
-  ttpu_pjrt_buffer** outs = calloc((size_t)g->e->n_results + 1, sizeof(*outs));
+  ttpu_pjrt_buffer** outs = NULL;
   int* kept = malloc(((size_t)g->n_window_stores + 1) * sizeof(*kept));
-  if (!args || !outs || !kept) {
+  if (!args || !kept) {
     free(args);
-    free(outs);
     free(kept);
     return ttpu_status_oom();
   }
   pthread_mutex_lock(&rt->mu);
-  /* Ops recorded before (fused mode) run first, as at a graph's start. */
+  /* Ops recorded before (fused mode) run first, as at a graph's start,
+   * and so do programs still compiling, this one's included. */
   s = ttpu_exec_flush(rt, TTPU_END_SYNC);
   if (s || !matches(g, bufs)) goto done;
+  if (!g->e) {
+    /* Captured while compiling: a failed compile left no program, and the
+     * caller records the graph (and raises the compile's error). */
+    g->e = ttpu_prog_find(rt, g->device, g->key, g->n_key);
+    if (!g->e) goto done;
+    g->e->pins++;
+  }
+  outs = calloc((size_t)g->e->n_results + 1, sizeof(*outs));
+  if (!outs) {
+    s = ttpu_status_oom();
+    goto done;
+  }
   for (int k = 0; k < g->n_st; ++k) {
     kept[g->st[k].store] = k;
     if (g->st[k].param >= 0) args[g->st[k].param] = bufs[k]->pb;
@@ -140,22 +158,30 @@ done:
 /* The capture of a graph that ran as one program (graph.h). */
 ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
                                       const ttpu_prog* g, ttpu_cache_entry* e,
+                                      const int64_t* key, size_t n_key,
                                       ttpu_pjrt_buffer* fbuf,
                                       ttpu_pjrt_buffer* ibuf) {
   const ttpu_prog_store* ps = g->stores;
   int n_st = ttpu_window_store_count(w);
   ttpu_graph_replay* r = calloc(1, sizeof(*r));
   if (r) r->st = calloc((size_t)n_st + 1, sizeof(*r->st));
-  if (!r || !r->st) {
+  if (r && !e) r->key = malloc(n_key * sizeof(int64_t) + 1);
+  if (!r || !r->st || (!e && !r->key)) {
     if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
     if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
     if (r) free(r->st);
+    if (r) free(r->key);
     free(r);
     return NULL;
   }
   r->device = ttpu_window_device(w);
   r->e = e;
-  e->pins++; /* the cache keeps the program while the replay lives */
+  if (e) {
+    e->pins++; /* the cache keeps the program while the replay lives */
+  } else {
+    memcpy(r->key, key, n_key * sizeof(int64_t));
+    r->n_key = n_key;
+  }
   r->n_params = g->n_params;
   r->f_param = g->f_param;
   r->i_param = g->i_param;

@@ -23,8 +23,11 @@ typedef struct {
 
 struct ttpu_graph_replay {
   int device;
-  ttpu_cache_entry* e;     /* borrowed: memory cache entries live as long
-                              as the runtime */
+  ttpu_cache_entry* e;     /* pinned in the memory cache; NULL while the
+                              program was still compiling at the capture:
+                              looked up by key at the first replay */
+  int64_t* key;
+  size_t n_key;
   int n_params;
   int f_param, i_param, rng_param;
   ttpu_pjrt_buffer* fbuf;  /* the graph's constant packs, kept on device */
@@ -35,13 +38,18 @@ struct ttpu_graph_replay {
   int n_ops;
 };
 
-/* The replay of a graph's window w that just ran as program g (entry e),
- * under rt->mu: the storages it needs and the program. Takes the pack
- * buffers fbuf, ibuf. NULL when out of memory (the graph then records
- * every time, which is only slower). */
+/* The replay of a graph's window w that just ran, or is queued to run, as
+ * program g (entry e, or NULL while it compiles: then found by key, the
+ * window's, at the first replay), under rt->mu, before anything else
+ * holds the window's storages: the storages it needs and the program.
+ * Takes the pack buffers fbuf, ibuf. NULL when out of memory (the graph
+ * then records every time, which is only slower). */
 ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
                                       const ttpu_prog* g, ttpu_cache_entry* e,
+                                      const int64_t* key, size_t n_key,
                                       ttpu_pjrt_buffer* fbuf,
                                       ttpu_pjrt_buffer* ibuf);
+/* ttpu_graph_replay_free with rt->mu held. */
+void ttpu_graph_replay_free_locked(ttpu_runtime* rt, ttpu_graph_replay* g);
 
 #endif /* TTPU_EXEC_GRAPH_H_ */

@@ -69,6 +69,10 @@ struct ttpu_runtime {
    * started at the first compile it takes, joined at destroy). */
   ttpu_strict_queue* strict_queue;
   struct ttpu_pool* compile_pool;
+  /* windows' and graphs' compiles: one thread fewer than compile_pool (at
+   * least one), so that a big program's compile leaves the caller a core
+   * for what it traces meanwhile */
+  struct ttpu_pool* window_pool;
   ttpu_device_state dev[TTPU_MAX_DEVICES];
   /* Guards dev[].event_callbacks, which synchronize waits to drain, so
    * that events are complete once it returns (exec/runtime.c). */

@@ -627,10 +627,12 @@ static ttpu_status* queue_program(ttpu_runtime* rt, pending* o,
     snprintf(f->reason, sizeof(f->reason), "%s", req->reason ? req->reason : "");
     s = ttpu_prog_prepare(rt, dev, key, n_key, req, &e, &f->low);
     if (!s && !e) {
-      if (!rt->compile_pool)
-        s = ttpu_pool_create(rt->opts.compile_threads, &rt->compile_pool);
+      /* A window's compile goes to the window pool (runtime.h). */
+      ttpu_pool** pool = p ? &rt->compile_pool : &rt->window_pool;
+      int threads = rt->opts.compile_threads - (p ? 0 : 1);
+      if (!*pool) s = ttpu_pool_create(threads > 1 ? threads : 1, pool);
       if (!s) {
-        s = ttpu_pool_submit_compile(rt->compile_pool, rt->client,
+        s = ttpu_pool_submit_compile(*pool, rt->client,
                                      f->low.text, f->low.len, NULL, 0,
                                      &f->job);
         f->low.text = NULL; /* the job's now */
@@ -840,6 +842,8 @@ static void strict_destroy(ttpu_runtime* rt) {
   }
   ttpu_pool_destroy(rt->compile_pool);
   rt->compile_pool = NULL;
+  ttpu_pool_destroy(rt->window_pool);
+  rt->window_pool = NULL;
   ttpu_plan_free(&rt->strict_plan);
   memset(&rt->strict_plan, 0, sizeof(rt->strict_plan));
   for (int dev = 0; dev < rt->device_count; ++dev)
