@@ -219,6 +219,33 @@ static void test_option_from_env(ttpu_test_ctx* t) {
 
 /* ------------------------------------------------------------ strict */
 
+/* The shape of every tensor below: 4 contiguous floats. */
+static const int64_t kLen4 = 4, kStride1 = 1;
+static const float kX[4] = {1, 2, 3, 4};
+
+static ttpu_tensor vec4(ttpu_buffer* b) {
+  ttpu_tensor v = {b, TTPU_F32, 1, &kLen4, &kStride1, 0};
+  return v;
+}
+
+/* A runtime with `threads` compile threads, x = kX uploaded on it and its
+ * tensor; NULL (a failure recorded) when either fails. */
+static ttpu_runtime* pool_setup(ttpu_test_ctx* t, int threads, ttpu_buffer** x,
+                                ttpu_tensor* tx);
+
+/* A fresh 16-byte storage (caller releases), or NULL after recording a
+ * failure. */
+static ttpu_buffer* new_vec4(ttpu_test_ctx* t, ttpu_runtime* rt) {
+  ttpu_buffer* b = NULL;
+  ttpu_status* s = ttpu_buffer_create(rt, 0, 16, &b);
+  if (s) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "buffer: %s", ttpu_status_message(s));
+    ttpu_status_free(s);
+    return NULL;
+  }
+  return b;
+}
+
 static ttpu_runtime* pool_runtime(ttpu_test_ctx* t, int threads) {
   ttpu_runtime_options o;
   ttpu_runtime_options_from_env(&o);
@@ -235,25 +262,34 @@ static ttpu_runtime* pool_runtime(ttpu_test_ctx* t, int threads) {
   return rt;
 }
 
+static ttpu_runtime* pool_setup(ttpu_test_ctx* t, int threads, ttpu_buffer** x,
+                                ttpu_tensor* tx) {
+  ttpu_runtime* rt = pool_runtime(t, threads);
+  if (!rt) return NULL;
+  *x = ttpu_test_upload_f32(t, rt, kX, 4);
+  if (!*x) {
+    ttpu_runtime_destroy(rt);
+    return NULL;
+  }
+  *tx = vec4(*x);
+  return rt;
+}
+
 /* A chain of ops whose programs compile on the pool, each reading what
  * the one before wrote, with an in-place op and a storage released while
  * its reader waits: the values and the compile log's order are those of
  * program order. */
 static void test_strict_chain(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = pool_runtime(t, 2);
+  ttpu_buffer* x = NULL;
+  ttpu_tensor tx;
+  ttpu_runtime* rt = pool_setup(t, 2, &x, &tx);
   if (!rt) return;
+  const float* xv = kX;
   const char* ops[] = {"add.Tensor", "mul.Tensor", "sub.Tensor", "maximum"};
-  float xv[4] = {1, 2, 3, 4};
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
-  if (!x) return;
-  int64_t n = 4, st = 1;
-  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer* tmp = NULL;
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
-  ttpu_tensor tt = {tmp, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer* out = NULL;
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
-  ttpu_tensor to = {out, TTPU_F32, 1, &n, &st, 0};
+  ttpu_buffer* tmp = new_vec4(t, rt);
+  ttpu_buffer* out = new_vec4(t, rt);
+  if (!tmp || !out) return;
+  ttpu_tensor tt = vec4(tmp), to = vec4(out);
   double one = 1.0;
   /* tmp = x + x; tmp = tmp * x (in place); out = tmp - x; out = max(out, x) */
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, ops[0], &tx, &tx, &tt, &one));
@@ -284,18 +320,15 @@ static void test_strict_chain(ttpu_test_ctx* t) {
 /* A failed compile raises at the next point that reaches its op, named
  * with it; the storage it was to write keeps the error; later ops work. */
 static void test_strict_compile_error(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = pool_runtime(t, 2);
+  ttpu_buffer* x = NULL;
+  ttpu_tensor tx;
+  ttpu_runtime* rt = pool_setup(t, 2, &x, &tx);
   if (!rt) return;
-  float xv[4] = {1, 2, 3, 4};
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
-  if (!x) return;
-  int64_t n = 4, st = 1;
-  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer *a = NULL, *b = NULL;
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &b));
-  ttpu_tensor ta = {a, TTPU_F32, 1, &n, &st, 0};
-  ttpu_tensor tb = {b, TTPU_F32, 1, &n, &st, 0};
+  const float* xv = kX;
+  ttpu_buffer* a = new_vec4(t, rt);
+  ttpu_buffer* b = new_vec4(t, rt);
+  if (!a || !b) return;
+  ttpu_tensor ta = vec4(a), tb = vec4(b);
   ttpu_debug_inject_plugin_fault("client_compile", 0, 1);
   ttpu_status* s = ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL);
   TTPU_CHECK(t, s == NULL); /* compiling on the pool */
@@ -329,23 +362,18 @@ static void test_strict_compile_error(ttpu_test_ctx* t) {
  * writes, the values are program order's; the graph is captured for
  * replay while its program compiles, and a replay runs it. */
 static void test_graph_queued(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = pool_runtime(t, 2);
+  ttpu_buffer* x = NULL;
+  ttpu_tensor tx;
+  ttpu_runtime* rt = pool_setup(t, 2, &x, &tx);
   if (!rt) return;
-  float xv[4] = {1, 2, 3, 4};
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
-  if (!x) return;
-  int64_t n = 4, st = 1;
-  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer *a = NULL, *tmp = NULL, *out = NULL, *out2 = NULL, *b = NULL;
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &a));
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &b));
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &tmp));
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out2));
-  ttpu_tensor ta = {a, TTPU_F32, 1, &n, &st, 0};
-  ttpu_tensor tb = {b, TTPU_F32, 1, &n, &st, 0};
-  ttpu_tensor tt = {tmp, TTPU_F32, 1, &n, &st, 0};
-  ttpu_tensor to = {out, TTPU_F32, 1, &n, &st, 0};
+  const float* xv = kX;
+  ttpu_buffer* a = new_vec4(t, rt);
+  ttpu_buffer* b = new_vec4(t, rt);
+  ttpu_buffer* tmp = new_vec4(t, rt);
+  ttpu_buffer* out = new_vec4(t, rt);
+  ttpu_buffer* out2 = new_vec4(t, rt);
+  if (!a || !b || !tmp || !out || !out2) return;
+  ttpu_tensor ta = vec4(a), tb = vec4(b), tt = vec4(tmp), to = vec4(out);
   double one = 1.0;
   /* a = x * x (strict, compiling) */
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL));
@@ -390,6 +418,8 @@ static void test_graph_queued(ttpu_test_ctx* t) {
   ttpu_stats s;
   ttpu_runtime_stats(rt, -1, &s);
   TTPU_CHECK(t, s.windows == 1 && s.graph_replays == 1 && s.compiles == 3);
+  /* the replay binding its program counts one hit, not two */
+  TTPU_CHECK(t, s.cache_hits == 1);
   ttpu_graph_replay_free(rt, g);
   ttpu_buffer* all[] = {out, out2, a, b, x};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) ttpu_buffer_release(all[i]);
@@ -400,16 +430,14 @@ static void test_graph_queued(ttpu_test_ctx* t) {
  * graph, is raised at the next point that waits; what it was to write
  * keeps the error; the runtime stays usable. */
 static void test_graph_compile_error(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = pool_runtime(t, 2);
+  ttpu_buffer* x = NULL;
+  ttpu_tensor tx;
+  ttpu_runtime* rt = pool_setup(t, 2, &x, &tx);
   if (!rt) return;
-  float xv[4] = {1, 2, 3, 4};
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
-  if (!x) return;
-  int64_t n = 4, st = 1;
-  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
-  ttpu_buffer* out = NULL;
-  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 16, &out));
-  ttpu_tensor to = {out, TTPU_F32, 1, &n, &st, 0};
+  const float* xv = kX;
+  ttpu_buffer* out = new_vec4(t, rt);
+  if (!out) return;
+  ttpu_tensor to = vec4(out);
   double one = 1.0;
   TTPU_CHECK_OK(t, ttpu_runtime_begin_graph(rt, "bad"));
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &tx, &tx, &to, &one));
@@ -448,13 +476,10 @@ static void test_graph_compile_error(ttpu_test_ctx* t) {
 
 /* Destroying a runtime with ops waiting for their compiles runs them. */
 static void test_strict_destroy_pending(ttpu_test_ctx* t) {
-  ttpu_runtime* rt = pool_runtime(t, 2);
+  ttpu_buffer* x = NULL;
+  ttpu_tensor tx;
+  ttpu_runtime* rt = pool_setup(t, 2, &x, &tx);
   if (!rt) return;
-  float xv[4] = {1, 2, 3, 4};
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, xv, 4);
-  if (!x) return;
-  int64_t n = 4, st = 1;
-  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &tx, NULL));
   TTPU_CHECK_OK(t, ttpu_test_binary(rt, "atan2", &tx, &tx, &tx, NULL));
   ttpu_buffer_release(x);

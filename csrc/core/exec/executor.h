@@ -75,10 +75,11 @@ typedef struct {
   const int64_t* key;
   size_t n_key;
   ttpu_cache_entry* e;          /* the memory cache's program, or NULL */
-  int n_stores;                 /* the program's storages: */
-  ttpu_buffer* const* bufs;
-  const int* param;             /* parameter index or -1 */
-  const int* written;
+  int n_stores;                 /* the program's storages, */
+  /* storage k: its buffer, parameter index (or -1), whether it is written */
+  void (*store)(const void* ctx, int k, ttpu_buffer** buf, int* param,
+                int* written);
+  const void* store_ctx;
   int n_params;
   const double* f;              /* the scalar packs */
   int n_f, f_param;

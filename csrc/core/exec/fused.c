@@ -630,6 +630,15 @@ static void count_window(ttpu_runtime* rt, int dev, int n_recs,
   stats->window_ends[why]++;
 }
 
+/* Storage k of a flushed window, for the FIFO (ttpu_queued_window). */
+static void window_store(const void* ctx, int k, ttpu_buffer** buf,
+                         int* param, int* written) {
+  const flush_ctx* c = ctx;
+  *buf = c->w->st[k].buf;
+  *param = c->stores[k].param;
+  *written = c->w->st[k].written;
+}
+
 /* Window w's program joins strict mode's FIFO (see executor.h): it runs
  * when its compile is done, after what is queued before it; e: the
  * memory cache's program or NULL. A graph asked for is captured first
@@ -662,33 +671,29 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
     }
     replay = ttpu_graph_capture(rt, w, &c->g, e, w->key, w->n_key, fbuf, ibuf);
   }
-  ttpu_buffer** bufs = calloc((size_t)w->n_st + 1, sizeof(*bufs));
-  int* param = calloc((size_t)w->n_st + 1, sizeof(int));
-  int* written = calloc((size_t)w->n_st + 1, sizeof(int));
-  if (!bufs || !param || !written) {
-    s = ttpu_status_oom();
-  } else {
-    for (int k = 0; k < w->n_st; ++k) {
-      bufs[k] = w->st[k].buf;
-      param[k] = c->stores[k].param;
-      written[k] = w->st[k].written;
-    }
-    ttpu_prog_request req = {0};
-    req.what = what;
-    req.n_ops = n_recs;
-    req.reason = reason;
-    req.lower = lower_window;
-    req.ctx = c;
-    req.use_disk = 1;
-    ttpu_queued_window q = {&req, dev, w->key, w->n_key, e, w->n_st,
-                            bufs, param, written, c->g.n_params,
-                            w->f, w->n_f, c->g.f_param, w->i, w->n_i,
-                            c->g.i_param, c->g.rng_param};
-    s = ttpu_strict_queue_window(rt, &q);
-  }
-  free(bufs);
-  free(param);
-  free(written);
+  ttpu_prog_request req = {.what = what,
+                           .n_ops = n_recs,
+                           .reason = reason,
+                           .lower = lower_window,
+                           .ctx = c,
+                           .use_disk = 1};
+  ttpu_queued_window q = {.req = &req,
+                          .device = dev,
+                          .key = w->key,
+                          .n_key = w->n_key,
+                          .e = e,
+                          .n_stores = w->n_st,
+                          .store = window_store,
+                          .store_ctx = c,
+                          .n_params = c->g.n_params,
+                          .f = w->f,
+                          .n_f = w->n_f,
+                          .f_param = c->g.f_param,
+                          .i = w->i,
+                          .n_i = w->n_i,
+                          .i_param = c->g.i_param,
+                          .rng_param = c->g.rng_param};
+  s = ttpu_strict_queue_window(rt, &q);
   if (s) {
     ttpu_graph_replay_free_locked(rt, replay);
     return window_error(s, w);

@@ -107,7 +107,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   if (!g->e) {
     /* Captured while compiling: a failed compile left no program, and the
      * caller records the graph (and raises the compile's error). */
-    g->e = ttpu_prog_find(rt, g->device, g->key, g->n_key);
+    g->e = ttpu_prog_peek(rt, g->key, g->n_key);
     if (!g->e) goto done;
     g->e->pins++;
   }

@@ -496,6 +496,21 @@ static pending* pending_alloc(int n, int n_f, int n_i) {
   return o;
 }
 
+/* The parameter count and scalar packs of a pending program (o's pack
+ * arrays were sized by pending_alloc). */
+static void pending_set_scalars(pending* o, int n_params, const double* f,
+                                int n_f, int f_param, const int64_t* i,
+                                int n_i, int i_param, int rng_param) {
+  o->n_params = n_params;
+  o->n_f = n_f;
+  o->n_i = n_i;
+  o->f_param = f_param;
+  o->i_param = i_param;
+  o->rng_param = rng_param;
+  if (n_f) memcpy(o->f, f, (size_t)n_f * sizeof(double));
+  if (n_i) memcpy(o->i, i, (size_t)n_i * sizeof(int64_t));
+}
+
 /* The pending copy of plan p, retaining its storages. */
 static pending* pending_make(const ttpu_plan* p) {
   int n = p->n_slots;
@@ -515,14 +530,8 @@ static pending* pending_make(const ttpu_plan* p) {
       ttpu_lower_written_phys(p, k, &o->w_dt[k], &o->w_nd[k],
                               o->w_dims + (size_t)k * TTPU_MAX_DIMS);
   }
-  o->n_params = p->n_params;
-  o->n_f = p->n_f;
-  o->n_i = p->n_i;
-  o->f_param = p->f_param;
-  o->i_param = p->i_param;
-  o->rng_param = p->rng_param;
-  if (p->n_f) memcpy(o->f, p->f, (size_t)p->n_f * sizeof(double));
-  if (p->n_i) memcpy(o->i, p->i, (size_t)p->n_i * sizeof(int64_t));
+  pending_set_scalars(o, p->n_params, p->f, p->n_f, p->f_param, p->i,
+                      p->n_i, p->i_param, p->rng_param);
   return o;
 }
 
@@ -786,20 +795,12 @@ ttpu_status* ttpu_strict_queue_window(ttpu_runtime* rt,
   o->n_ops = w->req->n_ops;
   strcpy(o->what, w->req->what);
   for (int k = 0; k < n; ++k) {
-    o->bufs[k] = w->bufs[k];
-    ttpu_buffer_retain(w->bufs[k]);
+    w->store(w->store_ctx, k, &o->bufs[k], &o->param[k], &o->written[k]);
+    ttpu_buffer_retain(o->bufs[k]);
     o->n_slots = k + 1;
-    o->param[k] = w->param[k];
-    o->written[k] = w->written[k];
   }
-  o->n_params = w->n_params;
-  o->n_f = w->n_f;
-  o->n_i = w->n_i;
-  o->f_param = w->f_param;
-  o->i_param = w->i_param;
-  o->rng_param = w->rng_param;
-  if (w->n_f) memcpy(o->f, w->f, (size_t)w->n_f * sizeof(double));
-  if (w->n_i) memcpy(o->i, w->i, (size_t)w->n_i * sizeof(int64_t));
+  pending_set_scalars(o, w->n_params, w->f, w->n_f, w->f_param, w->i, w->n_i,
+                      w->i_param, w->rng_param);
   ttpu_prog_request req = *w->req;
   const ttpu_result_plan* results = NULL;
   int n_results = 0, queued = 0;

@@ -46,10 +46,14 @@ static void dump_program(const char* dir, const ttpu_prog_request* req,
   fclose(f);
 }
 
+ttpu_cache_entry* ttpu_prog_peek(ttpu_runtime* rt, const int64_t* key,
+                                 size_t n_key) {
+  return ttpu_cache_find(ttpu_rt_programs(rt)->cache, key, n_key);
+}
+
 ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
                                  const int64_t* key, size_t n_key) {
-  ttpu_programs* pg = ttpu_rt_programs(rt);
-  ttpu_cache_entry* e = ttpu_cache_find(pg->cache, key, n_key);
+  ttpu_cache_entry* e = ttpu_prog_peek(rt, key, n_key);
   if (e) {
     e->hits++;
     ttpu_rt_stats(rt, device)->cache_hits++;

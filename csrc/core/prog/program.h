@@ -42,6 +42,10 @@ typedef struct {
  * or NULL (under rt->mu). */
 ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
                                  const int64_t* key, size_t n_key);
+/* The same entry, not counted: for a caller that counts its own use (a
+ * graph's replay binding the program it was captured for). */
+ttpu_cache_entry* ttpu_prog_peek(ttpu_runtime* rt, const int64_t* key,
+                                 size_t n_key);
 
 /* After a memory cache miss (under rt->mu): the entry for `key` from the
  * disk cache, else lowered with req->lower and compiled with req->options;
