@@ -3,6 +3,7 @@ tensors, and DDP step-time overhead vs one process.
 
     python benchmarks/allreduce.py [--ranks 2] [--min-mb 1] [--max-mb 256]
                                    [--iters 5] [--ddp-steps 10] [--xla-only]
+                                   [--after-matmul]
 
 Starts the ranks itself (one process each, 127.0.0.1). Bus bandwidth is
 NCCL's definition: bytes * 2 (n - 1) / n / time, for a float32 SUM all_reduce
@@ -46,6 +47,24 @@ def timed(fn, iters):
     return statistics.median(times)
 
 
+def interleaved(fns, iters):
+    """Each fn's median time over `iters` rounds of one call each, every
+    call started together on all ranks (a barrier), after a warm-up call
+    (compiles, connects, allocates)."""
+    import torch.distributed as dist
+
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    for _ in range(iters):
+        for k, fn in enumerate(fns):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
 def allreduce_sweep(args, rank, world):
     import torch
     import torch.distributed as dist
@@ -76,16 +95,7 @@ def allreduce_sweep(args, rank, world):
         # alike: one of each per round, median per column.
         fns = [on_tpu, lambda: on_tpu(copied), lambda: on_tpu(unchecked),
                lambda: dist.all_reduce(cpu)]
-        for fn in fns:
-            fn()  # warm-up: compiles, connects, allocates
-        times = [[] for _ in fns]
-        for _ in range(args.iters):
-            for k, fn in enumerate(fns):
-                dist.barrier()
-                t0 = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t0)
-        rows.append((mb, *[statistics.median(t) for t in times]))
+        rows.append((mb, *interleaved(fns, args.iters)))
         del cpu, tpu
     if rank == 0:
         print(f"all_reduce float32 SUM, {world} ranks, median of {args.iters} "
@@ -100,6 +110,41 @@ def allreduce_sweep(args, rank, world):
                   f"{t_cpu / t_free:>14.2f}")
         print(f"load average {os.getloadavg()[0]:.2f}")
         sys.stdout.flush()
+
+
+def after_matmul(args, rank, world):
+    """The signature exchange behind device work: an all_reduce of a 1 MB
+    tensor that a matmul has just written (as DDP reduces a bucket its
+    backward is still computing). The exchange starts before the backend
+    waits for that matmul, so with the check on it costs only what the
+    matmul does not hide; "exposed" is checked minus unchecked."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ["TORCHTPU_DIST_CHECK"] = "0"
+    unchecked = dist.new_group(list(range(world)), backend="tpu")
+    os.environ.pop("TORCHTPU_DIST_CHECK")
+    n, k = (1 << 20) // 4, 256
+    a = torch.randn(k, k, device="tpu")
+    b = torch.randn(k, n // k, device="tpu")
+    t = torch.empty(n, device="tpu")
+
+    def step(compute, group=None):
+        if compute:
+            torch.mm(a, b, out=t.view(k, -1))
+        dist.all_reduce(t, group=group)
+        torch.tpu.synchronize()
+
+    fns = [lambda: step(True), lambda: step(True, unchecked),
+           lambda: step(False), lambda: step(False, unchecked)]
+    medians = interleaved(fns, args.iters)
+    if rank == 0:
+        m = [x * 1e3 for x in medians]
+        print(f"1 MB all_reduce, median of {args.iters} interleaved rounds (ms): "
+              f"after a matmul: checked {m[0]:.2f}, unchecked {m[1]:.2f} "
+              f"(exposed {m[0] - m[1]:+.2f}); alone: checked {m[2]:.2f}, "
+              f"unchecked {m[3]:.2f} (exposed {m[2] - m[3]:+.2f}); "
+              f"load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
 def ddp_step_time(args, rank, world, distributed, device="tpu", state=None):
@@ -140,6 +185,11 @@ def rank_main(args):
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("cpu:gloo,tpu:tpu", timeout=datetime.timedelta(seconds=300))
+    if args.after_matmul:
+        after_matmul(args, rank, world)
+        dist.destroy_process_group()
+        sys.stdout.flush()
+        os._exit(0)
     if not args.skip_allreduce:
         allreduce_sweep(args, rank, world)
     if args.ddp_steps:
@@ -240,6 +290,8 @@ def main():
     p.add_argument("--iters", type=int, default=15)
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--after-matmul", action="store_true",
+                   help="only the signature exchange's cost behind device work")
     p.add_argument("--xla-only", action="store_true",
                    help="only the in-process XLA collective part")
     p.add_argument("--role", default="launcher", help=argparse.SUPPRESS)
@@ -271,6 +323,8 @@ def main():
         procs.append(subprocess.Popen([sys.executable, __file__, *argv, "--role", "rank"],
                                       env=env))
     rc = max(p.wait() for p in procs)
+    if args.after_matmul:
+        return rc
     if rc == 0 and args.ddp_steps:
         rc = subprocess.call([sys.executable, __file__, *argv, "--role", "single"],
                              env=dict(os.environ, PYTHONWARNINGS="ignore"))

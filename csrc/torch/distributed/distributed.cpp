@@ -625,6 +625,15 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
   }
 
  private:
+  // A signature exchange in flight: this rank's row, every rank's rows
+  // (gloo writes them) and the host work doing it.
+  struct PendingCheck {
+    Signature sig;
+    at::Tensor mine, all;
+    c10::intrusive_ptr<c10d::Work> work;
+    std::exception_ptr error;  // from starting it
+  };
+
   // One collective being issued: checks it against the peers, stages tensors
   // and collects what its work must wait for and do.
   class Issue {
@@ -650,8 +659,18 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
       what_ = name;
     }
 
+    // Starts the exchange of sig with the peers. It is settled (awaited
+    // and compared) before the first host operation is launched, so that
+    // the staging in between (which waits for the programs that write the
+    // tensors, e.g. a DDP bucket's gradients) overlaps its round trip.
     void check(const Signature& sig) {
-      if (b_->check_) b_->check_peers(sig, context_);
+      if (b_->check_) checks_.push_back(b_->start_check(sig));
+    }
+
+    // Throws on a disagreement or a peer that did not arrive.
+    void settle() {
+      for (auto& c : checks_) b_->finish_check(c, context_);
+      checks_.clear();
     }
 
     // A host tensor holding what the collective reads of `t`: its bytes
@@ -701,6 +720,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
 
     template <typename F>
     void launch(F&& start) {
+      settle();
       try {
         works_.push_back(start());
       } catch (...) {
@@ -723,6 +743,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     }
 
     c10::intrusive_ptr<c10d::Work> finish(OpType type, std::vector<at::Tensor> outputs) {
+      settle();
       count(name_, d2h_, h2d_, in_place_bytes_);
       c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<StagedWork>(
           b_->rank_, type, what_, context_, std::move(works_), std::move(finish_),
@@ -788,6 +809,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     int64_t d2h_ = 0;
     int64_t h2d_ = 0;
     int64_t in_place_bytes_ = 0;
+    std::vector<PendingCheck> checks_;  // signature exchanges not yet settled
     std::vector<const void*> direct_;  // data of the in-place host tensors
     std::vector<std::pair<ttpu_buffer*, bool>> storages_;  // and whether written
   };
@@ -894,11 +916,13 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     issue.copy_back(output, hout);
   }
 
-  // Exchanges `sig` with every rank and throws on any disagreement.
-  void check_peers(const Signature& sig, const std::string& context) {
+  // Starts exchanging `sig` with every rank (finish_check compares).
+  PendingCheck start_check(const Signature& sig) {
     const int64_t width = kFixed + 2 * static_cast<int64_t>(size_);
-    at::Tensor mine = at::zeros({width}, at::kLong);
-    int64_t* m = mine.data_ptr<int64_t>();
+    PendingCheck c;
+    c.sig = sig;
+    c.mine = at::zeros({width}, at::kLong);
+    int64_t* m = c.mine.data_ptr<int64_t>();
     m[0] = kMagic;
     m[1] = static_cast<int64_t>(sig.op);
     m[2] = sig.dtype;
@@ -911,10 +935,23 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
     for (size_t i = 0; i < sig.out_splits.size(); ++i) {
       m[kFixed + size_ + i] = sig.out_splits[i];
     }
-    at::Tensor all = at::empty({size_ * width}, at::kLong);
+    c.all = at::empty({size_ * width}, at::kLong);
     try {
       c10d::AllgatherOptions opts;
-      host_->_allgather_base(all, mine, opts)->wait();
+      c.work = host_->_allgather_base(c.all, c.mine, opts);
+    } catch (...) {
+      c.error = std::current_exception();
+    }
+    return c;
+  }
+
+  // Waits for the exchange and throws on any disagreement.
+  void finish_check(PendingCheck& c, const std::string& context) {
+    const Signature& sig = c.sig;
+    const int64_t width = kFixed + 2 * static_cast<int64_t>(size_);
+    try {
+      if (c.error) std::rethrow_exception(c.error);
+      c.work->wait();
     } catch (...) {
       std::string msg = message_of(std::current_exception());
       throw_dist("torchtpu c10d: " + describe(sig) + " " + context +
@@ -923,6 +960,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
                  std::to_string(timeout_.count() / 1000.0).substr(0, 6) +
                  " s), or a peer died: " + msg);
     }
+    const at::Tensor& all = c.all;
     const int64_t* a = all.data_ptr<int64_t>();
     auto decode = [&](int r) {
       const int64_t* row = a + r * width;
