@@ -1,7 +1,7 @@
 // The c10d backend for tpu tensors (see distributed.cpp).
 #pragma once
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace torchtpu {
 

@@ -4,7 +4,7 @@
 // only translates.
 #include "runtime/runtime.h"
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
 #include <map>

@@ -6,6 +6,7 @@
 
 #include "runtime/runtime.h"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <map>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <ATen/Tensor.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // preallocated outputs, as the engine op "torchtpu::extern_call".
 #include "runtime/engine_call.h"
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <string>
 #include <vector>

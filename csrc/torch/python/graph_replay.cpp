@@ -16,7 +16,7 @@
 #include "runtime/runtime.h"
 
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <memory>
 #include <optional>

@@ -6,7 +6,7 @@
 #include "runtime/runtime.h"
 
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 
