@@ -630,6 +630,27 @@ static void count_window(ttpu_runtime* rt, int dev, int n_recs,
   stats->window_ends[why]++;
 }
 
+/* The window's scalar packs on its device, for the parameters program g
+ * has for them (*fbuf, *ibuf stay NULL where it has none); on failure
+ * neither is left allocated. */
+static ttpu_status* upload_packs(ttpu_runtime* rt, const ttpu_window* w,
+                                 const ttpu_prog* g, ttpu_pjrt_buffer** fbuf,
+                                 ttpu_pjrt_buffer** ibuf) {
+  int64_t nf = w->n_f, ni = w->n_i;
+  ttpu_status* s = NULL;
+  if (g->f_param >= 0)
+    s = ttpu_pjrt_buffer_from_host(rt->client, w->device, w->f, TTPU_F64, &nf,
+                                   1, fbuf);
+  if (!s && g->i_param >= 0)
+    s = ttpu_pjrt_buffer_from_host(rt->client, w->device, w->i, TTPU_I64, &ni,
+                                   1, ibuf);
+  if (s && *fbuf) {
+    ttpu_pjrt_buffer_destroy(rt->client, *fbuf);
+    *fbuf = NULL;
+  }
+  return s;
+}
+
 /* Storage k of a flushed window, for the FIFO (ttpu_queued_window). */
 static void window_store(const void* ctx, int k, ttpu_buffer** buf,
                          int* param, int* written) {
@@ -660,15 +681,8 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
     /* Before the FIFO holds the storages: the capture reads who else
      * holds them. Its packs are uploaded for it alone. */
     ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
-    int64_t nf = w->n_f, ni = w->n_i;
-    if (c->g.f_param >= 0)
-      s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->f, TTPU_F64, &nf, 1, &fbuf);
-    if (!s && c->g.i_param >= 0)
-      s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->i, TTPU_I64, &ni, 1, &ibuf);
-    if (s) {
-      if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-      return window_error(s, w);
-    }
+    s = upload_packs(rt, w, &c->g, &fbuf, &ibuf);
+    if (s) return window_error(s, w);
     replay = ttpu_graph_capture(rt, w, &c->g, e, w->key, w->n_key, fbuf, ibuf);
   }
   ttpu_prog_request req = {.what = what,
@@ -799,18 +813,10 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   }
   remember_window(w, n_recs);
 
-  if (c.g.f_param >= 0) {
-    int64_t n = w->n_f;
-    s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->f, TTPU_F64, &n, 1, &fbuf);
-    if (s) goto done;
-    args[c.g.f_param] = fbuf;
-  }
-  if (c.g.i_param >= 0) {
-    int64_t n = w->n_i;
-    s = ttpu_pjrt_buffer_from_host(rt->client, dev, w->i, TTPU_I64, &n, 1, &ibuf);
-    if (s) goto done;
-    args[c.g.i_param] = ibuf;
-  }
+  s = upload_packs(rt, w, &c.g, &fbuf, &ibuf);
+  if (s) goto done;
+  if (c.g.f_param >= 0) args[c.g.f_param] = fbuf;
+  if (c.g.i_param >= 0) args[c.g.i_param] = ibuf;
   if (c.g.rng_param >= 0) args[c.g.rng_param] = rt->dev[dev].rng_state->pb;
   outs = calloc((size_t)e->n_results + 1, sizeof(*outs));
   if (!outs) {
