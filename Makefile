@@ -10,7 +10,10 @@
 # New .c files under csrc/core/ and tests/c/ are picked up automatically.
 
 CC ?= cc
-CORE_CFLAGS := -std=c11 -O2 -g -fPIC -Wall -Wextra -D_GNU_SOURCE -Icsrc/core/include
+# -ffile-prefix-map: file names in assertion messages and debug info are
+# relative to the source tree, not the directory it was built in.
+CORE_CFLAGS := -std=c11 -O2 -g -fPIC -Wall -Wextra -D_GNU_SOURCE -Icsrc/core/include \
+  -ffile-prefix-map=$(CURDIR)=.
 CFLAGS_EXTRA ?=
 TEST_LIBS := -ldl -lpthread -lm
 

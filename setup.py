@@ -15,6 +15,7 @@ from setuptools.command.build_py import build_py
 # torchtpu is a torch.backends autoload entry point: importing torch below
 # must not import a torchtpu whose extension is what we are about to build.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+import torch
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -95,6 +96,15 @@ torch_system_includes = []
 for include_dir in include_paths():
     torch_system_includes += ["-isystem", include_dir]
 
+# File names that reach users (PyTorch's "Triggered internally at FILE:LINE"
+# in warnings, its internal-assert messages) are relative: ours to the
+# source tree, torch's headers to site-packages, not the build machine's
+# directories. Where two maps match, the compiler applies the last.
+file_prefix_maps = [
+    f"-ffile-prefix-map={ROOT}/=",
+    f"-ffile-prefix-map={os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))}/=",
+]
+
 glue_debug_flag = "-g" if os.environ.get("TORCHTPU_GLUE_DEBUG_INFO") == "1" else "-g0"
 
 extension = CppExtension(
@@ -110,7 +120,7 @@ extension = CppExtension(
     # made each file compile 1.6x slower and its object 40x larger, for a
     # glue whose frames are thin (TORCHTPU_GLUE_DEBUG_INFO=1 builds with
     # -g). The C engine keeps its debug info.
-    extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra", glue_debug_flag] + torch_system_includes},
+    extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra", glue_debug_flag] + file_prefix_maps + torch_system_includes},
     extra_objects=[CORE_LIB],
     extra_link_args=["-ldl", "-lpthread"],
     # Relinks _C when the engine library changes.

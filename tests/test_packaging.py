@@ -68,6 +68,13 @@ def test_wheel_contents(wheel):
         meta = email.message_from_bytes(z.read(meta_name))
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
         build_info = z.read("torchtpu/_build_info.py").decode()
+        ext = z.read(next(n for n in names if n.startswith("torchtpu/_C.") and n.endswith(".so")))
+    # File names in the extension (the locations in warnings and assertion
+    # messages, the engine's debug info) are relative to the source tree and
+    # to site-packages: no directory of the machine that built it.
+    assert os.path.abspath(ROOT).encode() not in ext
+    assert os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__))).encode() not in ext
+    assert b"csrc/torch/aten/engine_kernel.cpp" in ext
     assert any(n.startswith("torchtpu/_C.") and n.endswith(".so") for n in names), names
     assert "torchtpu/data/lighthouse.txt" in names
     assert not any(n.startswith(("tests/", "csrc/", "benchmarks/")) for n in names)
