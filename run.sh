@@ -61,7 +61,9 @@ check_torch() {
   git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$dir/src"
   cd "$dir/src"
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  grep -v '^torch==' ../../../constraints.txt >constraints.txt
+  # torch and the packages its own metadata bounds (torch 2.11 and 2.12
+  # require setuptools<82) come from that torch's requirements.
+  grep -v -E '^(torch|setuptools)==' ../../../constraints.txt >constraints.txt
   "${PIP[@]}" "torch==$version" "${extra[@]}" setuptools wheel ninja
   # Verbose, so the compilers' warnings reach the log.
   .venv/bin/pip install -v --disable-pip-version-check -c constraints.txt --no-build-isolation \

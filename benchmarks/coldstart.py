@@ -5,6 +5,7 @@ how long libtpu takes to compile those programs for TPU topologies.
     .venv/bin/python benchmarks/coldstart.py [--quick] [--json FILE]
         [--models gpt,llama] [--modes strict,fused,compiled]
         [--topologies v5e:2x2,v6e:2x2 | none] [--analyze] [--no-jax] [--keep DIR]
+        [--pytorch-floor]
 
 Per model (the demo GPT at its default sizes; the LLaMA-style decoder of
 benchmarks/llama.py at d=256, 4 layers, 4 heads, batch 8x128, vocab 512)
@@ -27,6 +28,13 @@ cache), and its lowered StableHLO goes through the same libtpu compile.
 Ratios are torchtpu / JAX. Every timing is its own fresh process; the
 processes run one after another.
 
+--pytorch-floor adds two rows that run no program of ours: the same step
+on CPU tensors under torch.compile with PyTorch's own backends, "eager"
+(Dynamo's tracing only, the graph run by ATen) and "aot_eager" (Dynamo and
+AOTAutograd's tracing, no compiler). They are the time PyTorch's
+front end alone takes to the 2nd loss, which no torch.compile backend can
+go under.
+
 --analyze adds where the compile time goes: StableHLO ops by kind in our
 fused windows and compiled graphs vs JAX's lowered step, and a compile
 matrix (program x compiler: the XLA CPU plugin torchtpu runs on, jaxlib's
@@ -47,6 +55,9 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("strict", "fused", "compiled")
+# The same step on CPU tensors under torch.compile with PyTorch's own
+# backends (--pytorch-floor): row name -> backend.
+FLOOR = {"cpu-dynamo": "eager", "cpu-aot": "aot_eager"}
 MODELS = ("gpt", "llama")
 TOPOLOGIES = ("v5e:2x2", "v6e:2x2")
 
@@ -105,6 +116,8 @@ def program_stats(programs):
 
 def read_programs(d):
     out = []
+    if d is None:  # a row that runs no program of ours
+        return out
     for f in sorted(os.listdir(d)):
         if f.endswith(".mlir"):
             with open(os.path.join(d, f), encoding="utf-8") as fh:
@@ -136,11 +149,12 @@ def child_torch(a):
         model = GPT(s["vocab"], d=s["d"], layers=s["layers"], heads=s["heads"], block=s["block"])
     else:
         model = Llama(s["vocab"], d=s["d"], layers=s["layers"], heads=s["heads"], block=s["block"])
-    model = model.to("tpu")
+    dev = "cpu" if a.mode in FLOOR else "tpu"
+    model = model.to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     rng = np.random.default_rng(0)  # the data of jax_models.tokens
     seq = torch.from_numpy(rng.integers(0, s["vocab"], size=(s["batch"], s["block"] + 1), dtype=np.int64))
-    x, y = seq[:, :-1].contiguous().to("tpu"), seq[:, 1:].contiguous().to("tpu")
+    x, y = seq[:, :-1].contiguous().to(dev), seq[:, 1:].contiguous().to(dev)
 
     def step(x, y):
         loss = model(x, y)
@@ -153,6 +167,9 @@ def child_torch(a):
         import torchtpu.dynamo
         torchtpu.dynamo.register()
         step = torch.compile(step, backend="tpu")
+        mode = None
+    elif a.mode in FLOOR:
+        step = torch.compile(step, backend=FLOOR[a.mode])
         mode = None
     else:
         mode = a.mode
@@ -407,11 +424,16 @@ def libtpu_available():
 
 
 def measure(model, mode, root, quick, topologies, log, precision="highest"):
-    """One row: a torchtpu mode ("strict", "fused", "compiled") or "jax"."""
+    """One row: a torchtpu mode ("strict", "fused", "compiled"), "jax", or
+    a PyTorch floor row (FLOOR)."""
     work = tempfile.mkdtemp(prefix=f"{model}-{mode}-", dir=root)
     if mode == "jax":
         row = run_child("jax", work, {"JAX_PLATFORMS": "cpu"}, model=model, quick=quick,
                         precision=precision)
+    elif mode in FLOOR:
+        row = run_child("torch", work, {"TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor")},
+                        model=model, mode=mode, quick=quick, precision=precision)
+        row["compiles"] = row["compile_s"] = None
     else:
         # The timed process does not dump: while programs are dumped, strict
         # mode compiles at the op instead of on its compile threads. A
@@ -435,9 +457,9 @@ def measure(model, mode, root, quick, topologies, log, precision="highest"):
     progs = read_programs(row["programs_dir"])
     row["program_stats"] = program_stats(progs)
     row["libtpu"] = {}
-    log(f"  {model:6s} {mode:9s} setup {row['setup_s']:6.2f} s, 1st loss {row['first_loss_s']:6.2f} s, "
+    log(f"  {model:6s} {mode:10s} setup {row['setup_s']:6.2f} s, 1st loss {row['first_loss_s']:6.2f} s, "
         f"2nd loss {row['second_loss_s']:6.2f} s, {len(progs)} programs, {row['program_stats']['ops']} ops")
-    for topo in topologies:
+    for topo in (topologies if progs else []):
         r = run_child("aot", work, {"TORCHTPU_CACHE_DIR": os.path.join(work, "aot-cache")},
                       dir=row["programs_dir"], topology=topo)
         row["libtpu"][topo] = r
@@ -461,7 +483,7 @@ def _ratio(a, b):
 def fmt_table(result):
     rows, topos = result["rows"], result["topologies"]
     jax = {r["model"]: r for r in rows if r["mode"] == "jax"}
-    head = (f"{'model':6s} {'mode':9s} {'setup':>6s} {'1st':>6s} {'2nd':>6s} {'x jax':>6s} "
+    head = (f"{'model':6s} {'mode':10s} {'setup':>6s} {'1st':>6s} {'2nd':>6s} {'x jax':>6s} "
             f"{'comp':>5s} {'comp s':>6s} {'progs':>5s} {'ops':>6s}")
     for t in topos:
         head += f" | {t + ' sum':>12s} {'wall':>6s} {'x jax':>6s}"
@@ -474,7 +496,7 @@ def fmt_table(result):
         ratio = _ratio(r["second_loss_s"], j["second_loss_s"]) if j and r is not j else None
         comp = "-" if r["compiles"] is None else str(r["compiles"])
         comp_s = "-" if r["compile_s"] is None else f"{r['compile_s']:.2f}"
-        line = (f"{r['model']:6s} {r['mode']:9s} {r['setup_s']:6.2f} {r['first_loss_s']:6.2f} "
+        line = (f"{r['model']:6s} {r['mode']:10s} {r['setup_s']:6.2f} {r['first_loss_s']:6.2f} "
                 f"{r['second_loss_s']:6.2f} {(f'{ratio:.2f}' if ratio else '-'):>6s} {comp:>5s} {comp_s:>6s} "
                 f"{r['program_stats']['programs']:5d} {r['program_stats']['ops']:6d}")
         for t in topos:
@@ -491,7 +513,10 @@ def fmt_table(result):
                  "step loop's start to each loss on the host; x jax: torchtpu / JAX (2nd loss; libtpu "
                  "compile sum); comp: engine compiles in the two steps; ops: StableHLO ops in the "
                  "programs of the two steps; libtpu sum: per-program compile seconds added up, wall: "
-                 "the whole set (one replica; ! = some programs failed)")
+                 "the whole set (one replica; ! = some programs failed)"
+                 + ("; cpu-dynamo / cpu-aot: the step on CPU tensors under torch.compile with "
+                    "PyTorch's eager / aot_eager backend (no program of ours: PyTorch's tracing "
+                    "alone)" if any(r["mode"] in FLOOR for r in rows) else ""))
     return "\n".join(lines)
 
 
@@ -610,6 +635,9 @@ def main(argv=None):
     ap.add_argument("--topologies", default=",".join(TOPOLOGIES),
                     help="libtpu targets, comma separated; 'none' skips libtpu")
     ap.add_argument("--no-jax", action="store_true", help="skip the JAX rows")
+    ap.add_argument("--pytorch-floor", action="store_true",
+                    help="add the step on CPU tensors under torch.compile with PyTorch's eager and "
+                         "aot_eager backends: its tracing alone")
     ap.add_argument("--analyze", action="store_true", help="op counts and the compile matrix too")
     ap.add_argument("--precision", default="highest", choices=sorted(JAX_PRECISION),
                     help="float32 matmul precision of both sides (torch.set_float32_matmul_precision "
@@ -654,7 +682,8 @@ def main(argv=None):
               f"{', jax' if use_jax else ''}; libtpu {','.join(topologies) or 'off'}; "
               f"load average {' '.join(f'{x:.2f}' for x in result['load_average_before'] or [])}", flush=True)
         for model in models:
-            for mode in modes + (["jax"] if use_jax else []):
+            floor = list(FLOOR) if a.pytorch_floor else []
+            for mode in modes + floor + (["jax"] if use_jax else []):
                 result["rows"].append(measure(model, mode, root, a.quick, topologies,
                                               lambda s: print(s, flush=True), a.precision))
         result["load_average_after"] = load_average()

@@ -697,6 +697,25 @@ def test_inplace_scalar_and_promotion():
     same(lambda x, y: x.clone().add_(y), rand(3), rand(2, 3))   # result does not fit self
 
 
+def test_inplace_result_type_must_fit_self():
+    """An in-place pointwise op whose result dtype self cannot hold raises
+    the CPU's error, also where PyTorch's meta kernel does not check it
+    (mul_.Scalar, logit_; div_ in torch 2.11); a result self can hold
+    (a comparison into float, an int result into float) is written."""
+    i, b, f = rand(3, dtype=torch.int64), rand(3, dtype=torch.bool), rand(3)
+    same(lambda x: x.clone().mul_(1.5), i)
+    same(lambda x: x.clone().mul_(torch.tensor(1.5)), i)
+    same(lambda x: x.clone().logit_(), i)
+    same(lambda x: x.clone().div_(2), i)
+    same(lambda x: x.clone().true_divide_(2), i)
+    same(lambda x, y: x.clone().addcmul_(y, y), i, f)
+    same(lambda x: x.clone().add_(1), b)
+    same(lambda x: x[::2].mul_(2.5), rand(6, dtype=torch.int64))   # through a view
+    same(lambda x, y: x.clone().lt_(y), f, rand(3))
+    same(lambda x, y: x.clone().add_(y), f, i)
+    same(lambda x: x.clone().div_(2, rounding_mode="floor"), i)
+
+
 @pytest.mark.parametrize("case", ["add", "exp", "gt", "where", "clamp", "div_mode", "bitwise", "pow", "sigmoid"])
 def test_out_variants(case):
     a = rand(3, 4)

@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/core/List.h>
+#include <ATen/core/enum_tag.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
@@ -54,6 +55,10 @@ struct OpInfo {
   // PyTorch's own composite kernel (what the CPU runs: one op per tensor)
   // serves calls with complex tensors or Scalars.
   bool complex_by_composite = false;
+  // An in-place pointwise op (mul_.Scalar): its functional form (mul.Scalar),
+  // whose result dtype self must be able to hold (see
+  // check_inplace_result_type).
+  std::optional<c10::OperatorHandle> functional;
 };
 
 std::string table_name(const c10::OperatorName& name) {
@@ -99,6 +104,14 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
       op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
   const auto& arguments = schema.arguments();
   info->num_args = arguments.size();
+  const std::string& qualified = schema.operator_name().name;
+  if (op.hasTag(at::Tag::pointwise) && !arguments.empty() && !arguments[0].is_out() &&
+      arguments[0].alias_info() != nullptr && arguments[0].alias_info()->isWrite() &&
+      qualified.size() > 1 && qualified.back() == '_' &&
+      qualified.compare(qualified.size() - 2, 2, "__") != 0) {
+    info->functional = c10::Dispatcher::singleton().findOp(
+        {qualified.substr(0, qualified.size() - 1), schema.overload_name()});
+  }
   for (const c10::Argument& argument : arguments) {
     const c10::TypePtr type = unwrap_optional(argument.real_type());
     ArgRole role = ArgRole::kValue;
@@ -1070,6 +1083,35 @@ bool broadcast_grown(const at::Tensor& real, const at::Tensor& meta) {
   return true;
 }
 
+// An in-place pointwise op writes its result into self, which must be able
+// to hold the result's dtype: on the CPU, TensorIterator refuses an int64
+// self for a float result (`x.mul_(1.5)`, `x.logit_()`). Some meta kernels
+// do not check it (mul_.Scalar, logit_; div_ and true_divide_ in torch
+// 2.11), so the functional form's meta kernel gives the result dtype and
+// the check is the CPU's, with its message.
+void check_inplace_result_type(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  if (!info.functional || args.empty() || !args[0].isTensor()) {
+    return;
+  }
+  const at::Tensor& self = args[0].toTensor();
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& value : args) {
+    stack.push_back(to_meta(value));
+  }
+  try {
+    info.functional->callBoxed(&stack);
+  } catch (const std::exception&) {
+    return;  // the in-place form was accepted: its own verdict stands
+  }
+  if (stack.size() != 1 || !stack[0].isTensor()) {
+    return;
+  }
+  const c10::ScalarType result = stack[0].toTensor().scalar_type();
+  TORCH_CHECK(at::canCast(result, self.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
+}
+
 std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
                                              const OpInfo& info,
                                              c10::ArrayRef<c10::IValue> args) {
@@ -1093,6 +1135,7 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     throw_cpu_verdict(op, args);
     throw;
   }
+  check_inplace_result_type(info, args);
 
   auto geometry = std::make_shared<MetaGeometry>();
   for (const auto& [i, meta] : mutable_metas) {

@@ -12,6 +12,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdint>
@@ -31,6 +33,15 @@ enum class Collective : int64_t {
   gather, scatter, reduce_scatter, reduce_scatter_tensor, all_to_all_single,
   all_to_all, barrier, send_recv,
 };
+
+// The work type of reduce_scatter_tensor_coalesced: c10d's own OpType for
+// it where the torch has one (2.13 and later; 2.11's c10d lacks it), else
+// the generic COALESCED.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+constexpr c10d::OpType kReduceScatterTensorCoalesced = c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED;
+#else
+constexpr c10d::OpType kReduceScatterTensorCoalesced = c10d::OpType::COALESCED;
+#endif
 
 // As messages name it ("all_reduce", "send/recv").
 const char* collective_name(Collective c);

@@ -491,7 +491,7 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
                             red(opts.reduceOp)));
       add_reduce_scatter_base(issue, outputs[i], inputs[i], opts);
     }
-    return issue.finish(OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs);
+    return issue.finish(kReduceScatterTensorCoalesced, outputs);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(

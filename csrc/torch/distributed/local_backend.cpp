@@ -686,7 +686,7 @@ class LocalBackend final : public TpuBackendBase<std::shared_ptr<Rendezvous>> {
       add_sized(*p, outputs[i], inputs[i], 1, size_, "reduce_scatter_tensor");
     p->what = "reduce_scatter_tensor (coalesced, " + std::to_string(inputs.size()) +
               " tensors)";
-    return issue(std::move(p), OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs);
+    return issue(std::move(p), kReduceScatterTensorCoalesced, outputs);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(

@@ -20,11 +20,10 @@ const bool kDefaultDtypeSet = [] {
   return true;
 }();
 
-// The shared op lists name ATen types unqualified.
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
+// The shared op lists name ATen types unqualified, and which types differs
+// between torch releases (DimnameList up to 2.11, gone in 2.13): all of at
+// is visible here.
+using namespace at;  // NOLINT(google-build-using-namespace)
 
 // Ops with no policy run as they are.
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
