@@ -475,6 +475,14 @@ def test_index_reduce_bad_reduce_raises():
     same_error(lambda t, s: t.index_reduce(0, T(0), s, "sum"), rand(3, 2), rand(1, 2))
 
 
+def test_index_reduce_source_of_another_dtype_raises():
+    # PyTorch's meta kernel lets it through; the CPU kernel refuses it
+    same_error(lambda t, s: t.clone().index_reduce_(0, T(0), s, "amax"),
+               rand(3, 2, dtype=torch.int64), rand(1, 2))
+    with pytest.raises(RuntimeError, match=r"self \(Long\) and source \(Float\) must have the same"):
+        rand(3, 2, dtype=torch.int64).to(DEV).index_reduce_(0, T(0).to(DEV), rand(1, 2).to(DEV), "amax")
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_max_unpool(dtype):
     x = rand(2, 3, 6, 8, dtype=torch.float32)

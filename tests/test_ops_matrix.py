@@ -16,6 +16,15 @@ def test_trace_bool_not_implemented():
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
 def test_trace(dtype):
     fl = dtype.is_floating_point
+    try:
+        torch.trace(torch.ones(2, 2, dtype=dtype))
+    except NotImplementedError:
+        # torch 2.11's CPU has no bfloat16 trace: the float32 one of the
+        # same values is the reference
+        x = rand(4, 6, dtype=dtype)
+        want = torch.trace(x.float()).to(dtype)
+        torch.testing.assert_close(torch.trace(x.to(DEV)).cpu(), want)
+        return
     check(torch.trace, rand(4, 6, dtype=dtype, requires_grad=fl), grad=dtype == torch.float32)
     check(torch.trace, rand(5, 3, dtype=dtype))
 

@@ -8,9 +8,11 @@ wrapper, which its meta kernels follow). Every other difference must be
 listed in KNOWN with its reason; a listed one that now matches fails too,
 so the list stays true.
 """
+import functools
+
 import pytest
 
-from conformance import out_sweep, worker
+from conformance import out_sweep
 
 # Every OpInfo entry with an out= form, four cases each: a long sweep.
 pytestmark = pytest.mark.long
@@ -26,14 +28,9 @@ KNOWN = {
        for c in ("empty", "strided")},
 }
 
-_ENTRIES = None
-
-
+@functools.lru_cache(maxsize=None)
 def _entries():
-    global _ENTRIES
-    if _ENTRIES is None:
-        _ENTRIES = list(out_sweep.entries())
-    return _ENTRIES
+    return list(out_sweep.entries())
 
 
 def _allowed(case, problem):
@@ -44,15 +41,8 @@ def _allowed(case, problem):
 
 @pytest.mark.parametrize("part", range(4))
 def test_out_forms_match_cpu(part):
-    found = {}
-    for op in _entries()[part::4]:
-        for case, problem in out_sweep.check_entry(op, samples=1):
-            if not _allowed(case, problem):
-                found[(worker.entry_name(op), case)] = problem
-    new = {k: v for k, v in found.items() if k not in KNOWN}
-    fixed = [k for k in KNOWN if k not in found and k[0] in {worker.entry_name(o) for o in _entries()[part::4]}]
-    assert not new, "\n".join(f"{e} [{c}]: {p}" for (e, c), p in sorted(new.items()))
-    assert not fixed, f"listed in KNOWN but matching now: {fixed}"
+    out_sweep.check_against_known(_entries()[part::4], out_sweep.check_entry, KNOWN, samples=1,
+                                  allowed=_allowed)
 
 
 def test_sweep_covers_the_out_forms():

@@ -20,7 +20,6 @@ reported as unsupported (loud, never wrong).
 
 prints one line per entry and case that does not match, then a summary.
 """
-import argparse
 import os
 import sys
 
@@ -29,6 +28,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from conformance import expected as xf  # noqa: E402
+from conformance import out_sweep  # noqa: E402
 from conformance import worker  # noqa: E402
 
 CASES = ["float32", "view", "int64", "bool"]
@@ -80,18 +80,10 @@ def check_entry(op, samples=2):
         for case in CASES:
             c_status, c_val = _run(op, s, case, "cpu")
             t_status, t_val = _run(op, s, case, "tpu")
-            if c_status == "raise":
-                if t_status != "raise":
-                    problems.append((case, f"error: the CPU raises {worker._short(c_val)}; tpu does not"))
-                elif not isinstance(t_val, type(c_val)) and not isinstance(c_val, type(t_val)):
-                    problems.append((case, f"error: the CPU raises {worker._short(c_val)}; tpu {worker._short(t_val)}"))
-                continue
-            if t_status == "raise":
-                kind = "unsupported" if worker._is_unsupported(t_val) else "error"
-                problems.append((case, f"{kind}: {worker._short(t_val)}"))
-                continue
-            if t_status != c_status:
-                problems.append((case, f"error: returns {t_status} where the CPU returns {c_status}"))
+            if "raise" in (c_status, t_status) or t_status != c_status:
+                problem = out_sweep.outcome_problem(c_status, c_val, t_status, t_val)
+                if problem:
+                    problems.append((case, problem))
                 continue
             if known:
                 continue
@@ -128,22 +120,7 @@ def entries(names=None):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ops", help="comma-separated entry names")
-    ap.add_argument("--samples", type=int, default=2)
-    args = ap.parse_args()
-    import torchtpu  # noqa: F401
-    names = set(args.ops.split(",")) if args.ops else None
-    counts = {}
-    for op in entries(names):
-        probs = check_entry(op, args.samples)
-        kinds = {p.split(":")[0] for _, p in probs}
-        key = "pass" if not probs else ("mismatch" if "mismatch" in kinds else
-                                        "unsupported" if kinds == {"unsupported"} else "other")
-        counts[key] = counts.get(key, 0) + 1
-        for case, p in probs:
-            print(f"{worker.entry_name(op)} [{case}] {p}", flush=True)
-    print("summary:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    out_sweep.sweep_main(__doc__, entries, check_entry)
 
 
 if __name__ == "__main__":

@@ -99,18 +99,10 @@ def check_entry(op, samples=2):
         for case in CASES:
             c_status, c_val = _run(op, s, case, like, "cpu")
             t_status, t_val = _run(op, s, case, like, "tpu")
-            if c_status == "raise":
-                if t_status != "raise":
-                    problems.append((case, f"error: the CPU raises {worker._short(c_val)}; tpu does not"))
-                elif not isinstance(t_val, type(c_val)) and not isinstance(c_val, type(t_val)):
-                    problems.append((case, f"error: the CPU raises {worker._short(c_val)}; tpu {worker._short(t_val)}"))
-                continue
-            if t_status == "raise":
-                kind = "unsupported" if worker._is_unsupported(t_val) else "error"
-                problems.append((case, f"{kind}: {worker._short(t_val)}"))
-                continue
-            if t_status != c_status:
-                problems.append((case, f"error: returns {t_status} where the CPU returns {c_status}"))
+            if "raise" in (c_status, t_status) or t_status != c_status:
+                problem = outcome_problem(c_status, c_val, t_status, t_val)
+                if problem:
+                    problems.append((case, problem))
                 continue
             if known:
                 continue
@@ -141,8 +133,44 @@ def entries(names=None):
         yield op
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def outcome_problem(c_status, c_val, t_status, t_val):
+    """What differs between the CPU's and tpu's outcomes when either raised
+    or they returned differently ("ok", "ok-not-out"), or None."""
+    if c_status == "raise":
+        if t_status != "raise":
+            return f"error: the CPU raises {worker._short(c_val)}; tpu does not"
+        if not isinstance(t_val, type(c_val)) and not isinstance(c_val, type(t_val)):
+            return f"error: the CPU raises {worker._short(c_val)}; tpu {worker._short(t_val)}"
+        return None
+    if t_status == "raise":
+        kind = "unsupported" if worker._is_unsupported(t_val) else "error"
+        return f"{kind}: {worker._short(t_val)}"
+    if t_status != c_status:
+        return f"error: returns {t_status} where the CPU returns {c_status}"
+    return None
+
+
+def check_against_known(ops, check_entry, known, samples, allowed=None):
+    """Runs check_entry(op, samples) over ops and fails (assert) on any
+    (entry, case) difference not in known, or listed in known for one of
+    ops but matching now. allowed(case, problem): differences accepted
+    without a listing."""
+    found = {}
+    for op in ops:
+        for case, problem in check_entry(op, samples=samples):
+            if allowed is None or not allowed(case, problem):
+                found[(worker.entry_name(op), case)] = problem
+    new = {k: v for k, v in found.items() if k not in known}
+    names = {worker.entry_name(o) for o in ops}
+    fixed = [k for k in known if k not in found and k[0] in names]
+    assert not new, "\n".join(f"{e} [{c}]: {p}" for (e, c), p in sorted(new.items()))
+    assert not fixed, f"listed as known but matching now: {fixed}"
+
+
+def sweep_main(doc, entries, check_entry):
+    """The command line of a sweep over entries(names) with check_entry(op,
+    samples): one line per entry and case that does not match, a summary."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--ops", help="comma-separated entry names")
     ap.add_argument("--samples", type=int, default=2)
     args = ap.parse_args()
@@ -158,6 +186,10 @@ def main():
         for case, p in probs:
             print(f"{worker.entry_name(op)} [{case}] {p}", flush=True)
     print("summary:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def main():
+    sweep_main(__doc__, entries, check_entry)
 
 
 if __name__ == "__main__":

@@ -1112,6 +1112,23 @@ void check_inplace_result_type(const OpInfo& info, c10::ArrayRef<c10::IValue> ar
               " can't be cast to the desired output type ", self.scalar_type());
 }
 
+// The dtype check of OpHooks::same_dtype_as_self_arg, in the CPU's words.
+void check_same_dtype_as_self(const c10::OperatorHandle& op, const OpInfo& info,
+                              c10::ArrayRef<c10::IValue> args) {
+  const int other = info.hooks->same_dtype_as_self_arg;
+  if (other < 0 || static_cast<size_t>(other) >= args.size() || !args[0].isTensor() ||
+      !args[other].isTensor()) {
+    return;
+  }
+  const c10::ScalarType self = args[0].toTensor().scalar_type();
+  const c10::ScalarType given = args[other].toTensor().scalar_type();
+  std::string name = op.schema().operator_name().name;
+  name = name.substr(name.find("::") == std::string::npos ? 0 : name.find("::") + 2);
+  TORCH_CHECK(self == given, name, "(): self (", self, ") and ",
+              op.schema().arguments()[other].name(), " (", given,
+              ") must have the same scalar type");
+}
+
 std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
                                              const OpInfo& info,
                                              c10::ArrayRef<c10::IValue> args) {
@@ -1136,6 +1153,7 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     throw;
   }
   check_inplace_result_type(info, args);
+  check_same_dtype_as_self(op, info, args);
 
   auto geometry = std::make_shared<MetaGeometry>();
   for (const auto& [i, meta] : mutable_metas) {

@@ -20,6 +20,7 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;
   hooks["max_pool3d_with_indices"].unbatched_as_batch_of_one = true;
+  hooks["index_reduce_"].same_dtype_as_self_arg = 3;  // source
   return hooks;
 }
 

@@ -28,6 +28,10 @@ struct OpHooks {
   // kernel does: where that batch is channels_last_3d contiguous, so are
   // the returns (the meta kernel makes them contiguous).
   bool unbatched_as_batch_of_one = false;
+  // An argument whose dtype must be self's (argument 0), which the CPU
+  // kernel checks and PyTorch's meta kernel does not (index_reduce_'s
+  // source), or -1.
+  int same_dtype_as_self_arg = -1;
 };
 
 // The hooks of the lowering table's op `name` ("native_batch_norm",

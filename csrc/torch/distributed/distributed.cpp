@@ -527,14 +527,35 @@ class TpuBackend final : public TpuBackendBase<c10::intrusive_ptr<c10d::Work>> {
       sig.in_splits.push_back(inputs[r].numel());
       sig.out_splits.push_back(outputs[r].numel());
     }
-    Issue issue(this, Coll::all_to_all, sig);
-    std::vector<at::Tensor> hin, hout;
     for (int r = 0; r < size_; ++r) {
-      hin.push_back(issue.stage_in(inputs[r]));
-      hout.push_back(issue.host_like(outputs[r]));
+      TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                      outputs[r].scalar_type() == inputs[0].scalar_type(),
+                  "all_to_all: every input and output tensor must have the same dtype (",
+                  inputs[0].scalar_type(), "), got ",
+                  (inputs[r].scalar_type() != inputs[0].scalar_type() ? inputs[r] : outputs[r])
+                      .scalar_type());
     }
-    issue.launch([&] { return host_->alltoall(hout, hin, opts); });
-    for (int r = 0; r < size_; ++r) issue.copy_back(outputs[r], hout[r]);
+    Issue issue(this, Coll::all_to_all, sig);
+    // One alltoall_base over the tensors laid end to end, each rank's
+    // element count its split: gloo's list form is not in every supported
+    // torch (2.11's has none).
+    std::vector<at::Tensor> hin;
+    int64_t out_total = 0;
+    for (int r = 0; r < size_; ++r) {
+      hin.push_back(issue.stage_in(inputs[r]).reshape({-1}));
+      out_total += sig.out_splits[r];
+    }
+    at::Tensor in_flat = at::cat(hin);
+    at::Tensor out_flat = at::empty({out_total}, inputs[0].options().device(at::kCPU));
+    std::vector<int64_t> in_counts(sig.in_splits), out_counts(sig.out_splits);
+    issue.launch([&] {
+      return host_->alltoall_base(out_flat, in_flat, out_counts, in_counts, opts);
+    });
+    int64_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      issue.copy_back(outputs[r], out_flat.narrow(0, offset, sig.out_splits[r]));
+      offset += sig.out_splits[r];
+    }
     return issue.finish(OpType::ALLTOALL, outputs);
   }
 
