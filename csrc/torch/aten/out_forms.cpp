@@ -74,7 +74,7 @@ std::optional<OutForm> match_with(const c10::FunctionSchema& schema, const c10::
   }
   const c10::OperatorHandle* handle = &functional;
   const c10::FunctionSchema& f = handle->schema();
-  OutForm form{*handle};
+  OutForm form{*handle, 0, {}, std::nullopt};
   std::vector<const c10::Argument*> ins;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::Argument& a = schema.arguments()[i];
