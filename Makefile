@@ -36,16 +36,24 @@ B := build
 ASAN_B := build/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all core ctest asan-ctest valgrind-ctest engine-op-latency clean
+.PHONY: all core ctest asan-ctest valgrind-ctest engine-op-latency clean force-flags-check
 all: core
 
 core: $(B)/libttpu_core.a
 
-$(B)/core/%.o: csrc/core/%.c
+# The engine's objects rebuild when its compile flags change (make itself
+# only compares times): build/core.flags holds the flags they were built
+# with, rewritten only when they differ.
+FLAGS_STAMP := $(B)/core.flags
+$(FLAGS_STAMP): force-flags-check
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CORE_CFLAGS) $(CFLAGS_EXTRA)' | cmp -s - $@ || echo '$(CC) $(CORE_CFLAGS) $(CFLAGS_EXTRA)' > $@
+
+$(B)/core/%.o: csrc/core/%.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) $(CFLAGS_EXTRA) -MMD -MP -c $< -o $@
 
-$(B)/tests/%.o: tests/c/%.c
+$(B)/tests/%.o: tests/c/%.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) $(TEST_CFLAGS) $(CFLAGS_EXTRA) -MMD -MP -c $< -o $@
 
