@@ -14,19 +14,10 @@ from conformance import inplace_sweep, out_sweep
 # Every OpInfo entry with an in-place form, four cases each: a long sweep.
 pytestmark = pytest.mark.long
 
-_EMPTY = ("the sample's self is empty: tpu computes nothing and so never meets the lowering's "
-          "dtype refusal, which raises the CPU's NotImplementedError for a non-empty self")
-_CUM_BOOL = ("a bool self: the CPU has no bool kernel for the in-place form; tpu computes in "
-             "int64 and writes bool")
 KNOWN = {
-    **{("addbmm", c): "self of shape [1]: the CPU resizes self to the result's shape, tpu refuses "
-                      "the broadcast (as the meta kernel and CUDA do)" for c in ("float32", "view")},
-    **{("addr", c): "a 0-d self: PyTorch's meta kernel broadcasts it; the CPU refuses"
-       for c in ("float32", "view")},
-    **{(e, "bool"): _CUM_BOOL for e in ("cumsum", "cumprod")},
-    **{(e, c): _EMPTY for e in ("nn.functional.celu", "nn.functional.rrelu", "nn.functional.silu",
-                                "nn.functional.hardsigmoid", "nn.functional.mish")
-       for c in ("int64", "bool")},
+    **{("addbmm", c): "self of shape [1]: the CPU resizes self to the result's shape (a "
+                      "deprecated resize of an in-place op's self), tpu refuses the broadcast "
+                      "(as the meta kernel and CUDA do)" for c in ("float32", "view")},
 }
 
 @functools.lru_cache(maxsize=None)

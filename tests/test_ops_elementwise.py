@@ -716,6 +716,33 @@ def test_inplace_result_type_must_fit_self():
     same(lambda x: x.clone().div_(2, rounding_mode="floor"), i)
 
 
+def test_inplace_forms_the_cpu_refuses():
+    """In-place forms the CPU kernel refuses although the functional form
+    works: cumsum_/cumprod_ on a bool self (and a bool dtype= or out=),
+    a float-only activation on an empty int self (the CPU checks the dtype
+    before it sees there is nothing to compute), rrelu on an int self,
+    addr_ on a self that is not its 2-d result."""
+    bl = rand(5, dtype=torch.bool)
+    same(lambda x: x.clone().cumsum_(0), bl)
+    same(lambda x: x.clone().cumprod_(0), bl)
+    same(lambda x: torch.cumsum(x, 0, dtype=torch.bool), bl)
+    same(lambda x: torch.cumsum(x, 0), bl)                   # computes in int64
+    empty = torch.zeros(0, dtype=torch.int64)
+    for fn in (F.silu, F.mish, F.hardsigmoid, F.hardswish, F.elu, F.celu, F.leaky_relu):
+        same(lambda x, fn=fn: fn(x.clone(), inplace=True), empty)
+        same(lambda x, fn=fn: fn(x.clone(), inplace=True), empty.bool())
+        same(lambda x, fn=fn: fn(x.clone(), inplace=True), rand(3))
+    same(lambda x: F.rrelu(x.clone(), training=True, inplace=True), rand(3, dtype=torch.int64))
+    same(lambda x: F.rrelu(x.clone(), training=True, inplace=True), empty)
+    v1, v2 = rand(2), rand(3, seed=5)
+    same(lambda s, a, b: s.clone().addr_(a, b), rand(3), v1, v2)          # 1-d self
+    same(lambda s, a, b: s.clone().addr_(a, b), torch.tensor(0.5), v1, v2)   # 0-d self
+    same(lambda s, a, b: s.clone().addr_(a, b), rand(3, 2), v1, v2)       # transposed shape
+    same(lambda s, a, b: s.clone().addr_(a, b), rand(2, 3, dtype=torch.int64), v1, v2)
+    same(lambda s, a, b: s.clone().addr_(a, b, beta=2, alpha=0.5), rand(2, 3), v1, v2)
+    same(lambda s, a, b: s.t().addr_(a, b), rand(3, 2), v1, v2)           # through a view
+
+
 @pytest.mark.parametrize("case", ["add", "exp", "gt", "where", "clamp", "div_mode", "bitwise", "pow", "sigmoid"])
 def test_out_variants(case):
     a = rand(3, 4)

@@ -367,6 +367,14 @@ static ttpu_status* lower_logsumexp_complex(ttpu_lower* L) {
 /* cumsum/cumprod(self, int dim, *, dtype) and their in-place forms. */
 static ttpu_status* lower_cumulative(ttpu_lower* L, ttpu_redop op) {
   ttpu_hlo* b = ttpu_l_hlo(L);
+  /* The CPU kernel dispatches on the result's dtype and has no bool one:
+   * an in-place form on a bool self, dtype=torch.bool or a bool out= all
+   * raise, although a bool input alone computes in int64. */
+  if (ttpu_l_out_type(L, 0).dtype == TTPU_BOOL) {
+    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"%s_out_cpu\" not implemented for 'Bool'",
+                  op == TTPU_RED_SUM ? "cumsum" : "cumprod");
+    return NULL;
+  }
   ttpu_val x = input_for_out(L, 0);
   int64_t dim = ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ttpu_l_type(L, x).ndim);
   ttpu_l_set_out(L, 0, ttpu_hlo_cumulative(b, x, op, (int)dim));

@@ -57,7 +57,8 @@ static ttpu_status* lower_rrelu_backward(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_rrelu[] = {
-    {"rrelu_with_noise", lower_rrelu, .flags = TTPU_OP_RANDOM, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"rrelu_with_noise", lower_rrelu, .flags = TTPU_OP_RANDOM | TTPU_OP_KINDS_OF_OUT, .variants = TTPU_V_INPLACE | TTPU_V_OUT,
+     .kinds = TTPU_K_FLOAT, .kernel = "rrelu_with_noise_out_cpu"},
     {"rrelu_with_noise_backward", lower_rrelu_backward, .variants = TTPU_V_OUT},
     {0},
 };

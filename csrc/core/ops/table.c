@@ -247,7 +247,7 @@ ttpu_status* ttpu_op_refusal(const ttpu_op_call* call) {
 ttpu_status* ttpu_op_check_kinds(const ttpu_op_def* def,
                                  const ttpu_op_call* call) {
   if (!def || !def->kinds) return NULL;
-  ttpu_dtype dt = call->common_dtype;
+  ttpu_dtype dt = def->flags & TTPU_OP_KINDS_OF_OUT ? TTPU_DTYPE_NONE : call->common_dtype;
   if (dt == TTPU_DTYPE_NONE && call->n_outputs > 0) dt = call->outputs[0].dtype;
   if (dt == TTPU_DTYPE_NONE || ttpu_dtype_is_complex(dt)) return NULL;
   /* A complex call checks only where it runs the real lowering. */

@@ -54,6 +54,10 @@ enum {
    * lgamma, the Bessel functions), or the lowering refuses that out with
    * the CPU kernel's own message (nan_to_num, log_sigmoid). */
   TTPU_OP_REAL_INTO_COMPLEX = 16,
+  /* Its CPU kernel dispatches on its result's dtype, which its Scalar
+   * arguments do not promote (rrelu_with_noise): `kinds` is checked
+   * against output 0's dtype rather than the call's common dtype. */
+  TTPU_OP_KINDS_OF_OUT = 32,
 };
 
 /* Overloads a record also stands for, named from its own name "op.OV"
@@ -83,7 +87,8 @@ typedef struct {
   int64_t param;
   int variants;       /* TTPU_V_*: overloads expanded from this record */
   /* The dtype kinds the CPU kernel dispatches (0: every kind). A real
-   * call whose result type (the call's common dtype, else output 0's) is
+   * call whose result type (the call's common dtype, else output 0's;
+   * output 0's alone under TTPU_OP_KINDS_OF_OUT) is
    * of another kind fails before fn runs with NotImplementedError
    * "\"<kernel>\" not implemented for '<dtype>'", as the CPU does. */
   int kinds;

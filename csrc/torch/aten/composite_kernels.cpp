@@ -1,5 +1,6 @@
 // Ops composed from other ops on the tpu tensors: results that are not
-// tensors (the engine's programs return tensors only).
+// tensors (the engine's programs return tensors only), and in-place forms
+// whose CPU kernel checks what PyTorch's composite form does not.
 #include <ATen/ATen.h>
 
 #include <c10/util/Exception.h>
@@ -21,10 +22,30 @@ bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
   return at::eq(self, other).all().item<bool>();
 }
 
+// addr_: the CPU kernel writes self as its own out= and so takes only a
+// 2-d self, where the composite form would broadcast a smaller self (and
+// then resize it, a shape change an in-place op never makes on the CPU).
+at::Tensor& addr_inplace_kernel(at::Tensor& self, const at::Tensor& vec1,
+                                const at::Tensor& vec2, const at::Scalar& beta,
+                                const at::Scalar& alpha) {
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(),
+              "D tensor for input");
+  TORCH_CHECK(vec1.dim() != 1 || vec2.dim() != 1 ||
+                  (self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0)),
+              "size mismatch, input: ", self.sizes(), ", v1: ", vec1.sizes(),
+              ", v2: ", vec2.sizes());
+  at::Tensor result = at::addr(self, vec1, vec2, beta, alpha);
+  TORCH_CHECK(at::canCast(result.scalar_type(), self.scalar_type()),
+              "result type ", result.scalar_type(),
+              " can't be cast to the desired output type ", self.scalar_type());
+  return self.copy_(result);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal_kernel);
+  m.impl("addr_", addr_inplace_kernel);
 }
 
 }  // namespace torchtpu
