@@ -659,3 +659,52 @@ def test_shape_errors_like_cpu():
     same_error(lambda t, i, v: t.index_add(0, i, v), x, T(0, 1), d)
     same_error(lambda t, i, v: t.index_copy(0, i, v), x, T(0, 1), d)
     same_error(lambda t, i, v: t.put(i, v), x, T(0, 1), d[0, :2])
+
+
+def test_a_write_whose_source_is_self_raises_as_on_the_cpu():
+    """scatter_, index_fill_, index_copy_, put_, gather(out=) and
+    index_select(out=) refuse any overlap of what they write with what they
+    read, the whole tensor passed twice included; pointwise ops accept it
+    (x.add_(x)). Asked of the CPU once per op and aliasing, then remembered:
+    the second call answers the same."""
+    def cases(d):
+        i = torch.tensor([2, 1, 0], device=d)
+        x = lambda: torch.arange(3.0, device=d)   # noqa: E731
+        return {
+            "scatter_ src": lambda: (lambda s: s.scatter_(0, i, s))(x()),
+            "scatter_ index": lambda: (lambda j: j.scatter_(0, j, j.clone()))(i.clone()),
+            "index_fill_": lambda: (lambda j: j.index_fill_(0, j, 0))(i.clone()),
+            "index_copy_": lambda: (lambda s: s.index_copy_(0, i, s))(x()),
+            "put_": lambda: (lambda s: s.put_(i, s))(x()),
+            "gather out": lambda: (lambda s: torch.gather(s, 0, i, out=s))(x()),
+            "index_select out": lambda: (lambda s: torch.index_select(s, 0, i, out=s))(x()),
+            "add_": lambda: (lambda s: s.add_(s))(x()),
+            "add out": lambda: (lambda s: torch.add(s, s, out=s))(x()),
+            "addcmul_": lambda: (lambda s: s.addcmul_(s, s))(x()),
+        }
+    cpu, dev = cases("cpu"), cases(DEV)
+    for name in cpu:
+        for _ in range(2):
+            try:
+                want = cpu[name]()
+            except RuntimeError as e:
+                assert "unsupported operation" in str(e)
+                with pytest.raises(RuntimeError, match="unsupported operation"):
+                    dev[name]()
+                continue
+            assert_close(dev[name]().cpu(), want, msg=name)
+
+
+def test_index_fill_into_a_broadcast_view():
+    """index_fill_ writes one value wherever it writes, so a broadcast
+    (expanded) self is exact on the device: the CPU's values and its
+    deprecation warning."""
+    for value in (1.5, torch.tensor(2.5)):
+        cpu = torch.zeros(1, 4).expand(3, 4)
+        dev = torch.zeros(1, 4, device=DEV).expand(3, 4)
+        with pytest.warns(UserWarning, match="index_fill_ on expanded tensors"):
+            cpu.index_fill_(1, torch.tensor([2, 0]), value)
+        with pytest.warns(UserWarning, match="index_fill_ on expanded tensors"):
+            dev.index_fill_(1, torch.tensor([2, 0], device=DEV),
+                            value.to(DEV) if isinstance(value, torch.Tensor) else value)
+        assert_close(dev, cpu)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import torchtpu  # noqa: F401
+from optest import DEV, assert_close
 
 
 def both(fn):
@@ -125,3 +126,40 @@ def test_histc_of_integers_counts_as_cuda(dtype):
     f = torch.tensor([0.1, 0.5, 0.55, 2.0])
     torch.testing.assert_close(torch.histc(f.to("tpu"), bins=4, min=0, max=2).cpu(),
                                torch.histc(f, bins=4, min=0, max=2))
+
+
+@pytest.mark.parametrize("name", ["sort", "kthvalue", "mode", "median", "max", "aminmax", "frexp",
+                                  "lu_factor", "eigh", "topk", "cummax"])
+def test_outs_of_an_op_with_several_take_the_results_dtypes(name):
+    """An op with several outs refuses an out of another dtype than its
+    result's, as every CPU kernel of such an op does (a single out may be
+    of any dtype the result casts to); the right dtypes work."""
+    calls = {
+        "sort": lambda x, out: torch.sort(x, 1, out=out),
+        "kthvalue": lambda x, out: torch.kthvalue(x, 2, out=out),
+        "mode": lambda x, out: torch.mode(x, 1, out=out),
+        "median": lambda x, out: torch.median(x, 1, out=out),
+        "max": lambda x, out: torch.max(x, 1, out=out),
+        "aminmax": lambda x, out: torch.aminmax(x, dim=1, out=out),
+        "frexp": lambda x, out: torch.frexp(x, out=out),
+        "lu_factor": lambda x, out: torch.linalg.lu_factor(x[:, :4], out=out),
+        "eigh": lambda x, out: torch.linalg.eigh(x[:, :4], out=out),
+        "topk": lambda x, out: torch.topk(x, 2, out=out),
+        "cummax": lambda x, out: torch.cummax(x, 1, out=out),
+    }
+    call = calls[name]
+    x = torch.rand(4, 5, generator=torch.Generator().manual_seed(3))
+    right = [r.dtype for r in call(x, None) if isinstance(r, torch.Tensor)] if name != "aminmax" \
+        else [torch.float32, torch.float32]
+    wrong = [torch.float64 if d.is_floating_point else torch.int16 for d in right]
+    for dtypes in ([wrong[0]] + right[1:], right[:1] + wrong[1:]):
+        outs = lambda dev: tuple(torch.empty(0, dtype=d, device=dev) for d in dtypes)  # noqa: E731
+        with pytest.raises(RuntimeError):
+            call(x, outs("cpu"))
+        with pytest.raises(RuntimeError, match="dtype|scalar_type"):
+            call(x.to(DEV), outs(DEV))   # in the words of a CPU kernel or our own
+    cpu = call(x, tuple(torch.empty(0, dtype=d) for d in right))
+    dev = call(x.to(DEV), tuple(torch.empty(0, dtype=d, device=DEV) for d in right))
+    for c, d in zip(cpu, dev):
+        if name != "eigh":   # eigenvectors' signs are the solver's choice
+            assert_close(d, c)

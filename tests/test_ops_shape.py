@@ -3,6 +3,8 @@ stack, flip, roll, repeat/tile, constant/reflection/replication padding,
 triu/tril, narrow_copy, unfold (backward), the range factories (arange,
 linspace, eye, and the composites on them), sort/argsort/topk/kthvalue/
 median/nanmedian with NaN, their gradients, in-place and out= forms."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -190,6 +192,30 @@ def test_linspace_logspace_into_an_out_of_other_shape(dtype):
             assert r_dev.shape == r_cpu.shape and r_dev.stride() == r_cpu.stride()
             assert_close(r_dev, r_cpu)
             assert_close(dev, cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_arange_range_into_an_out_of_other_shape(dtype):
+    """As linspace's: an out of as many elements as the range keeps its
+    shape and strides, the values filling it in row-major order through
+    the view (a strided view, a transposed one); another count resizes."""
+    cases = [(torch.arange, (0, 4), lambda t: t.narrow(1, 1, 2)),
+             (torch.arange, (1, 9, 2), lambda t: t.t()[1:]),
+             (torch.range, (0, 3), lambda t: t.narrow(1, 1, 2)),
+             (torch.arange, (0, 6), lambda t: t.narrow(1, 1, 2))]
+    for fn, args, view in cases:
+        cpu, dev = torch.zeros(2, 3, dtype=dtype), torch.zeros(2, 3, dtype=dtype, device=DEV)
+        said = []
+        for t in (cpu, dev):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                r = fn(*args, dtype=dtype, out=view(t))
+            said.append(sorted(str(m.message).split(" (Triggered")[0] for m in w))
+            r_cpu, r_dev = (r, None) if t is cpu else (r_cpu, r)
+        assert said[1] == said[0]   # the resize warning, in the CPU's words, and no other
+        assert r_dev.shape == r_cpu.shape and r_dev.stride() == r_cpu.stride()
+        assert_close(r_dev, r_cpu)
+        assert_close(dev, cpu)
 
 
 def test_composite_factories():

@@ -388,8 +388,10 @@ static ttpu_status* lower_arange(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_dtype ct = range_dtype(ot.dtype);
-  ttpu_type t = ot;
-  t.dtype = ct;
+  /* An out of as many elements keeps its shape (the CPU resizes only an
+   * out of another size): the values fill it in row-major order. */
+  int64_t n = ttpu_type_numel(&ot);
+  ttpu_type t = ttpu_type_make(ct, 1, &n);
   ttpu_val start = ttpu_l_scalar(L, 0, ct);
   ttpu_val step = ttpu_l_is_none(L, 2) ? ttpu_hlo_const_i(b, ct, 1)
                                        : ttpu_l_scalar(L, 2, ct);
@@ -397,7 +399,7 @@ static ttpu_status* lower_arange(ttpu_lower* L) {
   ttpu_val r = ttpu_hlo_binary(
       b, TTPU_ADD, ttpu_hlo_broadcast_to(b, start, t.ndim, t.dims),
       ttpu_hlo_binary(b, TTPU_MUL, i, ttpu_hlo_broadcast_to(b, step, t.ndim, t.dims)));
-  ttpu_l_set_out(L, 0, r);
+  ttpu_l_set_out(L, 0, ttpu_hlo_reshape(b, r, ot.ndim, ot.dims));
   return NULL;
 }
 

@@ -59,6 +59,11 @@ struct OpInfo {
   // whose result dtype self must be able to hold (see
   // check_inplace_result_type).
   std::optional<c10::OperatorHandle> functional;
+  // An out= overload with several outs (sort.values, kthvalue.values): its
+  // functional overload, whose results' dtypes the outs must have (see
+  // check_outs_dtypes), and the outs' argument positions.
+  std::optional<c10::OperatorHandle> functional_of_outs;
+  std::vector<size_t> out_positions;
 };
 
 std::string table_name(const c10::OperatorName& name) {
@@ -92,6 +97,58 @@ bool is_tensor_like(const c10::TypePtr& type) {
   return false;
 }
 
+// The functional overload of an out= overload with several outs, found
+// by ATen's naming, whose arguments are the out= overload's inputs and
+// which returns one result per out.
+void find_functional_of_outs(const c10::OperatorHandle& op, OpInfo* info) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::vector<size_t> outs;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].is_out()) {
+      outs.push_back(i);
+    }
+  }
+  if (outs.size() < 2) {
+    return;
+  }
+  // Candidates by ATen's naming: "<ov>_out"/"<ov>_values" -> "<ov>",
+  // "values_<ov>" -> "<ov>", "dim_max"/"dim_min" -> "dim", else the
+  // default overload ("values", "out", linalg_eigh's "eigvals").
+  const std::string& ov = schema.overload_name();
+  std::vector<std::string> candidates;
+  if (ov == "dim_max" || ov == "dim_min") {
+    candidates.emplace_back("dim");
+  }
+  for (const std::string suffix : {"_out", "_values"}) {
+    if (ov.size() > suffix.size() &&
+        ov.compare(ov.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      candidates.push_back(ov.substr(0, ov.size() - suffix.size()));
+    }
+  }
+  if (ov.rfind("values_", 0) == 0) {
+    candidates.push_back(ov.substr(7));
+  }
+  candidates.emplace_back("");
+  for (const std::string& name : candidates) {
+    auto functional = c10::Dispatcher::singleton().findOp({schema.operator_name().name, name});
+    if (!functional || !functional->hasSchema()) {
+      continue;
+    }
+    const c10::FunctionSchema& f = functional->schema();
+    bool lines_up = f.arguments().size() + outs.size() == schema.arguments().size() &&
+                    f.returns().size() == outs.size();
+    for (size_t i = 0; lines_up && i < f.arguments().size(); ++i) {
+      lines_up = f.arguments()[i].name() == schema.arguments()[i].name() &&
+                 !schema.arguments()[i].is_out();
+    }
+    if (lines_up) {
+      info->functional_of_outs = functional;
+      info->out_positions = std::move(outs);
+      return;
+    }
+  }
+}
+
 std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   auto info = std::make_unique<OpInfo>();
@@ -112,6 +169,7 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
     info->functional = c10::Dispatcher::singleton().findOp(
         {qualified.substr(0, qualified.size() - 1), schema.overload_name()});
   }
+  find_functional_of_outs(op, info.get());
   for (const c10::Argument& argument : arguments) {
     const c10::TypePtr type = unwrap_optional(argument.real_type());
     ArgRole role = ArgRole::kValue;
@@ -548,46 +606,81 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
          a.storage_offset() == b.storage_offset() && a.dtype() == b.dtype();
 }
 
-bool writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+// What a call's writes share with its arguments.
+struct WriteOverlap {
+  // A written tensor overlaps itself, or another argument partly (or as
+  // another view): the CPU is asked on every such call.
+  bool partial = false;
+  // Written tensors that are also passed whole, as the same view, in
+  // another argument ("arg.element=arg.element;..."), empty for none. Most
+  // CPU kernels accept that (x.add_(x)); those that check for any overlap
+  // (scatter_, index_fill_, index_copy_) refuse it whatever the sizes, so
+  // the CPU's answer is kept per op and pattern.
+  std::string full_alias;
+};
+
+WriteOverlap writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  WriteOverlap overlap;
   // A functional op writes only the fresh outputs the glue allocates: no
   // work (and no allocation) on the common path.
   if (std::find(info.is_mutable.begin(), info.is_mutable.end(), true) ==
       info.is_mutable.end()) {
-    return false;
+    return overlap;
   }
+  struct Seen {
+    at::Tensor tensor;
+    size_t arg;
+    size_t element;
+  };
   // Tensors by storage, so a long list (a _foreach_ op's) costs O(n).
-  std::unordered_map<const c10::StorageImpl*, std::vector<at::Tensor>> by_storage;
-  std::vector<at::Tensor> written;
+  std::unordered_map<const c10::StorageImpl*, std::vector<Seen>> by_storage;
+  std::vector<Seen> written;
   for (size_t i = 0; i < args.size(); ++i) {
-    for (const at::Tensor& t : tensors_of(args[i])) {
+    const std::vector<at::Tensor> tensors = tensors_of(args[i]);
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      const at::Tensor& t = tensors[j];
       if (!t.defined() || t.is_cpu()) {
         continue;
       }
-      by_storage[t.storage().unsafeGetStorageImpl()].push_back(t);
+      by_storage[t.storage().unsafeGetStorageImpl()].push_back({t, i, j});
       if (info.is_mutable[i]) {
-        written.push_back(t);
+        written.push_back({t, i, j});
       }
     }
   }
-  for (const at::Tensor& w : written) {
+  for (const Seen& w : written) {
     int64_t wlo = 0, whi = 0;
-    if (!byte_span(w, &wlo, &whi)) {
+    if (!byte_span(w.tensor, &wlo, &whi)) {
       continue;
     }
-    if (at::has_internal_overlap(w) == at::MemOverlap::Yes) {
-      return true;
+    if (at::has_internal_overlap(w.tensor) == at::MemOverlap::Yes) {
+      overlap.partial = true;
+      return overlap;
     }
-    for (const at::Tensor& t : by_storage[w.storage().unsafeGetStorageImpl()]) {
+    for (const Seen& t : by_storage[w.tensor.storage().unsafeGetStorageImpl()]) {
       int64_t lo = 0, hi = 0;
-      if (t.is_same(w) || same_view(t, w) || !byte_span(t, &lo, &hi)) {
+      if ((t.arg == w.arg && t.element == w.element) || !byte_span(t.tensor, &lo, &hi)) {
         continue;
       }
-      if (lo < whi && wlo < hi) {
-        return true;
+      if (t.tensor.is_same(w.tensor) || same_view(t.tensor, w.tensor)) {
+        overlap.full_alias += std::to_string(w.arg) + "." + std::to_string(w.element) +
+                              "=" + std::to_string(t.arg) + "." +
+                              std::to_string(t.element) + ";";
+      } else if (lo < whi && wlo < hi) {
+        overlap.partial = true;
+        return overlap;
       }
     }
   }
-  return false;
+  return overlap;
+}
+
+// Whether the CPU refused this op's full-alias pattern when last asked
+// (nullopt: not asked yet).
+std::mutex full_alias_mu;
+std::unordered_map<std::string, bool>& full_alias_answers() {
+  static auto* answers = new std::unordered_map<std::string, bool>();
+  return *answers;
 }
 
 void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
@@ -778,6 +871,9 @@ struct MetaGeometry {
   std::vector<ReturnGeometry> returns;
   std::vector<std::pair<size_t, TensorGeometry>> restrided;
   ttpu_dtype common_dtype = TTPU_DTYPE_NONE;
+  // A warning the CPU kernel gives on every such call (a range factory's
+  // resized out), raised by each call, cached or not; empty for none.
+  std::string warning;
 };
 
 // The meta kernel's answer depends only on the call's signature: tensor
@@ -1112,6 +1208,40 @@ void check_inplace_result_type(const OpInfo& info, c10::ArrayRef<c10::IValue> ar
               " can't be cast to the desired output type ", self.scalar_type());
 }
 
+// An op with several outs takes each in its result's dtype exactly, as
+// every CPU kernel of such an op checks (sort, kthvalue, mode, frexp,
+// lu_factor...) and some meta kernels do not: the functional overload's
+// meta kernel gives the results' dtypes.
+void check_outs_dtypes(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  if (!info.functional_of_outs) {
+    return;
+  }
+  const size_t num_in = args.size() - info.out_positions.size();
+  torch::jit::Stack stack;
+  stack.reserve(num_in);
+  for (size_t i = 0; i < num_in; ++i) {
+    stack.push_back(to_meta(args[i]));
+  }
+  try {
+    info.functional_of_outs->callBoxed(&stack);
+  } catch (const std::exception&) {
+    return;  // the out= form was accepted: its own verdict stands
+  }
+  if (stack.size() != info.out_positions.size()) {
+    return;
+  }
+  for (size_t k = 0; k < stack.size(); ++k) {
+    const c10::IValue& out = args[info.out_positions[k]];
+    if (!stack[k].isTensor() || !out.isTensor() || !out.toTensor().defined()) {
+      continue;
+    }
+    const c10::ScalarType want = stack[k].toTensor().scalar_type();
+    const c10::ScalarType got = out.toTensor().scalar_type();
+    TORCH_CHECK(want == got, "Expected out tensor to have dtype ", want, ", but got ", got,
+                " instead");
+  }
+}
+
 // The dtype check of OpHooks::same_dtype_as_self_arg, in the CPU's words.
 void check_same_dtype_as_self(const c10::OperatorHandle& op, const OpInfo& info,
                               c10::ArrayRef<c10::IValue> args) {
@@ -1134,7 +1264,19 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
                                              c10::ArrayRef<c10::IValue> args) {
   torch::jit::Stack meta_stack;
   meta_stack.reserve(args.size());
-  for (const c10::IValue& value : args) {
+  const bool keeps_numel = info.hooks->out_keeps_numel_geometry;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args[i];
+    // An out that keeps its geometry is given to the meta kernel empty (at
+    // its storage offset, which a resize keeps), so that it does not warn
+    // of a resize the call does not make, nor in other words than the
+    // CPU's (OpHooks::warns_when_count_differs).
+    if (keeps_numel && info.is_mutable[i] && value.isTensor() &&
+        value.toTensor().defined() && op.schema().arguments()[i].kwarg_only()) {
+      const at::Tensor& out = value.toTensor();
+      meta_stack.emplace_back(to_meta(out).as_strided({0}, {1}, out.storage_offset()));
+      continue;
+    }
     meta_stack.push_back(to_meta(value));
   }
   // The boxed call replaces the arguments by the returns; mutable ones are
@@ -1153,6 +1295,7 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     throw;
   }
   check_inplace_result_type(info, args);
+  check_outs_dtypes(info, args);
   check_same_dtype_as_self(op, info, args);
 
   auto geometry = std::make_shared<MetaGeometry>();
@@ -1163,8 +1306,15 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     // functions restride it contiguous (sort, msort): follow the CPU.
     const bool is_out = op.schema().arguments()[i].kwarg_only();
     if (is_out && (real.sizes() == meta.sizes() ||
-                   (info.hooks->out_keeps_numel_geometry && real.numel() == meta.numel()))) {
+                   (keeps_numel && real.numel() == meta.numel()))) {
       continue;
+    }
+    if (is_out && info.hooks->warns_when_count_differs && real.numel() > 0) {
+      geometry->warning = c10::str(
+          "The number of elements in the out tensor of shape ", real.sizes(), " is ",
+          real.numel(), " which does not match the computed number of elements ",
+          meta.numel(), ". Note that this may occur as a result of rounding error. "
+          "The out tensor will be resized to a tensor of shape (", meta.numel(), ",).");
     }
     if (real.sizes() != meta.sizes() || real.strides() != meta.strides() ||
         real.storage_offset() != meta.storage_offset()) {
@@ -1357,14 +1507,40 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     }
   }
 
-  if (writes_overlap(info, args)) {
+  const WriteOverlap overlap = writes_overlap(info, args);
+  if (overlap.partial) {
     raise_cpu_overlap_error(info, op, args);
+  } else if (!overlap.full_alias.empty()) {
+    const std::string key = info.name + " " + overlap.full_alias;
+    bool asked = false, refused = false;
+    {
+      std::lock_guard<std::mutex> lock(full_alias_mu);
+      auto found = full_alias_answers().find(key);
+      if (found != full_alias_answers().end()) {
+        asked = true;
+        refused = found->second;
+      }
+    }
+    if (!asked || refused) {
+      try {
+        raise_cpu_overlap_error(info, op, args);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(full_alias_mu);
+        full_alias_answers()[key] = true;
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(full_alias_mu);
+      full_alias_answers()[key] = false;
+    }
   }
 
   // Output geometry and CPU-identical errors from the meta kernel (or from
   // the cache of its earlier answers for the same call signature).
   const std::shared_ptr<const MetaGeometry> geometry =
       meta_geometry(op, info, args);
+  if (!geometry->warning.empty()) {
+    TORCH_WARN(geometry->warning);
+  }
 
   // out= tensors take the geometry the meta kernel resized them to.
   for (const auto& [index, resized] : geometry->restrided) {

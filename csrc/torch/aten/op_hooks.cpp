@@ -16,6 +16,12 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["fill_.Scalar"].writes_one_value = true;
   hooks["fill_.Tensor"].writes_one_value = true;
   hooks["zero_"].writes_one_value = true;
+  hooks["index_fill_.int_Scalar"].writes_one_value = true;
+  hooks["index_fill_.int_Tensor"].writes_one_value = true;
+  for (const char* range : {"arange.start_out", "range.out"}) {
+    hooks[range].out_keeps_numel_geometry = true;
+    hooks[range].warns_when_count_differs = true;
+  }
   hooks["linspace.out"].out_keeps_numel_geometry = true;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;

@@ -13,14 +13,19 @@ struct OpHooks {
   // Arguments the op writes although its schema does not mark them
   // mutable: they are packed as extra outputs, like Tensor(a!) ones.
   std::vector<int> also_written;
-  // The op writes one value everywhere it writes (fill_, zero_): a write
-  // into a broadcast view (elements sharing memory) is exact on the
-  // device, where for other ops which of the results lands is undefined.
+  // The op writes one value everywhere it writes (fill_, zero_,
+  // index_fill_): a write into a broadcast view (elements sharing memory)
+  // is exact on the device, where for other ops which of the results
+  // lands is undefined.
   bool writes_one_value = false;
   // An out= of as many elements as the result keeps its shape and strides
-  // (linspace, logspace: the CPU resizes only an out of another size),
-  // where the meta kernel resizes it to the result's shape.
+  // (arange, range, linspace, logspace: the CPU resizes only an out of
+  // another size), where the meta kernel resizes it to the result's shape.
   bool out_keeps_numel_geometry = false;
+  // With out_keeps_numel_geometry: a non-empty out of another count is
+  // resized with the CPU's range-factory warning (arange, range), where
+  // linspace and logspace resize it silently.
+  bool warns_when_count_differs = false;
   // The argument whose uint8 index tensors (masks) draw the CPU's
   // deprecation warning, or -1.
   int byte_mask_arg = -1;

@@ -10,8 +10,10 @@
 //     double); otherwise any dtype the result type can be cast to, into
 //     which the result is cast, as PyTorch's reference out= wrapper (and
 //     so its meta kernels, which size the engine ops' outs) does. Some CPU
-//     kernels are stricter and refuse any other dtype (mm, sort,
-//     index_select, ...): there tpu casts where the CPU raises;
+//     kernels are stricter and refuse any other dtype (mm, index_select,
+//     ...): there tpu casts where the CPU raises. An op with several outs
+//     (sort, mode, max.dim_max, ...) takes each in its result's dtype
+//     exactly, as every CPU kernel of such an op does;
 //   - its shape: resized as at::native::resize_output does (a warning
 //     when a non-empty out is resized), taking the result's memory format
 //     when it had to be resized;
@@ -180,13 +182,21 @@ class OutKernel final : public c10::OperatorKernel {
       form_.functional.callBoxed(&call);
     }
     TORCH_INTERNAL_ASSERT(call.size() == outs.size());
+    // Every out is checked before any is written.
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const at::Tensor result = call[k].toTensor();
+      const at::Tensor& out = outs[k];
+      TORCH_CHECK(out.device() == result.device(), "Expected out tensor to have device ", result.device(),
+                  ", but got ", out.device(), " instead");
+      TORCH_CHECK(outs.size() == 1 || out.scalar_type() == result.scalar_type(),
+                  "Expected out tensor to have dtype ", result.scalar_type(), ", but got ",
+                  out.scalar_type(), " instead");
+      TORCH_CHECK(at::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
+                  " can't be cast to the desired output type ", out.scalar_type());
+    }
     for (size_t k = 0; k < outs.size(); ++k) {
       const at::Tensor result = call[k].toTensor();
       at::Tensor& out = outs[k];
-      TORCH_CHECK(out.device() == result.device(), "Expected out tensor to have device ", result.device(),
-                  ", but got ", out.device(), " instead");
-      TORCH_CHECK(at::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
-                  " can't be cast to the desired output type ", out.scalar_type());
       if (at::native::resize_output(out, result.sizes())) {
         const c10::MemoryFormat format = result.suggest_memory_format();
         if (format != c10::MemoryFormat::Contiguous) {
