@@ -447,6 +447,8 @@ def test_indexing_fills_scans_of_complex(dtype):
         lambda x, i: x.clone().masked_fill_(x.real < 0, torch.tensor(-1 - 1j)),
         lambda x, i: x.cumsum(1), lambda x, i: x.cumprod(0), lambda x, i: x[:, :3].trace(),
         lambda x, i: x[:, ::2].cumsum(0),
+        lambda x, i: x.clone().put_(i, x[0, :2]),
+        lambda x, i: x.clone().t().put_(torch.cat([i, i]), x[1], accumulate=True),
     ]
     for f in cases:
         want, got = f(z, idx), f(t, idx.to(DEV))

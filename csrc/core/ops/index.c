@@ -1224,7 +1224,7 @@ const ttpu_op_def ttpu_ops_index[] = {
     {"masked_scatter", lower_masked_scatter, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"masked_scatter_backward", lower_masked_scatter_backward, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"take", lower_take, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
-    {"put", lower_put, .variants = TTPU_V_INPLACE},
+    {"put", lower_put, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"embedding_dense_backward", lower_embedding_backward, .flags = 0},
     {"embedding_renorm_", lower_embedding_renorm, .flags = 0},
     {"nonzero_static", lower_nonzero_static, .flags = 0},
