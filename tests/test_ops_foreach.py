@@ -414,3 +414,26 @@ def test_unary_dtype_refusals_as_cpu(name, dtype, inplace):
             fn([torch.ones(3, dtype=dtype, device=DEV), torch.ones(2, dtype=dtype, device=DEV)])
     else:
         fn([torch.ones(3, dtype=dtype, device=DEV), torch.ones(2, dtype=dtype, device=DEV)])
+
+
+def test_foreach_sub_refuses_bool_as_sub_does():
+    """_foreach_sub[_] with a bool list, a bool Scalar or bool Scalars
+    raises as sub does on the CPU (it computed before), also after the
+    same call with a number compiled."""
+    for other in (1, True, [True, True], "bool list", [1, 2]):
+        outcome = []
+        for d in ("cpu", "tpu"):
+            xs = [torch.ones(3, device=d), torch.ones(2, device=d)]
+            o = [x.bool() for x in xs] if other == "bool list" else other
+            try:
+                torch._foreach_sub_(xs, o)
+                outcome.append([x.cpu() for x in xs])
+            except RuntimeError as e:
+                assert "Subtraction, the `-` operator, with a bool tensor" in str(e)
+                outcome.append("raised")
+        assert (outcome[0] == "raised") == (outcome[1] == "raised"), other
+        if outcome[0] != "raised":
+            for a, b in zip(*outcome):
+                torch.testing.assert_close(b, a)
+    with pytest.raises(RuntimeError, match="bool tensor"):
+        torch._foreach_sub([torch.ones(2, device="tpu").bool()], 1)

@@ -163,3 +163,20 @@ def test_outs_of_an_op_with_several_take_the_results_dtypes(name):
     for c, d in zip(cpu, dev):
         if name != "eigh":   # eigenvectors' signs are the solver's choice
             assert_close(d, c)
+
+
+def test_resizing_an_out_of_elements_warns_on_every_call():
+    """The CPU warns each time an out= of elements is resized; tpu answers
+    repeated calls from its cache of meta-kernel answers and still warns
+    each time (and never for an empty out)."""
+    import warnings
+
+    for make_out, warns in ((lambda d: torch.empty(5, device=d), 1), (lambda d: torch.empty(0, device=d), 0)):
+        for _ in range(3):
+            for d in ("cpu", DEV):
+                a = torch.rand(3, device=d)
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    torch.mul(a, a, out=make_out(d))
+                said = [m for m in w if "was resized" in str(m.message)]
+                assert len(said) == warns, (d, [str(m.message) for m in w])

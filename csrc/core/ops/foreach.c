@@ -214,6 +214,19 @@ static ttpu_val apply_bin(ttpu_lower* L, fbin op, ttpu_val x, ttpu_val y,
   return TTPU_VAL_ERROR;
 }
 
+/* The dtype of element k of argument `arg` (a list, a tensor or Scalars). */
+static ttpu_dtype other_dtype(ttpu_lower* L, int arg, int k) {
+  const ttpu_tensor* t = NULL;
+  switch (ttpu_l_kind(L, arg)) {
+    case TTPU_ARG_TENSORS: t = ttpu_l_tensor_desc(L, arg, k); break;
+    case TTPU_ARG_TENSOR: t = ttpu_l_tensor_desc(L, arg, -1); break;
+    case TTPU_ARG_SCALAR:
+    case TTPU_ARG_SCALARS: return ttpu_l_scalar_dtype(L, arg);
+    default: break;
+  }
+  return t ? t->dtype : TTPU_DTYPE_NONE;
+}
+
 /* In foreach_binary's param, with the fbin: the .Tensor overload. */
 #define FB_TENSOR (1 << 8)
 
@@ -228,6 +241,15 @@ static ttpu_status* foreach_binary(ttpu_lower* L) {
   int has_alpha = (op == FB_ADD || op == FB_SUB) && !ttpu_l_is_none(L, 2);
   ttpu_hlo* b = ttpu_l_hlo(L);
   for (int k = 0; k < n; ++k) {
+    if (op == FB_SUB && (ttpu_l_tensor_desc(L, 0, k)->dtype == TTPU_BOOL ||
+                         other_dtype(L, 1, k) == TTPU_BOOL)) {
+      /* the CPU's sub_check, as sub's (elementwise.c) */
+      ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED,
+                    "Subtraction, the `-` operator, with a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use the `~` "
+                    "or `logical_not()` operator instead.");
+      return NULL;
+    }
     if (empty_element(L, k)) continue;
     rtstate st = rt_init();
     rt_tensor(&st, ttpu_l_tensor_desc(L, 0, k));

@@ -12,6 +12,7 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/core/List.h>
 #include <ATen/core/enum_tag.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
@@ -874,6 +875,10 @@ struct MetaGeometry {
   // A warning the CPU kernel gives on every such call (a range factory's
   // resized out), raised by each call, cached or not; empty for none.
   std::string warning;
+  // Outs of elements the call resizes (argument, new sizes): the CPU warns
+  // of each on every call, the meta kernel only when it runs, so a call
+  // answered from the cache warns here.
+  std::vector<std::pair<size_t, std::vector<int64_t>>> nonempty_resized;
 };
 
 // The meta kernel's answer depends only on the call's signature: tensor
@@ -1326,6 +1331,9 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
                   "output with shape ", real.sizes(),
                   " doesn't match the broadcast shape ", meta.sizes());
       geometry->restrided.emplace_back(i, geometry_of(meta));
+      if (is_out && real.numel() > 0 && real.sizes() != meta.sizes() && !keeps_numel) {
+        geometry->nonempty_resized.emplace_back(i, meta.sizes().vec());
+      }
     }
   }
   for (const c10::IValue& result : meta_stack) {
@@ -1379,6 +1387,9 @@ std::shared_ptr<const MetaGeometry> meta_geometry(
     std::lock_guard<std::mutex> lock(mutex);
     auto found = cache.find(key.bytes());
     if (found != cache.end()) {
+      for (const auto& [index, sizes] : found->second->nonempty_resized) {
+        at::native::resize_output_check(args[index].toTensor(), sizes);  // warns
+      }
       return found->second;
     }
   }
