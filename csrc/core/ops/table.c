@@ -34,6 +34,7 @@ extern const ttpu_op_def ttpu_ops_polynomial[];
 extern const ttpu_op_def ttpu_ops_margin[];
 extern const ttpu_op_def ttpu_ops_qr[];
 extern const ttpu_op_def ttpu_ops_rrelu[];
+extern const ttpu_op_def ttpu_ops_rnn[];
 extern const ttpu_op_def ttpu_ops_svd[];
 extern const ttpu_op_def ttpu_ops_bessel[];
 extern const ttpu_op_def ttpu_ops_eigh[];
@@ -82,6 +83,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_margin,
     ttpu_ops_qr,
     ttpu_ops_rrelu,
+    ttpu_ops_rnn,
     ttpu_ops_svd,
     ttpu_ops_bessel,
     ttpu_ops_eigh,

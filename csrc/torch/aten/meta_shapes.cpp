@@ -571,6 +571,67 @@ at::Tensor bincount_meta(const at::Tensor& self, const std::optional<at::Tensor>
   return at::empty({minlength}, self.options().dtype(dtype));
 }
 
+// ------------------------------------------------------------ fused RNN cells
+
+// The gate sizes a fused cell of `factor` gates requires of its
+// arguments (the checks of PyTorch's LSTM cell meta kernel).
+void rnn_cell_check_sizes(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                          const std::optional<at::Tensor>& input_bias,
+                          const std::optional<at::Tensor>& hidden_bias, int64_t factor,
+                          const at::Tensor& prev_hidden) {
+  TORCH_CHECK(input_gates.dim() == 2, input_gates.dim(), " != 2");
+  TORCH_CHECK(input_gates.sizes() == hidden_gates.sizes(), input_gates.sizes(), " != ",
+              hidden_gates.sizes());
+  const int64_t gates_size = input_gates.size(1);
+  if (input_bias.has_value() && input_bias->defined()) {
+    TORCH_CHECK(input_bias->dim() == 1, input_bias->dim(), " != 1");
+    TORCH_CHECK(input_bias->numel() == gates_size, input_bias->numel(), " != ", gates_size);
+    TORCH_CHECK(hidden_bias.has_value() && hidden_bias->defined() &&
+                    input_bias->sizes() == hidden_bias->sizes(),
+                "input_bias and hidden_bias must have the same shape");
+  }
+  TORCH_CHECK(prev_hidden.dim() == 2, prev_hidden.dim(), " != 2");
+  const int64_t expected = input_gates.size(0) * gates_size / factor;
+  TORCH_CHECK(prev_hidden.numel() == expected, prev_hidden.numel(), " != ",
+              input_gates.size(0), " * ", gates_size, " // ", factor, " (aka ", expected, ")");
+}
+
+// _thnn_fused_lstm_cell: hy and cy shaped like cx, a workspace like the
+// gates. PyTorch's meta kernel fails for a cell without biases (it reads
+// the device of a missing bias).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_meta(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  rnn_cell_check_sizes(input_gates, hidden_gates, input_bias, hidden_bias, 4, cx);
+  return {at::empty_like(cx, at::MemoryFormat::Contiguous),
+          at::empty_like(cx, at::MemoryFormat::Contiguous),
+          at::empty_like(input_gates, at::MemoryFormat::Contiguous)};
+}
+
+// _thnn_fused_gru_cell: hy shaped like hx, a (batch, 5 hidden) workspace.
+std::tuple<at::Tensor, at::Tensor> fused_gru_cell_meta(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& hx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  rnn_cell_check_sizes(input_gates, hidden_gates, input_bias, hidden_bias, 3, hx);
+  return {at::empty_like(hx, at::MemoryFormat::Contiguous),
+          at::empty({hx.size(0), hx.size(1) * 5}, input_gates.options())};
+}
+
+// _thnn_fused_gru_cell_backward: the gates' gradients (batch, 3 hidden),
+// hx's, and with has_bias the biases' (3 hidden).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward_meta(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+  TORCH_CHECK(grad_hy.dim() == 2, "grad_hy must be 2-d, got ", grad_hy.dim(), "-d");
+  const int64_t batch = grad_hy.size(0), hidden = grad_hy.size(1);
+  TORCH_CHECK(workspace.dim() == 2 && workspace.size(0) == batch && workspace.size(1) == 5 * hidden,
+              "workspace must be of shape [", batch, ", ", 5 * hidden, "], got ", workspace.sizes());
+  const at::TensorOptions options = grad_hy.options();
+  at::Tensor bias_grad = has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
+  return {at::empty({batch, 3 * hidden}, options), at::empty({batch, 3 * hidden}, options),
+          at::empty({batch, hidden}, options), bias_grad,
+          has_bias ? at::empty({3 * hidden}, options) : at::Tensor()};
+}
+
 template <typename Fn>
 c10::KernelFunction typed(Fn fn) {
   return c10::KernelFunction::makeFromUnboxedFunction(fn);
@@ -613,6 +674,9 @@ Registry make_registry() {
   r.emplace("_histogramdd_from_bin_cts", typed(TORCH_FN(histogramdd_from_bin_cts_meta)));
   r.emplace("_histogramdd_from_bin_tensors", typed(TORCH_FN(histogramdd_from_bin_tensors_meta)));
   r.emplace("bincount", typed(TORCH_FN(bincount_meta)));
+  r.emplace("_thnn_fused_lstm_cell", typed(TORCH_FN(fused_lstm_cell_meta)));
+  r.emplace("_thnn_fused_gru_cell", typed(TORCH_FN(fused_gru_cell_meta)));
+  r.emplace("_thnn_fused_gru_cell_backward", typed(TORCH_FN(fused_gru_cell_backward_meta)));
   r.emplace("_native_multi_head_attention", typed(TORCH_FN(native_multi_head_attention_meta)));
   r.emplace("_transformer_encoder_layer_fwd", typed(TORCH_FN(transformer_encoder_layer_fwd_meta)));
   return r;
