@@ -1217,7 +1217,8 @@ void check_inplace_result_type(const OpInfo& info, c10::ArrayRef<c10::IValue> ar
 // every CPU kernel of such an op checks (sort, kthvalue, mode, frexp,
 // lu_factor...) and some meta kernels do not: the functional overload's
 // meta kernel gives the results' dtypes.
-void check_outs_dtypes(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+void check_outs_dtypes(const c10::OperatorHandle& op, const OpInfo& info,
+                       c10::ArrayRef<c10::IValue> args) {
   if (!info.functional_of_outs) {
     return;
   }
@@ -1242,8 +1243,10 @@ void check_outs_dtypes(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
     }
     const c10::ScalarType want = stack[k].toTensor().scalar_type();
     const c10::ScalarType got = out.toTensor().scalar_type();
-    TORCH_CHECK(want == got, "Expected out tensor to have dtype ", want, ", but got ", got,
-                " instead");
+    if (want != got) {
+      throw_cpu_verdict(op, args);  // the CPU kernel's own words, where it has them
+      TORCH_CHECK(false, "Expected out tensor to have dtype ", want, ", but got ", got, " instead");
+    }
   }
 }
 
@@ -1300,7 +1303,7 @@ std::shared_ptr<const MetaGeometry> run_meta(const c10::OperatorHandle& op,
     throw;
   }
   check_inplace_result_type(info, args);
-  check_outs_dtypes(info, args);
+  check_outs_dtypes(op, info, args);
   check_same_dtype_as_self(op, info, args);
 
   auto geometry = std::make_shared<MetaGeometry>();
