@@ -1245,7 +1245,8 @@ void check_outs_dtypes(const c10::OperatorHandle& op, const OpInfo& info,
     const c10::ScalarType got = out.toTensor().scalar_type();
     if (want != got) {
       throw_cpu_verdict(op, args);  // the CPU kernel's own words, where it has them
-      TORCH_CHECK(false, "Expected out tensor to have dtype ", want, ", but got ", got, " instead");
+      TORCH_CHECK(false, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
+                  ", but got ", out.toTensor().dtype(), " instead");
     }
   }
 }

@@ -189,8 +189,8 @@ class OutKernel final : public c10::OperatorKernel {
       TORCH_CHECK(out.device() == result.device(), "Expected out tensor to have device ", result.device(),
                   ", but got ", out.device(), " instead");
       TORCH_CHECK(outs.size() == 1 || out.scalar_type() == result.scalar_type(),
-                  "Expected out tensor to have dtype ", result.scalar_type(), ", but got ",
-                  out.scalar_type(), " instead");
+                  "Expected out tensor to have dtype ", result.dtype(), ", but got ", out.dtype(),
+                  " instead");
       TORCH_CHECK(at::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
                   " can't be cast to the desired output type ", out.scalar_type());
     }
