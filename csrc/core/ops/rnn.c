@@ -13,10 +13,7 @@
  *        workspace (batch, 5 hidden) = [r, z, n, hn, hx].
  * Half types compute in float32 and round once, as the CUDA kernels do. */
 #include "ttpu_lower.h"
-
-static ttpu_dtype math_type(ttpu_dtype dt) {
-  return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
-}
+#include "elementwise.h"
 
 static ttpu_val in_math(ttpu_lower* L, int arg, ttpu_dtype md) {
   return ttpu_hlo_convert(ttpu_l_hlo(L), ttpu_l_tensor(L, arg), md);
@@ -39,14 +36,14 @@ static ttpu_val plus_bias(ttpu_lower* L, ttpu_val gates, int bias_arg, ttpu_dtyp
 }
 
 static ttpu_val sigmoid(ttpu_hlo* b, ttpu_val x) { return ttpu_hlo_unary(b, TTPU_LOGISTIC, x); }
-static ttpu_val add(ttpu_hlo* b, ttpu_val x, ttpu_val y) { return ttpu_hlo_binary(b, TTPU_ADD, x, y); }
-static ttpu_val sub(ttpu_hlo* b, ttpu_val x, ttpu_val y) { return ttpu_hlo_binary(b, TTPU_SUB, x, y); }
-static ttpu_val mul(ttpu_hlo* b, ttpu_val x, ttpu_val y) { return ttpu_hlo_binary(b, TTPU_MUL, x, y); }
 
-/* 1 - x */
-static ttpu_val one_minus(ttpu_lower* L, ttpu_val x) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  return sub(b, ttpu_hlo_const(b, ttpu_l_type(L, x), 1, 1), x);
+/* The derivatives of the gate functions from their values: sigmoid's
+ * y (1 - y), tanh's 1 - y^2. */
+static ttpu_val dsigmoid(ttpu_hlo* b, ttpu_val y) {
+  return ttpu_ew_mul(b, y, ttpu_ew_ksub(b, 1, y));
+}
+static ttpu_val dtanh(ttpu_hlo* b, ttpu_val y) {
+  return ttpu_ew_ksub(b, 1, ttpu_ew_mul(b, y, y));
 }
 
 /* the sum over the batch of a (batch, n) gradient: a bias's */
@@ -63,17 +60,17 @@ static void set_out(ttpu_lower* L, int k, ttpu_val v) {
  * hidden_bias?) -> (hy, cy, workspace) */
 static ttpu_status* lower_lstm_cell(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype md = math_type(ttpu_l_out_type(L, 0).dtype);
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_l_out_type(L, 0).dtype);
   int64_t h = ttpu_l_out_type(L, 0).dims[1];
-  ttpu_val gates = add(b, plus_bias(L, in_math(L, 0, md), 3, md),
+  ttpu_val gates = ttpu_ew_add(b, plus_bias(L, in_math(L, 0, md), 3, md),
                        plus_bias(L, in_math(L, 1, md), 4, md));
   ttpu_val cx = in_math(L, 2, md);
   ttpu_val i = sigmoid(b, chunk(L, gates, 0, h));
   ttpu_val f = sigmoid(b, chunk(L, gates, 1, h));
   ttpu_val g = ttpu_hlo_unary(b, TTPU_TANH, chunk(L, gates, 2, h));
   ttpu_val o = sigmoid(b, chunk(L, gates, 3, h));
-  ttpu_val cy = add(b, mul(b, f, cx), mul(b, i, g));
-  ttpu_val hy = mul(b, o, ttpu_hlo_unary(b, TTPU_TANH, cy));
+  ttpu_val cy = ttpu_ew_add(b, ttpu_ew_mul(b, f, cx), ttpu_ew_mul(b, i, g));
+  ttpu_val hy = ttpu_ew_mul(b, o, ttpu_hlo_unary(b, TTPU_TANH, cy));
   ttpu_val parts[4] = {i, f, g, o};
   set_out(L, 0, hy);
   set_out(L, 1, cy);
@@ -88,7 +85,7 @@ static ttpu_status* lower_lstm_cell(ttpu_lower* L) {
  * an output only with has_bias). */
 static ttpu_status* lower_lstm_cell_backward(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype md = math_type(ttpu_l_out_type(L, 0).dtype);
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_l_out_type(L, 0).dtype);
   ttpu_val cx = in_math(L, 2, md), cy = in_math(L, 3, md), ws = in_math(L, 4, md);
   ttpu_type ts = ttpu_l_type(L, cx);
   int64_t h = ts.dims[1];
@@ -99,15 +96,15 @@ static ttpu_status* lower_lstm_cell_backward(ttpu_lower* L) {
   ttpu_val g = chunk(L, ws, 2, h), o = chunk(L, ws, 3, h);
   ttpu_val tcy = ttpu_hlo_unary(b, TTPU_TANH, cy);
   /* the gradient reaching cy: through hy = o tanh(cy), and directly */
-  ttpu_val gc = add(b, mul(b, mul(b, ghy, o), one_minus(L, mul(b, tcy, tcy))), gcy);
-  ttpu_val gi = mul(b, mul(b, gc, g), mul(b, i, one_minus(L, i)));
-  ttpu_val gf = mul(b, mul(b, gc, cx), mul(b, f, one_minus(L, f)));
-  ttpu_val gg = mul(b, mul(b, gc, i), one_minus(L, mul(b, g, g)));
-  ttpu_val go = mul(b, mul(b, ghy, tcy), mul(b, o, one_minus(L, o)));
+  ttpu_val gc = ttpu_ew_add(b, ttpu_ew_mul(b, ttpu_ew_mul(b, ghy, o), dtanh(b, tcy)), gcy);
+  ttpu_val gi = ttpu_ew_mul(b, ttpu_ew_mul(b, gc, g), dsigmoid(b, i));
+  ttpu_val gf = ttpu_ew_mul(b, ttpu_ew_mul(b, gc, cx), dsigmoid(b, f));
+  ttpu_val gg = ttpu_ew_mul(b, ttpu_ew_mul(b, gc, i), dtanh(b, g));
+  ttpu_val go = ttpu_ew_mul(b, ttpu_ew_mul(b, ghy, tcy), dsigmoid(b, o));
   ttpu_val parts[4] = {gi, gf, gg, go};
   ttpu_val gates = ttpu_hlo_concat(b, parts, 4, 1);
   set_out(L, 0, gates);
-  set_out(L, 1, mul(b, gc, f));
+  set_out(L, 1, ttpu_ew_mul(b, gc, f));
   if (ttpu_l_bool(L, 5, 0)) set_out(L, 2, batch_sum(L, gates));
   return NULL;
 }
@@ -116,16 +113,17 @@ static ttpu_status* lower_lstm_cell_backward(ttpu_lower* L) {
  * hidden_bias?) -> (hy, workspace) */
 static ttpu_status* lower_gru_cell(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype md = math_type(ttpu_l_out_type(L, 0).dtype);
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_l_out_type(L, 0).dtype);
   int64_t h = ttpu_l_out_type(L, 0).dims[1];
   ttpu_val ig = plus_bias(L, in_math(L, 0, md), 3, md);
   ttpu_val hg = plus_bias(L, in_math(L, 1, md), 4, md);
   ttpu_val hx = in_math(L, 2, md);
-  ttpu_val r = sigmoid(b, add(b, chunk(L, ig, 0, h), chunk(L, hg, 0, h)));
-  ttpu_val z = sigmoid(b, add(b, chunk(L, ig, 1, h), chunk(L, hg, 1, h)));
+  ttpu_val r = sigmoid(b, ttpu_ew_add(b, chunk(L, ig, 0, h), chunk(L, hg, 0, h)));
+  ttpu_val z = sigmoid(b, ttpu_ew_add(b, chunk(L, ig, 1, h), chunk(L, hg, 1, h)));
   ttpu_val hn = chunk(L, hg, 2, h);
-  ttpu_val n = ttpu_hlo_unary(b, TTPU_TANH, add(b, chunk(L, ig, 2, h), mul(b, r, hn)));
-  ttpu_val hy = add(b, n, mul(b, z, sub(b, hx, n)));
+  ttpu_val n_in = ttpu_ew_add(b, chunk(L, ig, 2, h), ttpu_ew_mul(b, r, hn));
+  ttpu_val n = ttpu_hlo_unary(b, TTPU_TANH, n_in);
+  ttpu_val hy = ttpu_ew_add(b, n, ttpu_ew_mul(b, z, ttpu_ew_sub(b, hx, n)));
   ttpu_val parts[5] = {r, z, n, hn, hx};
   set_out(L, 0, hy);
   set_out(L, 1, ttpu_hlo_concat(b, parts, 5, 1));
@@ -137,21 +135,21 @@ static ttpu_status* lower_gru_cell(ttpu_lower* L) {
  * grad_hidden_bias); the biases' only with has_bias. */
 static ttpu_status* lower_gru_cell_backward(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype md = math_type(ttpu_l_out_type(L, 0).dtype);
+  ttpu_dtype md = ttpu_ew_opmath(ttpu_l_out_type(L, 0).dtype);
   ttpu_val gy = in_math(L, 0, md), ws = in_math(L, 1, md);
   int64_t h = ttpu_l_type(L, gy).dims[1];
   ttpu_val r = chunk(L, ws, 0, h), z = chunk(L, ws, 1, h), n = chunk(L, ws, 2, h);
   ttpu_val hn = chunk(L, ws, 3, h), hx = chunk(L, ws, 4, h);
-  ttpu_val gz = mul(b, mul(b, gy, sub(b, hx, n)), mul(b, z, one_minus(L, z)));
-  ttpu_val gn = mul(b, mul(b, gy, one_minus(L, z)), one_minus(L, mul(b, n, n)));
-  ttpu_val ghn = mul(b, gn, r);
-  ttpu_val gr = mul(b, mul(b, gn, hn), mul(b, r, one_minus(L, r)));
+  ttpu_val gz = ttpu_ew_mul(b, ttpu_ew_mul(b, gy, ttpu_ew_sub(b, hx, n)), dsigmoid(b, z));
+  ttpu_val gn = ttpu_ew_mul(b, ttpu_ew_mul(b, gy, ttpu_ew_ksub(b, 1, z)), dtanh(b, n));
+  ttpu_val ghn = ttpu_ew_mul(b, gn, r);
+  ttpu_val gr = ttpu_ew_mul(b, ttpu_ew_mul(b, gn, hn), dsigmoid(b, r));
   ttpu_val in_parts[3] = {gr, gz, gn}, hid_parts[3] = {gr, gz, ghn};
   ttpu_val gi = ttpu_hlo_concat(b, in_parts, 3, 1);
   ttpu_val gh = ttpu_hlo_concat(b, hid_parts, 3, 1);
   set_out(L, 0, gi);
   set_out(L, 1, gh);
-  set_out(L, 2, mul(b, gy, z));
+  set_out(L, 2, ttpu_ew_mul(b, gy, z));
   if (ttpu_l_bool(L, 2, 0)) {
     set_out(L, 3, batch_sum(L, gi));
     set_out(L, 4, batch_sum(L, gh));

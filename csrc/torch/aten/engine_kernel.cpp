@@ -112,19 +112,12 @@ void find_functional_of_outs(const c10::OperatorHandle& op, OpInfo* info) {
   if (outs.size() < 2) {
     return;
   }
-  // Candidates by ATen's naming: "<ov>_out"/"<ov>_values" -> "<ov>",
-  // "values_<ov>" -> "<ov>", "dim_max"/"dim_min" -> "dim", else the
-  // default overload ("values", "out", linalg_eigh's "eigvals").
+  // Candidates: the out= forms' naming rule, then "values_<ov>" -> "<ov>"
+  // (sort.values_stable), then the default overload (linalg_eigh.eigvals).
   const std::string& ov = schema.overload_name();
   std::vector<std::string> candidates;
-  if (ov == "dim_max" || ov == "dim_min") {
-    candidates.emplace_back("dim");
-  }
-  for (const std::string suffix : {"_out", "_values"}) {
-    if (ov.size() > suffix.size() &&
-        ov.compare(ov.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      candidates.push_back(ov.substr(0, ov.size() - suffix.size()));
-    }
+  if (std::string by_name = overload_of_functional(ov); by_name != "-") {
+    candidates.push_back(std::move(by_name));
   }
   if (ov.rfind("values_", 0) == 0) {
     candidates.push_back(ov.substr(7));
@@ -676,13 +669,6 @@ WriteOverlap writes_overlap(const OpInfo& info, c10::ArrayRef<c10::IValue> args)
   return overlap;
 }
 
-// Whether the CPU refused this op's full-alias pattern when last asked
-// (nullopt: not asked yet).
-std::mutex full_alias_mu;
-std::unordered_map<std::string, bool>& full_alias_answers() {
-  static auto* answers = new std::unordered_map<std::string, bool>();
-  return *answers;
-}
 
 void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> args) {
@@ -755,6 +741,33 @@ void raise_cpu_overlap_error(const OpInfo& info, const c10::OperatorHandle& op,
           "lands there is not defined on the device; clone() it first");
     }
   }
+}
+
+// A call whose written tensors are also passed whole in other arguments
+// (WriteOverlap::full_alias): the CPU is asked once per op and pattern,
+// and again only to raise its refusal.
+void check_full_alias(const OpInfo& info, const c10::OperatorHandle& op,
+                      c10::ArrayRef<c10::IValue> args, const std::string& pattern) {
+  static std::mutex mutex;
+  // op and pattern -> whether the CPU refused it (absent: not asked yet)
+  static auto* refused = new std::unordered_map<std::string, bool>();
+  const std::string key = info.name + " " + pattern;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = refused->find(key);
+    if (found != refused->end() && !found->second) {
+      return;
+    }
+  }
+  try {
+    raise_cpu_overlap_error(info, op, args);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex);
+    (*refused)[key] = true;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  (*refused)[key] = false;
 }
 
 void pack_argument(CallPacker& packer, ArgRole role, const c10::IValue& value,
@@ -1387,15 +1400,19 @@ std::shared_ptr<const MetaGeometry> meta_geometry(
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const MetaGeometry>>
       cache;
+  std::shared_ptr<const MetaGeometry> cached;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = cache.find(key.bytes());
     if (found != cache.end()) {
-      for (const auto& [index, sizes] : found->second->nonempty_resized) {
-        at::native::resize_output_check(args[index].toTensor(), sizes);  // warns
-      }
-      return found->second;
+      cached = found->second;
     }
+  }
+  if (cached) {
+    for (const auto& [index, sizes] : cached->nonempty_resized) {
+      at::native::resize_output_check(args[index].toTensor(), sizes);  // warns
+    }
+    return cached;
   }
   // The key's buffer is reused by the next key this thread makes.
   std::string key_bytes = key.bytes();
@@ -1526,27 +1543,7 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   if (overlap.partial) {
     raise_cpu_overlap_error(info, op, args);
   } else if (!overlap.full_alias.empty()) {
-    const std::string key = info.name + " " + overlap.full_alias;
-    bool asked = false, refused = false;
-    {
-      std::lock_guard<std::mutex> lock(full_alias_mu);
-      auto found = full_alias_answers().find(key);
-      if (found != full_alias_answers().end()) {
-        asked = true;
-        refused = found->second;
-      }
-    }
-    if (!asked || refused) {
-      try {
-        raise_cpu_overlap_error(info, op, args);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(full_alias_mu);
-        full_alias_answers()[key] = true;
-        throw;
-      }
-      std::lock_guard<std::mutex> lock(full_alias_mu);
-      full_alias_answers()[key] = false;
-    }
+    check_full_alias(info, op, args, overlap.full_alias);
   }
 
   // Output geometry and CPU-identical errors from the meta kernel (or from

@@ -40,6 +40,11 @@ const KernelRegistration& register_engine_kernels();
 // names. Called once, by register_engine_kernels, after the engine ops.
 std::vector<std::string> register_out_forms();
 
+// The overload name of an out= overload's functional counterpart by ATen's
+// naming ("out"/"values" -> "", "dim_max"/"dim_min" -> "dim", "<ov>_out"
+// and "<ov>_values" -> "<ov>"), "-" when the name gives none.
+std::string overload_of_functional(const std::string& out_overload);
+
 // Ops that have their own kernels (tensor_kernels.cpp); the engine
 // registration leaves these alone.
 bool has_direct_kernel(const std::string& op_name);

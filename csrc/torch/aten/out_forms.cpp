@@ -45,21 +45,6 @@ struct OutForm {
   std::optional<size_t> dtype_arg;   // the functional's `ScalarType? dtype`
 };
 
-std::string overload_of_functional(const std::string& ov) {
-  if (ov == "out" || ov == "values") {
-    return "";
-  }
-  if (ov == "dim_max" || ov == "dim_min") {
-    return "dim";
-  }
-  for (const char* suffix : {"_out", "_values"}) {
-    const std::string s(suffix);
-    if (ov.size() > s.size() && ov.compare(ov.size() - s.size(), s.size(), s) == 0) {
-      return ov.substr(0, ov.size() - s.size());
-    }
-  }
-  return "-";  // no functional counterpart by name
-}
 
 bool same_argument(const c10::Argument& a, const c10::Argument& b) {
   return a.name() == b.name() && *a.real_type() == *b.real_type() && a.kwarg_only() == b.kwarg_only();
@@ -215,6 +200,22 @@ class OutKernel final : public c10::OperatorKernel {
 };
 
 }  // namespace
+
+std::string overload_of_functional(const std::string& ov) {
+  if (ov == "out" || ov == "values") {
+    return "";
+  }
+  if (ov == "dim_max" || ov == "dim_min") {
+    return "dim";
+  }
+  for (const char* suffix : {"_out", "_values"}) {
+    const std::string s(suffix);
+    if (ov.size() > s.size() && ov.compare(ov.size() - s.size(), s.size(), s) == 0) {
+      return ov.substr(0, ov.size() - s.size());
+    }
+  }
+  return "-";  // no functional counterpart by name
+}
 
 std::vector<std::string> register_out_forms() {
   std::vector<std::string> registered;
