@@ -626,10 +626,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
   TORCH_CHECK(workspace.dim() == 2 && workspace.size(0) == batch && workspace.size(1) == 5 * hidden,
               "workspace must be of shape [", batch, ", ", 5 * hidden, "], got ", workspace.sizes());
   const at::TensorOptions options = grad_hy.options();
-  at::Tensor bias_grad = has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
+  auto bias_grad = [&] { return has_bias ? at::empty({3 * hidden}, options) : at::Tensor(); };
   return {at::empty({batch, 3 * hidden}, options), at::empty({batch, 3 * hidden}, options),
-          at::empty({batch, hidden}, options), bias_grad,
-          has_bias ? at::empty({3 * hidden}, options) : at::Tensor()};
+          at::empty({batch, hidden}, options), bias_grad(), bias_grad()};
 }
 
 template <typename Fn>
