@@ -9,6 +9,7 @@
 #include "ttpu_aot.h"
 #include "../base/env.h"
 #include "../prog/pool.h"
+#include "../cache/disk.h"
 
 #define LIBTPU_REL "libtpu/libtpu.so"
 #define LIBTPU_PIP "libtpu==0.0.52"
@@ -243,27 +244,12 @@ ttpu_status* ttpu_aot_compile(ttpu_aot_target* t, const char* mlir,
  * (ttpu_aot.h). The namespace comes from ttpu_disk_namespace_make, the
  * function the runtime uses for its own client, fed with what a libtpu
  * client of the target's chips reports. */
-#include "../cache/disk.h"
-#include "../exec/internal.h"
-#include "../prog/state.h"
 
 struct ttpu_aot_cache {
   ttpu_aot_target* target; /* borrowed */
   ttpu_disk* disk;         /* owned */
   char ns[17];
 };
-
-ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
-                                       ttpu_aot_program_sink fn, void* user) {
-  if (!rt) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "runtime is NULL");
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  ttpu_programs* pg = ttpu_rt_programs(rt);
-  pg->sink = fn;
-  pg->sink_user = fn ? user : NULL;
-  ttpu_rt_unlock(rt);
-  return NULL;
-}
 
 ttpu_status* ttpu_aot_cache_open(ttpu_aot_compiler* c, ttpu_aot_target* t,
                                  const char* root, ttpu_aot_cache** out) {

@@ -14,6 +14,7 @@
 
 
 #include "ttpu_coll.h"
+#include "../exec/internal.h"
 #include "../prog/program.h"
 
 /* First key word of every collective program (and of the one-device
@@ -516,7 +517,7 @@ static ttpu_status* compile_text(ttpu_runtime* rt, int dev, const int64_t* key,
   req.options_len = options_len;
   req.use_disk = 0;
   req.dump_name = dump_name;
-  ttpu_status* s = ttpu_prog_compile(rt, dev, key, n_key, &req, out);
+  ttpu_status* s = ttpu_prog_compile(ttpu_rt_prog(rt), dev, key, n_key, &req, out);
   free(tc.text);
   return s;
 }
@@ -536,7 +537,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   key[nk++] = dt;
   key[nk++] = b->phys_ndim;
   for (int d = 0; d < b->phys_ndim; ++d) key[nk++] = b->phys_dims[d];
-  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, key, nk);
+  ttpu_cache_entry* e = ttpu_prog_find(ttpu_rt_prog(rt), dev, key, nk);
   ttpu_status* s = NULL;
   if (!e) {
     text t = {0};
@@ -563,7 +564,7 @@ static ttpu_status* make_flat(ttpu_runtime* rt, ttpu_buffer* b, ttpu_dtype dt,
   ttpu_rt_stats(rt, dev)->executions++;
   ttpu_rt_trace_launch(rt, dev, "collective input layout", 1, began, done);
   ttpu_rt_add_pending(rt, dev, e, done);
-  ttpu_rt_set_version(b, outv, dt, 1, &n);
+  ttpu_prog_set_version(ttpu_rt_prog(rt), b, outv, dt, 1, &n);
   return NULL;
 }
 
@@ -632,7 +633,7 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
     key[nk++] = ids[i];
     key[nk++] = c->kind == TTPU_COLL_PERMUTE ? c->peer[i] : 0;
   }
-  if ((*entry = ttpu_prog_find(rt, b0->device, key, nk))) return NULL;
+  if ((*entry = ttpu_prog_find(ttpu_rt_prog(rt), b0->device, key, nk))) return NULL;
 
   char what[96];
   snprintf(what, sizeof(what), "%s%s%s(%s[%lld]) over %d devices",
@@ -687,9 +688,9 @@ ttpu_status* ttpu_coll_run(ttpu_runtime* rt, const ttpu_coll_call* c) {
                            done[i]);
       ttpu_rt_add_pending(rt, dev, e, done[i]);
       if (g.in_place)
-        ttpu_rt_set_version(c->members[i].output, outs[i], g.pd, g.pnd, g.pdims);
+        ttpu_prog_set_version(ttpu_rt_prog(rt), c->members[i].output, outs[i], g.pd, g.pnd, g.pdims);
       else
-        ttpu_rt_set_version(c->members[i].output, outs[i], c->dtype, 1, &oc);
+        ttpu_prog_set_version(ttpu_rt_prog(rt), c->members[i].output, outs[i], c->dtype, 1, &oc);
     }
   }
   ttpu_mode mode = ttpu_rt_mode(rt);

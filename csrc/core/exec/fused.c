@@ -384,7 +384,7 @@ static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
   char* text = NULL;
   size_t len = 0;
   ttpu_cache_entry e = {0};
-  ttpu_status* s = ttpu_lower_program(rt, p, &text, &len, &e.results,
+  ttpu_status* s = ttpu_lower_program(p, &text, &len, &e.results,
                                       &e.n_results);
   free(text);
   free(e.results);
@@ -454,7 +454,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
   ttpu_store_view view = {window_lookup, w, 1};
-  s = ttpu_plan_build(rt, r->call, def, &view, &r->plan);
+  s = ttpu_plan_build(&rt->prog, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
     r->f_map = malloc(((size_t)r->plan.n_f + 1) * sizeof(int));
@@ -608,7 +608,7 @@ static void window_label(ttpu_runtime* rt, ttpu_window* w, int n_recs,
     snprintf(reason, n_reason, "%s: new graph or new input shapes", what);
   else
     window_reason(w, n_recs, reason, n_reason);
-  if (ttpu_prog_note_reload(rt, w->key, w->n_key, what))
+  if (ttpu_prog_note_reload(&rt->prog, w->key, w->n_key, what))
     snprintf(reason, n_reason, "%s", rt->prog.last_reason);
   else
     snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
@@ -782,7 +782,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     goto done;
   }
 
-  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, w->key, w->n_key);
+  ttpu_cache_entry* e = ttpu_prog_find(&rt->prog, dev, w->key, w->n_key);
   int queued = ttpu_strict_queued(rt);
   if (queued || (!e && rt->graph.depth)) {
     if (rt->opts.compile_threads > 1 && !ttpu_strict_compiles_here(rt)) {
@@ -805,7 +805,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     req.lower = lower_window;
     req.ctx = &c;
     req.use_disk = 1;
-    s = ttpu_prog_compile(rt, dev, w->key, w->n_key, &req, &e);
+    s = ttpu_prog_compile(&rt->prog, dev, w->key, w->n_key, &req, &e);
     if (s) {
       s = window_error(s, w);
       goto done;
@@ -839,7 +839,7 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(rt, dev, e, outs, store_buffer, w);
+  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, store_buffer, w);
   if (rt->graph.depth) rt->graph.runs++;
   if (!s && rt->graph.capture) {
     *rt->graph.capture =

@@ -107,7 +107,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   if (!g->e) {
     /* Captured while compiling: a failed compile left no program, and the
      * caller records the graph (and raises the compile's error). */
-    g->e = ttpu_prog_peek(rt, g->key, g->n_key);
+    g->e = ttpu_prog_peek(&rt->prog, g->key, g->n_key);
     if (!g->e) goto done;
     g->e->pins++;
   }
@@ -144,7 +144,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
-  s = ttpu_prog_take_results(rt, g->device, g->e, outs, replay_buffer, &c);
+  s = ttpu_prog_take_results(&rt->prog, g->device, g->e, outs, replay_buffer, &c);
 done:
   pthread_mutex_unlock(&rt->mu);
   free(args);

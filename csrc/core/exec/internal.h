@@ -1,6 +1,7 @@
-/* internal.h - the storage object and the runtime's narrow interface for
- * the layers below exec/ (prog/, coll/): the runtime's struct stays private
- * to exec/ (exec/runtime.h); these functions are all they see of it.
+/* internal.h - the runtime's narrow interface for the executors, the
+ * collectives (coll/) and the glue-facing entry points: the runtime's
+ * struct stays private to exec/ (exec/runtime.h); these functions are all
+ * coll/ sees of it. The layers below (prog/, ops/, ...) never include it.
  * Unless a comment says otherwise, each is called under the runtime's lock
  * (ttpu_rt_enter / ttpu_rt_lock). */
 #ifndef TTPU_EXEC_INTERNAL_H_
@@ -14,34 +15,8 @@
 #include "../hlo/ttpu_hlo.h"
 #include "../ops/ttpu_lower.h"
 #include "../cache/cache.h"
-#include "../prog/state.h"
-
-#define TTPU_MAX_DEVICES 64
-
-struct ttpu_buffer {
-  atomic_int refs;
-  ttpu_runtime* rt;
-  int device;
-  size_t nbytes;
-  /* Current version; NULL while never written (reads as zeros). Replaced,
-   * never mutated, under rt->mu. */
-  ttpu_pjrt_buffer* pb;
-  /* Shape the current version was written with: row-major, so its flat
-   * order is the storage's byte order. */
-  ttpu_dtype phys_dtype;
-  int phys_ndim;
-  int64_t phys_dims[TTPU_MAX_DIMS];
-  /* The error of a dropped op that was to write it (exec/strict.c): a
-   * read raises it; the next version clears it. Under rt->mu. */
-  ttpu_status* error;
-  /* Host accesses of the current version (exec/runtime.c), or NULL: while
-   * one is open the version is pinned, and replacing it hands it to the
-   * pin, which destroys it at the last access's end. Under rt->mu. */
-  struct ttpu_host_pin* pin;
-};
-
-
-
+#include "../prog/context.h"
+#include "../prog/storage.h"
 
 /* The current executor's interface (exec/run.c, under rt->mu). Every
  * engine entry point that touches storages calls one of these first, so
@@ -74,9 +49,6 @@ ttpu_status* ttpu_rt_zero_version(ttpu_runtime* rt, ttpu_buffer* b,
 /* Accounting of device bytes (under rt->mu). */
 void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
                      int64_t delta_buffers);
-/* Replaces a storage's version (under rt->mu). Takes ownership of pb. */
-void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
-                         ttpu_dtype dtype, int ndim, const int64_t* dims);
 /* Records that program e was enqueued on device (under rt->mu): its
  * completion event (NULL when the plugin gave none) is awaited by
  * synchronize, and e's executable outlives the execution even when the
@@ -84,8 +56,9 @@ void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
 void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
                          ttpu_pjrt_event* ev);
 
-/* The runtime's parts the program layer and collectives use. */
-ttpu_programs* ttpu_rt_programs(ttpu_runtime* rt);
+/* The runtime's parts collectives use: the program context it embeds
+ * (what prog/ is called with), and the pieces below. */
+ttpu_prog_ctx* ttpu_rt_prog(ttpu_runtime* rt);
 ttpu_pjrt_client* ttpu_rt_client(const ttpu_runtime* rt);
 const ttpu_runtime_options* ttpu_rt_options(const ttpu_runtime* rt);
 /* Device `device`'s counters (device checked by the caller). */

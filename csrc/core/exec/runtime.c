@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "ttpu_aot.h"
 #include "../cache/cache.h"
 #include "../prog/plan.h"
 #include "../base/env.h"
@@ -46,7 +47,7 @@ ttpu_status* ttpu_rt_check_fork(const ttpu_runtime* rt) {
         "workers (DataLoader) is unaffected");
 }
 
-ttpu_programs* ttpu_rt_programs(ttpu_runtime* rt) { return &rt->prog; }
+ttpu_prog_ctx* ttpu_rt_prog(ttpu_runtime* rt) { return &rt->prog; }
 ttpu_pjrt_client* ttpu_rt_client(const ttpu_runtime* rt) { return rt->client; }
 const ttpu_runtime_options* ttpu_rt_options(const ttpu_runtime* rt) {
   return &rt->opts;
@@ -65,6 +66,39 @@ ttpu_status* ttpu_rt_enter(ttpu_runtime* rt) {
   ttpu_status* s = ttpu_rt_check_fork(rt);
   if (!s) pthread_mutex_lock(&rt->mu);
   return s;
+}
+
+/* ------------------------------------------------------ program context */
+
+static void prog_warn(void* host, const char* message) {
+  ttpu_rt_warn(host, "%s", message);
+}
+static void prog_compile_begin(void* host, int device, const char* what,
+                               int n_ops) {
+  ttpu_rt_trace_compile_begin(host, device, what, n_ops);
+}
+static void prog_compile_end(void* host, int device, const char* what,
+                             int n_ops, int from_disk, int failed) {
+  ttpu_rt_trace_compile_end(host, device, what, n_ops, from_disk, failed);
+}
+static ttpu_buffer* prog_rng_state(void* host, int device) {
+  return ttpu_rt_rng_state(host, device);
+}
+
+/* What the program layer gets from the runtime, handed down once: it
+ * never reaches up for any of it. */
+static void prog_context_init(ttpu_runtime* rt) {
+  ttpu_prog_ctx* pc = &rt->prog;
+  pc->client = rt->client;
+  pc->opts = &rt->opts;
+  pc->owner = rt;
+  pc->n_devices = rt->device_count;
+  for (int d = 0; d < TTPU_MAX_DEVICES; ++d) pc->stats[d] = &rt->dev[d].stats;
+  pc->hooks = (ttpu_prog_hooks){.host = rt,
+                                .warn = prog_warn,
+                                .compile_begin = prog_compile_begin,
+                                .compile_end = prog_compile_end,
+                                .rng_state = prog_rng_state};
 }
 
 /* ------------------------------------------------------------ programs */
@@ -233,6 +267,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   }
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
+  prog_context_init(rt);
   s = ttpu_cache_create((size_t)programs, retire_program, rt, &rt->prog.cache);
   if (s) goto fail;
   ttpu_mode mode = rt->opts.mode;
@@ -319,9 +354,8 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   /* Frees our plugin object; the library itself stays mapped (the loader
    * opens it RTLD_NODELETE: PJRT plugins cannot be unloaded safely). */
   if (rt->plugin) ttpu_pjrt_plugin_unload(rt->plugin);
-  ttpu_plan_free_last_sigs(rt);
+  ttpu_prog_ctx_free_state(&rt->prog);
   ttpu_disk_close(rt->prog.disk);
-  free(rt->prog.log);
   free(rt->pending);
   free(rt->pending_device);
   free(rt->pending_ticket);
@@ -641,30 +675,8 @@ ttpu_status* ttpu_rt_zero_version(ttpu_runtime* rt, ttpu_buffer* b,
   free(zeros);
   if (s) return s;
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
-  ttpu_rt_set_version(b, pb, dt, 1, &n);
+  ttpu_prog_set_version(&rt->prog, b, pb, dt, 1, &n);
   return NULL;
-}
-
-/* One pinned version and the accesses open on it (host access, below). */
-struct ttpu_host_pin {
-  ttpu_pjrt_buffer* pb;
-  int refs;
-};
-
-void ttpu_rt_set_version(ttpu_buffer* b, ttpu_pjrt_buffer* pb,
-                         ttpu_dtype dtype, int ndim, const int64_t* dims) {
-  /* A version the host is working on is the pin's to destroy. */
-  if (b->pin) {
-    if (b->pin->pb != pb) b->pin = NULL;
-  } else if (b->pb && b->pb != pb) {
-    ttpu_pjrt_buffer_destroy(b->rt->client, b->pb);
-  }
-  ttpu_status_free(b->error);
-  b->error = NULL;
-  b->pb = pb;
-  b->phys_dtype = dtype;
-  b->phys_ndim = ndim;
-  for (int i = 0; i < ndim; ++i) b->phys_dims[i] = dims[i];
 }
 
 /* The error a storage keeps from the dropped op that was to write it
@@ -721,7 +733,7 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   /* Recorded ops that touch b come before this upload. */
   s = ttpu_exec_touch(rt, b, 1);
   ttpu_exec_note_host_work(rt);
-  ttpu_rt_set_version(b, pb, dtype, ndim, dims);
+  ttpu_prog_set_version(&rt->prog, b, pb, dtype, ndim, dims);
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
   return s;
@@ -775,10 +787,10 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
     s = ttpu_pjrt_buffer_copy_to_device(rt->client, src->pb, dst->device, &pb);
   if (!s) {
     if (pb) {
-      ttpu_rt_set_version(dst, pb, src->phys_dtype, src->phys_ndim,
+      ttpu_prog_set_version(&rt->prog, dst, pb, src->phys_dtype, src->phys_ndim,
                           src->phys_dims);
     } else {
-      ttpu_rt_set_version(dst, NULL, TTPU_U8, 1, (int64_t[]){(int64_t)dst->nbytes});
+      ttpu_prog_set_version(&rt->prog, dst, NULL, TTPU_U8, 1, (int64_t[]){(int64_t)dst->nbytes});
     }
   }
   pthread_mutex_unlock(&rt->mu);
@@ -1294,4 +1306,41 @@ int ttpu_runtime_take_warning(ttpu_runtime* rt, char* buf, size_t n) {
   return have;
 }
 
+/* The program sink a cache filler sets (ttpu_aot.h): the runtime's
+ * program layer hands it every disk-cacheable program it lowers. */
+ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
+                                       ttpu_aot_program_sink fn, void* user) {
+  if (!rt) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "runtime is NULL");
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  rt->prog.sink = fn;
+  rt->prog.sink_user = fn ? user : NULL;
+  ttpu_rt_unlock(rt);
+  return NULL;
+}
+
 /* ------------------------------------------------------------ compile log */
+
+int ttpu_runtime_compile_log_count(ttpu_runtime* rt) {
+  if (ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int n = ttpu_prog_log_count(&rt->prog);
+  pthread_mutex_unlock(&rt->mu);
+  return n;
+}
+
+int ttpu_runtime_compile_log_get(ttpu_runtime* rt, int index,
+                                 ttpu_compile_record* out) {
+  if (ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  int ok = ttpu_prog_log_get(&rt->prog, index, out);
+  pthread_mutex_unlock(&rt->mu);
+  return ok;
+}
+
+void ttpu_runtime_compile_log_clear(ttpu_runtime* rt) {
+  if (ttpu_rt_forked(rt)) return;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_prog_log_clear(&rt->prog);
+  pthread_mutex_unlock(&rt->mu);
+}

@@ -60,7 +60,7 @@ struct ttpu_runtime {
   /* One lock for the engine's mutable state: op runs, buffer versions,
    * cache, stats. PyTorch calls us from several threads (autograd). */
   pthread_mutex_t mu;
-  ttpu_programs prog;     /* the program layer's state (prog/state.h) */
+  ttpu_prog_ctx prog;     /* the program layer's context (prog/context.h) */
   /* Strict mode's plan, rebuilt for every op into the same arrays so that
    * an op whose program is cached allocates nothing (exec/strict.c). */
   ttpu_plan strict_plan;

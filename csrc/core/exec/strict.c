@@ -56,7 +56,7 @@ typedef struct {
 static ttpu_status* lower_one(void* ctx, char** text, size_t* len,
                               ttpu_result_plan** results, int* n_results) {
   lower_one_ctx* c = ctx;
-  return ttpu_lower_program(c->rt, c->p, text, len, results, n_results);
+  return ttpu_lower_program(c->p, text, len, results, n_results);
 }
 
 static ttpu_buffer* slot_buffer(void* plan, int slot) {
@@ -151,7 +151,7 @@ static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
   rt->dev[dev].stats.executions++;
   ttpu_rt_trace_launch(rt, dev, name, a->n_ops, began, done_event);
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(rt, dev, e, outs, buffer_of, ctx);
+  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, buffer_of, ctx);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
@@ -181,10 +181,10 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
 static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
                                     ttpu_cache_entry** e) {
   const ttpu_op_call* call = p->call;
-  *e = ttpu_prog_find(rt, call->device, p->key, p->n_key);
+  *e = ttpu_prog_find(&rt->prog, call->device, p->key, p->n_key);
   if (*e) return NULL;
-  if (!ttpu_prog_note_reload(rt, p->key, p->n_key, ttpu_op_name(call->op)))
-    ttpu_plan_note_recompile(rt, p);
+  if (!ttpu_prog_note_reload(&rt->prog, p->key, p->n_key, ttpu_op_name(call->op)))
+    ttpu_plan_note_recompile(&rt->prog, p);
   lower_one_ctx ctx = {rt, p};
   ttpu_prog_request req = {0};
   req.what = ttpu_op_name(call->op);
@@ -193,7 +193,7 @@ static ttpu_status* find_or_compile(ttpu_runtime* rt, const ttpu_plan* p,
   req.lower = lower_one;
   req.ctx = &ctx;
   req.use_disk = 1;
-  return ttpu_prog_compile(rt, call->device, p->key, p->n_key, &req, e);
+  return ttpu_prog_compile(&rt->prog, call->device, p->key, p->n_key, &req, e);
 }
 
 /* ------------------------------------------------------------ pending */
@@ -308,7 +308,7 @@ static void collect(ttpu_runtime* rt, ttpu_strict_queue* q, inflight* f) {
   size_t len = 0;
   const char* text = ttpu_pool_job_text(f->job, &len);
   ttpu_status* s = ttpu_prog_finish(
-      rt, f->device, f->key, f->n_key, &req, ttpu_pool_job_take_exec(f->job),
+      &rt->prog, f->device, f->key, f->n_key, &req, ttpu_pool_job_take_exec(f->job),
       ttpu_pool_job_take_status(f->job), ttpu_pool_job_seconds(f->job),
       f->low.results, f->low.n_results, text, len, &f->entry);
   f->low.results = NULL;
@@ -618,8 +618,8 @@ static ttpu_status* queue_program(ttpu_runtime* rt, pending* o,
     rt->dev[dev].stats.cache_hits++; /* the cache has it once it compiled */
     f->hits++;
   } else if (!e) {
-    if (p && !ttpu_prog_note_reload(rt, key, n_key, req->what))
-      ttpu_plan_note_recompile(rt, p);
+    if (p && !ttpu_prog_note_reload(&rt->prog, key, n_key, req->what))
+      ttpu_plan_note_recompile(&rt->prog, p);
     if (p) req->reason = rt->prog.last_reason;
     f = calloc(1, sizeof(*f));
     if (f) f->key = malloc(n_key * sizeof(int64_t) + 1);
@@ -634,7 +634,7 @@ static ttpu_status* queue_program(ttpu_runtime* rt, pending* o,
     snprintf(f->what, sizeof(f->what), "%s", req->what);
     f->n_ops = req->n_ops;
     snprintf(f->reason, sizeof(f->reason), "%s", req->reason ? req->reason : "");
-    s = ttpu_prog_prepare(rt, dev, key, n_key, req, &e, &f->low);
+    s = ttpu_prog_prepare(&rt->prog, dev, key, n_key, req, &e, &f->low);
     if (!s && !e) {
       /* A window's compile goes to the window pool (runtime.h). */
       ttpu_pool** pool = p ? &rt->compile_pool : &rt->window_pool;
@@ -707,18 +707,18 @@ static ttpu_status* submit_async(ttpu_runtime* rt, const ttpu_op_call* call,
   ttpu_strict_queue* q = rt->strict_queue;
   ttpu_plan* p = &rt->strict_plan;
   ttpu_store_view view = {queue_lookup, q, 0};
-  s = ttpu_plan_build(rt, call, def, q && q->n ? &view : NULL, p);
+  s = ttpu_plan_build(&rt->prog, call, def, q && q->n ? &view : NULL, p);
   if (!s) s = check_inputs(q, p);
   if (s) return s;
   int dev = call->device;
-  ttpu_cache_entry* e = ttpu_prog_find(rt, dev, p->key, p->n_key);
+  ttpu_cache_entry* e = ttpu_prog_find(&rt->prog, dev, p->key, p->n_key);
   if (e && !(q && q->n)) return execute(rt, p, e);
   if (!e && compile_at_op(rt)) {
     /* Compile here, after what waits, so that the dump, the trace's
      * compile and the op's execution all happen before the op returns.
      * The plan is rebuilt: the FIFO's storages have their values now. */
     s = run_queue(rt, q && q->n ? q->n - 1 : -1);
-    if (!s) s = ttpu_plan_build(rt, call, def, NULL, p);
+    if (!s) s = ttpu_plan_build(&rt->prog, call, def, NULL, p);
     if (!s) s = find_or_compile(rt, p, &e);
     if (!s) s = execute(rt, p, e);
     return s;
@@ -820,7 +820,7 @@ static ttpu_status* strict_submit(ttpu_runtime* rt, const ttpu_op_call* call,
   if (s) return s;
   ttpu_plan* p = &rt->strict_plan;
   ttpu_cache_entry* e = NULL;
-  s = ttpu_plan_build(rt, call, def, NULL, p);
+  s = ttpu_plan_build(&rt->prog, call, def, NULL, p);
   if (!s) s = find_or_compile(rt, p, &e);
   if (!s) s = execute(rt, p, e);
   return s;

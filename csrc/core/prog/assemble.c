@@ -1107,10 +1107,9 @@ done:
   return s;
 }
 
-ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
-                                char** text, size_t* text_len,
-                                ttpu_result_plan** results, int* n_results) {
-  (void)rt;
+ttpu_status* ttpu_lower_program(const ttpu_plan* p, char** text,
+                                size_t* text_len, ttpu_result_plan** results,
+                                int* n_results) {
   /* One op as a program of one: its slots are the program's stores. */
   ttpu_prog_store* st = calloc((size_t)p->n_slots + 1, sizeof(*st));
   int* ident = calloc((size_t)p->n_slots + 1, sizeof(int));

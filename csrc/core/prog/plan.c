@@ -114,7 +114,7 @@ static int covers_storage(const ttpu_tensor* t) {
   return expect == n;
 }
 
-static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
+static ttpu_status* check_tensor(const ttpu_prog_ctx* pc, const ttpu_op_call* c,
                                  const ttpu_tensor* t, const char* what,
                                  int i) {
   if (t->ndim < 0 || t->ndim > TTPU_MAX_DIMS)
@@ -124,7 +124,7 @@ static ttpu_status* check_tensor(const ttpu_runtime* rt, const ttpu_op_call* c,
   if ((int)t->dtype < 0 || t->dtype >= TTPU_DTYPE_COUNT)
     return ttpu_status_make(TTPU_UNIMPLEMENTED, "%s %d has an unsupported dtype",
                             what, i);
-  if (t->buffer->rt != rt)
+  if (t->buffer->rt != pc->owner)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "%s %d belongs to another runtime", what, i);
   if (t->buffer->device != c->device)
@@ -173,7 +173,7 @@ static int zeroed(void* arr, int* cap, int n, size_t size) {
   return 0;
 }
 
-ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
+ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
                              const ttpu_op_def* def, const ttpu_store_view* w,
                              ttpu_plan* p) {
   /* Keep the arrays (and their capacities) of an earlier build. */
@@ -215,7 +215,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
   grown |= zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
   if (grown)
     return ttpu_status_oom();
-  if (call->device < 0 || call->device >= ttpu_runtime_device_count(rt))
+  if (call->device < 0 || call->device >= pc->n_devices)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
 
@@ -225,7 +225,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
       p->tensor_slot[t] = -1;
       continue;
     }
-    ttpu_status* s = check_tensor(rt, call, x, "input", t);
+    ttpu_status* s = check_tensor(pc, call, x, "input", t);
     if (s) return s;
     p->tensor_slot[t] = slot_of(p, x->buffer, w);
     p->slots[p->tensor_slot[t]].read = 1;
@@ -236,7 +236,7 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
       p->out_slot[o] = -1;
       continue;
     }
-    ttpu_status* s = check_tensor(rt, call, x, "output", o);
+    ttpu_status* s = check_tensor(pc, call, x, "output", o);
     if (s) return s;
     int sl = slot_of(p, x->buffer, w);
     p->out_slot[o] = sl;
@@ -415,7 +415,7 @@ void ttpu_plan_free(ttpu_plan* p) {
 
 /* ------------------------------------------------------------ reasons */
 
-/* The last signature seen per op (rt->last_sigs, indexed by op id), to say
+/* The last signature seen per op (pc->last_sigs, indexed by op id), to say
  * what changed on a recompile. */
 struct ttpu_last_sig {
   int64_t* key;
@@ -433,17 +433,16 @@ struct ttpu_last_sig {
 };
 typedef struct ttpu_last_sig last_sig;
 
-void ttpu_plan_free_last_sigs(ttpu_runtime* rt) {
-  ttpu_programs* pg = ttpu_rt_programs(rt);
-  for (int i = 0; i < pg->n_last_sigs; ++i) {
-    free(pg->last_sigs[i].key);
-    free(pg->last_sigs[i].part_at);
-    free(pg->last_sigs[i].label);
-    free(pg->last_sigs[i].index);
+void ttpu_plan_free_last_sigs(ttpu_prog_ctx* pc) {
+    for (int i = 0; i < pc->n_last_sigs; ++i) {
+    free(pc->last_sigs[i].key);
+    free(pc->last_sigs[i].part_at);
+    free(pc->last_sigs[i].label);
+    free(pc->last_sigs[i].index);
   }
-  free(pg->last_sigs);
-  pg->last_sigs = NULL;
-  pg->n_last_sigs = 0;
+  free(pc->last_sigs);
+  pc->last_sigs = NULL;
+  pc->n_last_sigs = 0;
 }
 
 /* What word j of a labelled key part means (the layouts of key_geom and
@@ -477,21 +476,20 @@ static void describe_word(char* buf, size_t n, const char* label, int index,
   }
 }
 
-void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
-  ttpu_programs* pg = ttpu_rt_programs(rt);
-  const char* name = ttpu_op_name(p->call->op);
+void ttpu_plan_note_recompile(ttpu_prog_ctx* pc, const ttpu_plan* p) {
+    const char* name = ttpu_op_name(p->call->op);
   int op = p->call->op;
-  if (op >= pg->n_last_sigs) {
+  if (op >= pc->n_last_sigs) {
     int n = ttpu_op_count();
-    last_sig* l = realloc(pg->last_sigs, (size_t)n * sizeof(*l));
+    last_sig* l = realloc(pc->last_sigs, (size_t)n * sizeof(*l));
     if (!l) return;
-    memset(l + pg->n_last_sigs, 0, (size_t)(n - pg->n_last_sigs) * sizeof(*l));
-    pg->last_sigs = l;
-    pg->n_last_sigs = n;
+    memset(l + pc->n_last_sigs, 0, (size_t)(n - pc->n_last_sigs) * sizeof(*l));
+    pc->last_sigs = l;
+    pc->n_last_sigs = n;
   }
-  last_sig* prev = &pg->last_sigs[op];
+  last_sig* prev = &pc->last_sigs[op];
   if (!prev->key) {
-    snprintf(pg->last_reason, sizeof(pg->last_reason), "%s: first compile",
+    snprintf(pc->last_reason, sizeof(pc->last_reason), "%s: first compile",
              name);
   } else {
     char what[200] = "signature changed";
@@ -525,10 +523,10 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
       found = 1;
       break;
     }
-    snprintf(pg->last_reason, sizeof(pg->last_reason), "%s: recompiled: %s",
+    snprintf(pc->last_reason, sizeof(pc->last_reason), "%s: recompiled: %s",
              name, what);
     prev->recompiles++;
-    ttpu_rt_stats(rt, p->call->device)->recompiles++;
+    pc->stats[p->call->device]->recompiles++;
     /* A model's many parameter shapes recompile an op now and then, each
      * time differently; a dynamic dimension changes the same thing again
      * and again. Only the latter warns. A loop over a list (an optimizer's
@@ -538,14 +536,14 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
     const char* end = strstr(what, " changed");
     for (const char* c = what; *c && c != end; ++c)
       change = (change ^ (unsigned char)*c) * 1099511628211ull;
-    int burst = prev->at_op + 1 == pg->ops_run;
+    int burst = prev->at_op + 1 == pc->ops_run;
     if (change != prev->change) prev->same_change = 1;
     else if (!burst) prev->same_change++;
     prev->change = change;
-    int limit = ttpu_rt_options(rt)->recompile_warn;
+    int limit = pc->opts->recompile_warn;
     if (limit > 0 && prev->same_change >= limit && !prev->warned) {
       prev->warned = 1;
-      ttpu_rt_warn(rt,
+      ttpu_prog_warn(pc,
                "torchtpu: %s has been recompiled %d times in a row because "
                "the same thing changed; last: %s. Each new shape compiles a "
                "new program: keep this "
@@ -555,7 +553,7 @@ void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p) {
                name, prev->same_change, what);
     }
   }
-  prev->at_op = pg->ops_run;
+  prev->at_op = pc->ops_run;
   free(prev->key);
   free(prev->part_at);
   free(prev->label);

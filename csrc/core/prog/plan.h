@@ -4,8 +4,10 @@
 #ifndef TTPU_PROG_PLAN_H_
 #define TTPU_PROG_PLAN_H_
 
-#include "../exec/internal.h" /* the runtime's narrow interface */
 #include "../cache/cache.h"
+#include "../ops/ttpu_lower.h"
+#include "context.h"
+#include "storage.h"
 
 typedef struct {
   ttpu_buffer* buf;
@@ -86,7 +88,7 @@ typedef struct {
 
 /* view: how the recording the call goes into sees storages, or NULL when
  * the call runs now. */
-ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
+ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
                              const ttpu_op_def* def,
                              const ttpu_store_view* view, ttpu_plan* p);
 /* Frees p's arrays. A plan built again into the same struct without
@@ -95,13 +97,13 @@ ttpu_status* ttpu_plan_build(ttpu_runtime* rt, const ttpu_op_call* call,
  * enough; a struct's first build needs it zeroed. */
 void ttpu_plan_free(ttpu_plan* p);
 
-/* On a memory cache miss for plan p (under rt->mu): sets the last compile
+/* On a memory cache miss for plan p (under the owner's lock): sets the last compile
  * reason to what changed since the op's last compiled signature, counts a
  * recompile, and queues the repeated-recompile warning when the same thing
  * keeps changing. */
-void ttpu_plan_note_recompile(ttpu_runtime* rt, const ttpu_plan* p);
+void ttpu_plan_note_recompile(ttpu_prog_ctx* pc, const ttpu_plan* p);
 /* Frees the per-op last signatures ttpu_plan_note_recompile keeps. */
-void ttpu_plan_free_last_sigs(ttpu_runtime* rt);
+void ttpu_plan_free_last_sigs(ttpu_prog_ctx* pc);
 
 /* A program of one or more ops (a fused window): the storages it touches
  * ("stores"), and per op its plan, which store each plan slot is, and
@@ -147,8 +149,8 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
-ttpu_status* ttpu_lower_program(ttpu_runtime* rt, const ttpu_plan* p,
-                                char** text, size_t* text_len,
-                                ttpu_result_plan** results, int* n_results);
+ttpu_status* ttpu_lower_program(const ttpu_plan* p, char** text,
+                                size_t* text_len, ttpu_result_plan** results,
+                                int* n_results);
 
 #endif /* TTPU_PROG_PLAN_H_ */

@@ -2,7 +2,7 @@
  * window, a graph or a collective's text to a compiled, cached program,
  * and an execution's results back to their storages.
  *
- * A program is found in two steps, both under rt->mu: ttpu_prog_find looks
+ * A program is found in two steps, both under the owner's lock: ttpu_prog_find looks
  * in the memory cache (the hot path: no allocation, no lowering); on a
  * miss the caller says why (ttpu_plan_note_recompile, ttpu_prog_note_reload)
  * and ttpu_prog_compile gets it from the disk cache or lowers and compiles
@@ -39,26 +39,26 @@ typedef struct {
 } ttpu_prog_request;
 
 /* The memory cache's entry for key, counted as a hit on device's stats,
- * or NULL (under rt->mu). */
-ttpu_cache_entry* ttpu_prog_find(ttpu_runtime* rt, int device,
+ * or NULL (under the owner's lock). */
+ttpu_cache_entry* ttpu_prog_find(ttpu_prog_ctx* pc, int device,
                                  const int64_t* key, size_t n_key);
 /* The same entry, not counted: for a caller that counts its own use (a
  * graph's replay binding the program it was captured for). */
-ttpu_cache_entry* ttpu_prog_peek(ttpu_runtime* rt, const int64_t* key,
+ttpu_cache_entry* ttpu_prog_peek(ttpu_prog_ctx* pc, const int64_t* key,
                                  size_t n_key);
 
-/* After a memory cache miss (under rt->mu): the entry for `key` from the
+/* After a memory cache miss (under the owner's lock): the entry for `key` from the
  * disk cache, else lowered with req->lower and compiled with req->options;
  * logged, traced, dumped (the dump directory option) and inserted into the
  * memory cache. A failed compile prints its text to stderr when the debug
  * HLO option is on. *entry is owned by the cache. */
-ttpu_status* ttpu_prog_compile(ttpu_runtime* rt, int device,
+ttpu_status* ttpu_prog_compile(ttpu_prog_ctx* pc, int device,
                                const int64_t* key, size_t n_key,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** entry);
 
 /* The same in two steps, for a compile on a compile thread (strict mode
- * with the compile pool, exec/strict.c), both under rt->mu:
+ * with the compile pool, exec/strict.c), both under the owner's lock:
  *
  * ttpu_prog_prepare: the entry from the disk cache (*entry set, inserted
  * into the memory cache and logged, as ttpu_prog_compile does), else the
@@ -79,12 +79,12 @@ typedef struct {
   ttpu_result_plan* results;
   int n_results;
 } ttpu_prog_lowered;
-ttpu_status* ttpu_prog_prepare(ttpu_runtime* rt, int device,
+ttpu_status* ttpu_prog_prepare(ttpu_prog_ctx* pc, int device,
                                const int64_t* key, size_t n_key,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** entry,
                                ttpu_prog_lowered* low);
-ttpu_status* ttpu_prog_finish(ttpu_runtime* rt, int device,
+ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
                               const int64_t* key, size_t n_key,
                               const ttpu_prog_request* req,
                               ttpu_pjrt_exec* exec, ttpu_status* compile_error,
@@ -92,25 +92,25 @@ ttpu_status* ttpu_prog_finish(ttpu_runtime* rt, int device,
                               int n_results, const char* text, size_t len,
                               ttpu_cache_entry** out);
 
-/* On a memory cache miss (under rt->mu): when key is a program the cache
+/* On a memory cache miss (under the owner's lock): when key is a program the cache
  * evicted, counts the reload, sets the last compile reason to say so and
  * returns 1 (it is no recompile: nothing about the op changed); else 0. */
-int ttpu_prog_note_reload(ttpu_runtime* rt, const int64_t* key, size_t n_key,
+int ttpu_prog_note_reload(ttpu_prog_ctx* pc, const int64_t* key, size_t n_key,
                           const char* what);
 
-/* Appends a compile to the log (prog/log.c, under rt->mu). */
-void ttpu_prog_log_compile(ttpu_runtime* rt, const char* what,
+/* Appends a compile to the log (prog/log.c, under the owner's lock). */
+void ttpu_prog_log_compile(ttpu_prog_ctx* pc, const char* what,
                            const char* reason, double seconds, int from_disk,
                            int n_ops);
 
 /* Reads a data-dependent check result; NULL when it passed (results.c). */
-ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
+ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_result_plan* rp,
                                   ttpu_pjrt_buffer* buf);
 /* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
  * the rng state, or reads it as a data-dependent check; returns the first
- * check's error (results.c, under rt->mu). */
-ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
+ * check's error (results.c, under the owner's lock). */
+ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
                                     const ttpu_cache_entry* e,
                                     ttpu_pjrt_buffer** outs,
                                     ttpu_buffer* (*buffer_of)(void*, int),

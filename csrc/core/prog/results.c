@@ -9,16 +9,16 @@
 
 /* A program's data-dependent error check (ttpu_l_check): the one place an
  * op waits for its own result. The check indices option (TORCHTPU_CHECK_INDICES=0) skips the read. */
-ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
+ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
                                 const ttpu_result_plan* rp,
                                 ttpu_pjrt_buffer* buf) {
-  int check = ttpu_rt_options(rt)->check_indices;
+  int check = pc->opts->check_indices;
   if (check < 0) check = ttpu_env_check_indices();
   if (!check) return NULL;
   int64_t info[4];
-  ttpu_status* s = ttpu_pjrt_buffer_to_host(ttpu_rt_client(rt), buf, info, sizeof(info));
+  ttpu_status* s = ttpu_pjrt_buffer_to_host(pc->client, buf, info, sizeof(info));
   if (s) return s;
-  ttpu_rt_stats(rt, dev)->d2h_bytes += (int64_t)sizeof(info);
+  pc->stats[dev]->d2h_bytes += (int64_t)sizeof(info);
   if (!info[0]) return NULL;
   /* The flag's message among fmt's alternatives (separated by 0x1e, the
    * lowering header's TTPU_CHECK_ALT); the last when there are fewer. */
@@ -43,7 +43,7 @@ ttpu_status* ttpu_prog_read_check(ttpu_runtime* rt, int dev,
 }
 
 
-ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
+ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_cache_entry* e,
                                   ttpu_pjrt_buffer** outs,
                                   ttpu_buffer* (*buffer_of)(void*, int),
@@ -52,14 +52,31 @@ ttpu_status* ttpu_prog_take_results(ttpu_runtime* rt, int dev,
   for (int r = 0; r < e->n_results; ++r) {
     const ttpu_result_plan* rp = &e->results[r];
     if (rp->slot == TTPU_RESULT_CHECK) {
-      ttpu_status* c = s ? NULL : ttpu_prog_read_check(rt, dev, rp, outs[r]);
+      ttpu_status* c = s ? NULL : ttpu_prog_read_check(pc, dev, rp, outs[r]);
       if (c) s = c;
-      ttpu_pjrt_buffer_destroy(ttpu_rt_client(rt), outs[r]);
+      ttpu_pjrt_buffer_destroy(pc->client, outs[r]);
       continue;
     }
     ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
-                                   : ttpu_rt_rng_state(rt, dev);
-    ttpu_rt_set_version(b, outs[r], rp->dtype, rp->ndim, rp->dims);
+                                   : pc->hooks.rng_state(pc->hooks.host, dev);
+    ttpu_prog_set_version(pc, b, outs[r], rp->dtype, rp->ndim, rp->dims);
   }
   return s;
+}
+
+void ttpu_prog_set_version(ttpu_prog_ctx* pc, ttpu_buffer* b,
+                           ttpu_pjrt_buffer* pb, ttpu_dtype dtype, int ndim,
+                           const int64_t* dims) {
+  /* A version the host is working on is the pin's to destroy. */
+  if (b->pin) {
+    if (b->pin->pb != pb) b->pin = NULL;
+  } else if (b->pb && b->pb != pb) {
+    ttpu_pjrt_buffer_destroy(pc->client, b->pb);
+  }
+  ttpu_status_free(b->error);
+  b->error = NULL;
+  b->pb = pb;
+  b->phys_dtype = dtype;
+  b->phys_ndim = ndim;
+  for (int i = 0; i < ndim; ++i) b->phys_dims[i] = dims[i];
 }

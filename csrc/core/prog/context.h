@@ -1,0 +1,83 @@
+/* context.h - the program layer's context (internal): everything prog/
+ * needs to find, compile, log and run programs, handed down by the layer
+ * that embeds it. prog/ never reaches up for any of it.
+ *
+ * The runtime (exec/) embeds one ttpu_prog_ctx, fills the fields marked
+ * "set by the owner" once at creation, creates the caches, and frees
+ * everything at ttpu_runtime_destroy (ttpu_prog_ctx_free_state). The
+ * hooks are how the program layer reports back: a warning for the user,
+ * a compile's trace range, a device's rng state storage.
+ *
+ * Thread rule: every field, and every function of prog/ that takes a
+ * context, is used under the owner's lock; the context takes none. */
+#ifndef TTPU_PROG_CONTEXT_H_
+#define TTPU_PROG_CONTEXT_H_
+
+#include <stdint.h>
+
+#include "ttpu.h"
+#include "../cache/cache.h"
+#include "../cache/disk.h"
+#include "../pjrt/ttpu_pjrt.h"
+
+#define TTPU_MAX_DEVICES 64
+#define TTPU_LOG_CAP 4096
+
+/* Calls back into the owner. Each may be NULL (nothing is reported);
+ * host is passed to each. */
+typedef struct {
+  void* host;
+  /* A warning for the user, queued after any already pending. */
+  void (*warn)(void* host, const char* message);
+  /* A compile's trace range: end follows begin on every path. */
+  void (*compile_begin)(void* host, int device, const char* what, int n_ops);
+  void (*compile_end)(void* host, int device, const char* what, int n_ops,
+                      int from_disk, int failed);
+  /* Device `device`'s rng state storage (ui64[2]), borrowed. */
+  ttpu_buffer* (*rng_state)(void* host, int device);
+} ttpu_prog_hooks;
+
+typedef struct ttpu_prog_ctx {
+  /* Set by the owner. */
+  ttpu_pjrt_client* client;
+  const ttpu_runtime_options* opts;
+  const ttpu_runtime* owner; /* storages a plan takes must be this one's
+                                (compared, never called) */
+  int n_devices;
+  ttpu_stats* stats[TTPU_MAX_DEVICES]; /* per device, borrowed */
+  ttpu_prog_hooks hooks;
+
+  /* The program layer's own state. */
+  ttpu_cache* cache;        /* compiled programs by signature key */
+  ttpu_disk* disk;          /* persistent cache, NULL when off */
+  ttpu_compile_record* log; /* ring of the last TTPU_LOG_CAP compiles */
+  int64_t n_log;
+  char last_reason[512];    /* why the last program compiled */
+  struct ttpu_last_sig* last_sigs; /* per op id: see prog/plan.c */
+  int n_last_sigs;
+  int64_t ops_run;          /* ops the strict path ran (recompile warning) */
+  int64_t programs_reloaded; /* evicted programs needed again */
+  /* Sees every disk-cacheable program lowered here (ttpu_aot_set_program_sink). */
+  void (*sink)(void* user, const char* what, const int64_t* key,
+               size_t n_key, const char* text, size_t text_len,
+               const void* results, size_t results_len, int n_results,
+               const void* options, size_t options_len);
+  void* sink_user;
+} ttpu_prog_ctx;
+
+/* Queues a warning through the warn hook (prog/log.c). */
+void ttpu_prog_warn(ttpu_prog_ctx* pc, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Frees the compile log and the per-op last signatures; the caches are
+ * the owner's to destroy, since it decides when evictions may happen. */
+void ttpu_prog_ctx_free_state(ttpu_prog_ctx* pc);
+
+/* The compile log (prog/log.c): how many records it holds, and record
+ * index (oldest first); 0 when out of range. */
+int ttpu_prog_log_count(const ttpu_prog_ctx* pc);
+int ttpu_prog_log_get(const ttpu_prog_ctx* pc, int index,
+                      ttpu_compile_record* out);
+void ttpu_prog_log_clear(ttpu_prog_ctx* pc);
+
+#endif /* TTPU_PROG_CONTEXT_H_ */
