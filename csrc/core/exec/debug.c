@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "executor.h"
+#include "queue.h"
 
 /* "add.Tensor(f32[2,3], f32[3])": how debug mode names the failing op. */
 static void describe_call(const ttpu_op_call* c, char* buf, size_t n) {
@@ -19,9 +20,10 @@ static void describe_call(const ttpu_op_call* c, char* buf, size_t n) {
   if (k < n) snprintf(buf + k, n - k, ")");
 }
 
+/* Compiled and launched here, never left compiling in the queue. */
 static ttpu_status* debug_submit(ttpu_runtime* rt, const ttpu_op_call* call,
                                  const ttpu_op_def* def) {
-  return ttpu_executor_strict.submit(rt, call, def);
+  return ttpu_queue_run_op_now(rt, call, def);
 }
 
 /* Synchronous: the op's own failure, named with its shapes. */

@@ -19,6 +19,7 @@
 
 #include "executor.h"
 #include "graph.h"
+#include "window.h"
 #include "../prog/program.h"
 
 int ttpu_graph_replay_store_count(const ttpu_graph_replay* g) {
@@ -213,10 +214,44 @@ ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
   return r;
 }
 
+/* ------------------------------------------------- the window's owner */
+
+static void graph_ran(void* user) {
+  ttpu_runtime* rt = user;
+  rt->graph.runs++;
+}
+
+static int graph_wants_capture(void* user) {
+  ttpu_runtime* rt = user;
+  return rt->graph.capture != NULL;
+}
+
+static void* graph_capture(void* user, const ttpu_window* w,
+                           const ttpu_prog* g, ttpu_cache_entry* e,
+                           const int64_t* key, size_t n_key,
+                           ttpu_pjrt_buffer* fbuf, ttpu_pjrt_buffer* ibuf) {
+  return ttpu_graph_capture(user, w, g, e, key, n_key, fbuf, ibuf);
+}
+
+static void graph_captured(void* user, void* replay, int kept) {
+  ttpu_runtime* rt = user;
+  if (!kept) {
+    ttpu_graph_replay_free_locked(rt, replay);
+    return;
+  }
+  if (rt->graph.capture) *rt->graph.capture = replay;
+}
+
 /* ------------------------------------------------------------ executor */
 
-void ttpu_graph_note_host_work(ttpu_runtime* rt) {
+/* Host work inside a graph is work its program does not do. */
+static void graph_note_host_work(ttpu_runtime* rt) {
   if (rt->graph.depth) rt->graph.runs++;
+}
+
+static void graph_destroy(ttpu_runtime* rt) {
+  free(rt->graph.owner);
+  rt->graph.owner = NULL;
 }
 
 ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
@@ -225,9 +260,29 @@ ttpu_status* ttpu_runtime_begin_graph(ttpu_runtime* rt, const char* name) {
   /* What the current mode holds back ends here (a fused window runs, or
    * joins the programs still compiling); those go on compiling, and the
    * graph records against what they will store. */
-  if (rt->exec != &ttpu_executor_strict && rt->exec->flush)
+  if (rt->exec->flush)
     s = rt->exec->flush(rt, TTPU_END_SYNC);
   ttpu_graph_state* g = &rt->graph;
+  if (!g->owner) {
+    g->owner = calloc(1, sizeof(*g->owner));
+    if (!g->owner) {
+      pthread_mutex_unlock(&rt->mu);
+      ttpu_status_free(s);
+      return ttpu_status_oom();
+    }
+    *g->owner = (ttpu_window_owner){.user = rt,
+                                    .name = g->name,
+                                    .ran = graph_ran,
+                                    .wants_capture = graph_wants_capture,
+                                    .capture = graph_capture,
+                                    .captured = graph_captured};
+  }
+  ttpu_status* own = ttpu_window_set_owner(rt, g->owner);
+  if (own) {
+    pthread_mutex_unlock(&rt->mu);
+    ttpu_status_free(s);
+    return own;
+  }
   if (!g->depth) {
     g->mode_before = rt->mode;
     g->runs = 0;
@@ -257,9 +312,10 @@ ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
     if (out && g->depth == 1 && g->runs == 0 && rt->window &&
         ttpu_window_op_count(rt->window))
       g->capture = out;
-    s = ttpu_fused_flush(rt, TTPU_END_GRAPH);
+    s = ttpu_window_flush(rt, TTPU_END_GRAPH);
     g->capture = NULL;
     if (--g->depth == 0) {
+      ttpu_status_free(ttpu_window_set_owner(rt, NULL)); /* cannot fail */
       rt->mode = g->mode_before;
       rt->exec = ttpu_executor_for_mode(g->mode_before);
     }
@@ -270,8 +326,9 @@ ttpu_status* ttpu_runtime_end_graph_capture(ttpu_runtime* rt,
 
 const ttpu_executor_ops ttpu_executor_graph = {
     .name = "graph",
-    .submit = ttpu_fused_record,
-    .flush = ttpu_fused_flush,
-    .touch = ttpu_fused_touch,
-    .note_host_work = ttpu_graph_note_host_work,
+    .submit = ttpu_window_record,
+    .flush = ttpu_window_flush,
+    .touch = ttpu_window_touch,
+    .note_host_work = graph_note_host_work,
+    .destroy = graph_destroy,
 };

@@ -3,6 +3,8 @@
 #include <stddef.h>
 
 #include "executor.h"
+#include "queue.h"
+#include "window.h"
 
 /* One line per eager mode (executor.h). */
 static const ttpu_executor_ops* const executors[] = {
@@ -21,6 +23,8 @@ void ttpu_executors_destroy(ttpu_runtime* rt) {
   for (int k = 0; k < N_EXECUTORS; ++k)
     if (executors[k] && executors[k]->destroy) executors[k]->destroy(rt);
   if (ttpu_executor_graph.destroy) ttpu_executor_graph.destroy(rt);
+  ttpu_window_destroy(rt);
+  ttpu_queue_destroy(rt);
 }
 
 ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
@@ -37,12 +41,12 @@ ttpu_status* ttpu_op_run(ttpu_runtime* rt, const ttpu_op_call* call) {
 }
 
 /* The current executor's held-back ops first (a window that ends here may
- * join strict mode's FIFO), then the FIFO, whichever executor is current
- * (a graph's program may wait in it while another mode records). */
+ * join the compile queue), then the compile queue's FIFO, whichever
+ * executor is current (a graph's program may wait in it while another mode
+ * records). */
 ttpu_status* ttpu_exec_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_status* s = rt->exec && rt->exec->flush ? rt->exec->flush(rt, why) : NULL;
-  if (!s && rt->exec != &ttpu_executor_strict && ttpu_strict_queued(rt))
-    s = ttpu_strict_run_all(rt);
+  if (!s && ttpu_queue_length(rt)) s = ttpu_queue_run_all(rt);
   return s;
 }
 
@@ -50,8 +54,7 @@ ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                              int writing) {
   ttpu_status* s =
       rt->exec && rt->exec->touch ? rt->exec->touch(rt, b, writing) : NULL;
-  if (!s && rt->exec != &ttpu_executor_strict && ttpu_strict_queued(rt))
-    s = ttpu_strict_run_for(rt, b, writing);
+  if (!s && ttpu_queue_length(rt)) s = ttpu_queue_run_for(rt, b, writing);
   return s;
 }
 

@@ -13,7 +13,7 @@
 
 typedef struct ttpu_window ttpu_window;
 typedef struct ttpu_executor_ops ttpu_executor_ops;
-typedef struct ttpu_strict_queue ttpu_strict_queue; /* exec/strict.c */
+typedef struct ttpu_compile_queue ttpu_compile_queue; /* exec/queue.c */
 struct ttpu_pool;
 
 /* Between ttpu_runtime_begin_graph and end_graph (exec/graph.c; under mu). */
@@ -24,9 +24,12 @@ typedef struct {
   int runs;              /* programs (and host work: uploads, downloads,
                             copies) the outermost graph did so far */
   ttpu_graph_replay** capture; /* set by end_graph_capture */
+  /* The recorded window's owner while a graph is open (exec/window.h;
+   * made at the first graph, freed at destroy). */
+  struct ttpu_window_owner* owner;
 } ttpu_graph_state;
 
-/* A scalar pack a strict-mode op uploaded (exec/strict.c), kept for the
+/* A scalar pack a strict-mode op uploaded (exec/queue.c), kept for the
  * next op with the same values: programs read their pack, never write it,
  * so one device buffer serves every execution. */
 #define TTPU_PACKS 16      /* packs kept per device */
@@ -61,13 +64,13 @@ struct ttpu_runtime {
    * cache, stats. PyTorch calls us from several threads (autograd). */
   pthread_mutex_t mu;
   ttpu_prog_ctx prog;     /* the program layer's context (prog/context.h) */
-  /* Strict mode's plan, rebuilt for every op into the same arrays so that
-   * an op whose program is cached allocates nothing (exec/strict.c). */
-  ttpu_plan strict_plan;
-  /* Strict mode's pending ops while programs compile on the compile pool
-   * (exec/strict.c; NULL until first needed), and the pool (prog/pool.h,
+  /* One op's plan, rebuilt for every op into the same arrays so that
+   * an op whose program is cached allocates nothing (exec/queue.c). */
+  ttpu_plan op_plan;
+  /* The compile queue's pending ops while programs compile on the compile pool
+   * (exec/queue.c; NULL until first needed), and the pool (prog/pool.h,
    * started at the first compile it takes, joined at destroy). */
-  ttpu_strict_queue* strict_queue;
+  ttpu_compile_queue* queue;
   struct ttpu_pool* compile_pool;
   /* windows' and graphs' compiles: one thread fewer than compile_pool (at
    * least one), so that a big program's compile leaves the caller a core

@@ -1,0 +1,1009 @@
+/* window.c - the recorded window (exec/window.h): ops are recorded instead
+ * of run, and a run of them (a window) becomes one program at a boundary.
+ * Fused mode records every op into it (exec/fused.c); a graph records the
+ * ops between its begin and end, as its owner (exec/graph.c).
+ *
+ * Recording an op deep-copies its call and plans it against the window's
+ * view of each storage (its shape and whether it holds a value after the
+ * ops recorded before it). Nothing is lowered until the window ends, and
+ * not even then when the window's key is in the cache: the key is every
+ * recorded op's signature, how their storages connect, and which written
+ * storages are still alive at the end. Storages that died inside the
+ * window (temporaries) are never materialized: that, plus XLA fusing
+ * across ops, is what fused mode buys.
+ *
+ * Boundaries: any engine call that needs a storage's data or waits
+ * (download, upload, copy, synchronize, rng state), an op on another
+ * device, the op limit, and the repeat detector: after a boundary the first
+ * REPEAT_K ops' signatures are the step's prefix; when the same REPEAT_K
+ * signatures recur, the window is cut just before them, so a training loop
+ * without host reads still runs the same windows every step (and its
+ * op-limit cuts fall at the same offsets in each step).
+ */
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "window.h"
+#include "queue.h"
+#include "../prog/program.h"
+
+#define REPEAT_K 8
+#define DEFAULT_LIMIT 1000
+#define WINDOW_TAG (-0x7454505557494e44ll) /* marks a window key */
+
+typedef struct {
+  ttpu_buffer* buf;     /* retained by the window */
+  int param;            /* read before written: its value is a parameter */
+  int written;
+  int has_value;        /* holds a value now */
+  int has_value0;       /* held one at the window's start */
+  ttpu_dtype dt;        /* shape now */
+  int nd;
+  int64_t dims[TTPU_MAX_DIMS];
+  ttpu_dtype dt0;       /* shape at the window's start (the parameter's) */
+  int nd0;
+  int64_t dims0[TTPU_MAX_DIMS];
+} wstore;
+
+typedef struct {
+  ttpu_op_call* call;   /* deep copy, all of it inside one allocation
+                           (plans point at it: it must not move) */
+  ttpu_plan plan;
+  int* store;           /* per plan slot */
+  int* f_map;           /* per float scalar of the plan: its index in w->f */
+  int* i_map;           /* per int scalar: its index in w->i */
+  uint64_t hash;        /* the op's signature, for the repeat detector */
+  size_t key_at;        /* where its words start in the window key */
+} wrec;
+
+struct ttpu_window {
+  const ttpu_runtime* rt;
+  /* Who records into it other than fused mode (a graph), or NULL. */
+  const ttpu_window_owner* owner;
+  int device;
+  int limit;
+  wrec* recs;
+  int n_recs, cap_recs;
+  wstore* st;
+  int n_st, cap_st;
+  /* buffer -> store index + 1, open addressing */
+  ttpu_buffer** map_key;
+  int* map_val;
+  int map_cap;
+  double* f;
+  int n_f, cap_f;
+  /* The scalars are shared: one entry of f per op and value (f_op:
+   * the op of each entry; fh: entry index + 1, open addressing), so that
+   * the same op in every layer reads the same scalar and the compiler can
+   * make one kernel of their identical computations. The sharing is part
+   * of the window's key. */
+  int* f_op;
+  int cap_f_op;
+  int* fh;
+  int fh_cap;
+  int64_t* i;           /* the int scalars, shared the same way */
+  int n_i, cap_i;
+  int* i_op;
+  int cap_i_op;
+  int* ih;
+  int ih_cap;
+  int uses_rng;
+  int64_t* key;
+  size_t n_key, cap_key;
+  /* repeat detector */
+  uint64_t prefix[REPEAT_K];
+  uint64_t recent[REPEAT_K]; /* ring */
+  int64_t since_anchor;
+  int64_t seen;
+  /* the previous window's op hashes, to say what changed on a recompile */
+  uint64_t* last_hash;
+  int* last_op;
+  int n_last;
+  ttpu_cache* validated; /* op signatures known to lower */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int grow(void** p, int* cap, int need, size_t elem) {
+  if (need <= *cap) return 0;
+  int c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void* q = realloc(*p, (size_t)c * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
+static int key_add(ttpu_window* w, int64_t v) {
+  if (w->n_key == w->cap_key) {
+    size_t cap = w->cap_key ? w->cap_key * 2 : 1024;
+    int64_t* k = realloc(w->key, cap * sizeof(*k));
+    if (!k) return -1;
+    w->key = k;
+    w->cap_key = cap;
+  }
+  w->key[w->n_key++] = v;
+  return 0;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+static size_t ptr_hash(const void* p, int cap) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)(x & (uint64_t)(cap - 1));
+}
+
+static int map_find(const ttpu_window* w, const ttpu_buffer* b) {
+  if (!w->map_cap) return -1;
+  for (size_t i = ptr_hash(b, w->map_cap);; i = (i + 1) & (size_t)(w->map_cap - 1)) {
+    if (!w->map_key[i]) return -1;
+    if (w->map_key[i] == b) return w->map_val[i];
+  }
+}
+
+static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
+  if ((w->n_st + 1) * 2 > w->map_cap) {
+    int cap = w->map_cap ? w->map_cap * 2 : 256;
+    ttpu_buffer** k = calloc((size_t)cap, sizeof(*k));
+    int* val = calloc((size_t)cap, sizeof(*val));
+    if (!k || !val) {
+      free(k);
+      free(val);
+      return -1;
+    }
+    for (int j = 0; j < w->map_cap; ++j) {
+      if (!w->map_key[j]) continue;
+      size_t i = ptr_hash(w->map_key[j], cap);
+      while (k[i]) i = (i + 1) & (size_t)(cap - 1);
+      k[i] = w->map_key[j];
+      val[i] = w->map_val[j];
+    }
+    free(w->map_key);
+    free(w->map_val);
+    w->map_key = k;
+    w->map_val = val;
+    w->map_cap = cap;
+  }
+  size_t i = ptr_hash(b, w->map_cap);
+  while (w->map_key[i]) i = (i + 1) & (size_t)(w->map_cap - 1);
+  w->map_key[i] = b;
+  w->map_val[i] = v;
+  return 0;
+}
+
+/* The window's view of storage b (a ttpu_store_view's lookup): as the
+ * window's ops leave it, else as the programs queued before the window
+ * (strict mode's FIFO) will. */
+static int window_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
+                         ttpu_dtype* dt, int* nd, int64_t* dims) {
+  const ttpu_window* w = ctx;
+  int k = map_find(w, b);
+  if (k < 0) return ttpu_queue_lookup(w->rt, b, has_value, dt, nd, dims);
+  const wstore* s = &w->st[k];
+  *has_value = s->has_value;
+  *dt = s->dt;
+  *nd = s->nd;
+  memcpy(dims, s->dims, sizeof(s->dims));
+  return 1;
+}
+
+/* ------------------------------------------------------------ deep copy */
+
+static size_t tensors_bytes(const ttpu_tensor* t, int n) {
+  size_t b = (size_t)n * sizeof(ttpu_tensor);
+  for (int k = 0; k < n; ++k) b += 2 * (size_t)t[k].ndim * sizeof(int64_t);
+  return b;
+}
+
+static char* copy_tensors(char* m, const ttpu_tensor* src, int n,
+                          const ttpu_tensor** out) {
+  ttpu_tensor* t = (ttpu_tensor*)m;
+  m += (size_t)n * sizeof(ttpu_tensor);
+  for (int k = 0; k < n; ++k) {
+    t[k] = src[k];
+    size_t sz = (size_t)src[k].ndim * sizeof(int64_t);
+    if (sz) {
+      memcpy(m, src[k].sizes, sz);
+      t[k].sizes = (const int64_t*)m;
+      m += sz;
+      memcpy(m, src[k].strides, sz);
+      t[k].strides = (const int64_t*)m;
+      m += sz;
+    }
+  }
+  *out = t;
+  return m;
+}
+
+/* One allocation holding the call and everything it points at (int64 and
+ * double arrays first, so every piece stays aligned). */
+static ttpu_status* copy_call(const ttpu_op_call* c, ttpu_op_call** outp) {
+  size_t bytes = sizeof(ttpu_op_call) + (size_t)c->n_args * sizeof(ttpu_arg) +
+                 tensors_bytes(c->tensors, c->n_tensors) +
+                 tensors_bytes(c->outputs, c->n_outputs);
+  for (int a = 0; a < c->n_args; ++a) {
+    const ttpu_arg* g = &c->args[a];
+    if (g->kind == TTPU_ARG_INTS && g->n) bytes += (size_t)g->n * 8;
+    if ((g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS) && g->n)
+      bytes += (size_t)g->n * 8;
+    if (g->kind == TTPU_ARG_STR && g->str) bytes += (strlen(g->str) + 8) & ~(size_t)7;
+  }
+  char* m = malloc(bytes + 8);
+  if (!m) return ttpu_status_oom();
+  ttpu_op_call* out = (ttpu_op_call*)m;
+  *outp = out;
+  m += (sizeof(ttpu_op_call) + 7) & ~(size_t)7;
+  *out = *c;
+  ttpu_arg* args = (ttpu_arg*)m;
+  m += (size_t)c->n_args * sizeof(ttpu_arg);
+  for (int a = 0; a < c->n_args; ++a) {
+    args[a] = c->args[a];
+    ttpu_arg* g = &args[a];
+    if (g->kind == TTPU_ARG_INTS && g->n) {
+      memcpy(m, g->ints, (size_t)g->n * 8);
+      g->ints = (const int64_t*)m;
+      m += (size_t)g->n * 8;
+    }
+    if ((g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS) && g->n) {
+      memcpy(m, g->floats, (size_t)g->n * 8);
+      g->floats = (const double*)m;
+      m += (size_t)g->n * 8;
+    }
+  }
+  out->args = args;
+  m = copy_tensors(m, c->tensors, c->n_tensors, &out->tensors);
+  m = copy_tensors(m, c->outputs, c->n_outputs, &out->outputs);
+  for (int a = 0; a < c->n_args; ++a) {
+    ttpu_arg* g = &args[a];
+    if (g->kind == TTPU_ARG_STR && g->str) {
+      size_t n = strlen(g->str) + 1;
+      memcpy(m, g->str, n);
+      g->str = m;
+      m += (n + 7) & ~(size_t)7;
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ state */
+
+static ttpu_window* window_of(ttpu_runtime* rt) {
+  if (!rt->window) {
+    rt->window = calloc(1, sizeof(ttpu_window));
+    if (!rt->window) return NULL;
+    rt->window->rt = rt;
+    int limit = rt->opts.fused_max_ops;
+    rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
+  }
+  return rt->window;
+}
+
+void ttpu_runtime_set_window_limit(ttpu_runtime* rt, int max_ops) {
+  if (ttpu_rt_forked(rt)) return;
+  pthread_mutex_lock(&rt->mu);
+  ttpu_window* w = window_of(rt);
+  if (w) w->limit = max_ops > 0 ? max_ops : DEFAULT_LIMIT;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+static void rec_free(wrec* r) {
+  ttpu_plan_free(&r->plan);
+  free(r->store);
+  free(r->f_map);
+  free(r->i_map);
+  free(r->call);
+  memset(r, 0, sizeof(*r));
+}
+
+/* Empties the window: recs freed, storages released. */
+static void window_clear(ttpu_window* w) {
+  for (int k = 0; k < w->n_recs; ++k) rec_free(&w->recs[k]);
+  w->n_recs = 0;
+  for (int k = 0; k < w->n_st; ++k) ttpu_rt_release_locked(w->st[k].buf);
+  w->n_st = 0;
+  if (w->map_cap) {
+    memset(w->map_key, 0, (size_t)w->map_cap * sizeof(*w->map_key));
+  }
+  w->n_f = w->n_i = 0;
+  if (w->fh_cap) memset(w->fh, 0, (size_t)w->fh_cap * sizeof(*w->fh));
+  if (w->ih_cap) memset(w->ih, 0, (size_t)w->ih_cap * sizeof(*w->ih));
+  w->uses_rng = 0;
+  w->n_key = 0;
+}
+
+void ttpu_window_destroy(ttpu_runtime* rt) {
+  ttpu_window* w = rt->window;
+  if (!w) return;
+  window_clear(w);
+  free(w->recs);
+  free(w->st);
+  free(w->map_key);
+  free(w->map_val);
+  free(w->f);
+  free(w->f_op);
+  free(w->fh);
+  free(w->i);
+  free(w->i_op);
+  free(w->ih);
+  free(w->key);
+  free(w->last_hash);
+  free(w->last_op);
+  ttpu_cache_destroy(w->validated, rt->client);
+  free(w);
+  rt->window = NULL;
+}
+
+/* ------------------------------------------------------------ record */
+
+static int store_of(ttpu_window* w, ttpu_buffer* b) {
+  int k = map_find(w, b);
+  if (k >= 0) return k;
+  if (grow((void**)&w->st, &w->cap_st, w->n_st + 1, sizeof(wstore))) return -1;
+  if (map_put(w, b, w->n_st)) return -1;
+  wstore* s = &w->st[w->n_st];
+  memset(s, 0, sizeof(*s));
+  ttpu_buffer_retain(b);
+  s->buf = b;
+  s->param = -1;
+  if (!ttpu_queue_lookup(w->rt, b, &s->has_value, &s->dt, &s->nd, s->dims)) {
+    s->has_value = b->pb != NULL;
+    s->dt = b->phys_dtype;
+    s->nd = b->phys_ndim;
+    memcpy(s->dims, b->phys_dims, sizeof(s->dims));
+  }
+  s->has_value0 = s->has_value;
+  s->dt0 = s->dt;
+  s->nd0 = s->nd;
+  memcpy(s->dims0, s->dims, sizeof(s->dims0));
+  return w->n_st++;
+}
+
+/* An op signature seen for the first time is lowered on its own once, so
+ * that what cannot be lowered (an unsupported case: NotImplementedError,
+ * and the CPU fallback when enabled) fails at its op, as in strict mode,
+ * not later inside a window. Signatures strict mode compiled are known
+ * good. */
+/* Signatures remembered as lowered (keys only: forgetting one costs one
+ * more lowering, no compile). */
+#define VALIDATED_CAP 8192
+
+static ttpu_status* validate(ttpu_runtime* rt, ttpu_window* w,
+                             const ttpu_plan* p) {
+  if (ttpu_cache_find(rt->prog.cache, p->key, p->n_key)) return NULL;
+  if (!w->validated) {
+    ttpu_status* s = ttpu_cache_create(VALIDATED_CAP, NULL, NULL,
+                                       &w->validated);
+    if (s) return s;
+  }
+  if (ttpu_cache_find(w->validated, p->key, p->n_key)) return NULL;
+  char* text = NULL;
+  size_t len = 0;
+  ttpu_cache_entry e = {0};
+  ttpu_status* s = ttpu_lower_program(p, &text, &len, &e.results,
+                                      &e.n_results);
+  free(text);
+  free(e.results);
+  if (s) return s;
+  ttpu_cache_entry* out;
+  memset(&e, 0, sizeof(e)); /* no executable: only the key matters */
+  return ttpu_cache_insert(w->validated, p->key, p->n_key, &e, &out);
+}
+
+/* One of the window's scalar packs: values of 8 bytes (double or int64),
+ * the op of each, and the sharing table. */
+typedef struct {
+  void** vals;
+  int* n;
+  int* cap;
+  int** ops;
+  int* cap_ops;
+  int** table;
+  int* table_cap;
+} wpack;
+
+static size_t scalar_hash(int op, const void* v, int cap) {
+  uint64_t bits;
+  memcpy(&bits, v, sizeof(bits));
+  return (size_t)(mix(mix(0x9e3779b9ull, (uint64_t)op), bits) & (uint64_t)(cap - 1));
+}
+
+/* The index in the pack of scalar v (8 bytes) of op: an entry of the same
+ * op and bits if the window has one, else a new one; -1 on oom. */
+static int share_scalar(const wpack* k, int op, const void* v) {
+  char* vals = *k->vals;
+  if ((*k->n + 1) * 2 > *k->table_cap) {
+    int cap = *k->table_cap ? *k->table_cap * 2 : 256;
+    int* t = calloc((size_t)cap, sizeof(*t));
+    if (!t) return -1;
+    for (int e = 0; e < *k->n; ++e) {
+      size_t j = scalar_hash((*k->ops)[e], vals + 8 * (size_t)e, cap);
+      while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+      t[j] = e + 1;
+    }
+    free(*k->table);
+    *k->table = t;
+    *k->table_cap = cap;
+  }
+  size_t j = scalar_hash(op, v, *k->table_cap);
+  for (; (*k->table)[j]; j = (j + 1) & (size_t)(*k->table_cap - 1)) {
+    int e = (*k->table)[j] - 1;
+    if ((*k->ops)[e] == op && !memcmp(vals + 8 * (size_t)e, v, 8)) return e;
+  }
+  if (grow(k->vals, k->cap, *k->n + 1, 8) ||
+      grow((void**)k->ops, k->cap_ops, *k->n + 1, sizeof(int)))
+    return -1;
+  vals = *k->vals;
+  memcpy(vals + 8 * (size_t)*k->n, v, 8);
+  (*k->ops)[*k->n] = op;
+  (*k->table)[j] = *k->n + 1;
+  return (*k->n)++;
+}
+
+/* Adds the call as the window's next op (the window is on its device). */
+static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
+                           const ttpu_op_call* call, const ttpu_op_def* def) {
+  if (grow((void**)&w->recs, &w->cap_recs, w->n_recs + 1, sizeof(wrec)))
+    return ttpu_status_oom();
+  wrec* r = &w->recs[w->n_recs];
+  memset(r, 0, sizeof(*r));
+  ttpu_status* s = copy_call(call, &r->call);
+  if (s) return s;
+  ttpu_store_view view = {window_lookup, w, 1};
+  s = ttpu_plan_build(&rt->prog, r->call, def, &view, &r->plan);
+  if (!s) {
+    r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
+    r->f_map = malloc(((size_t)r->plan.n_f + 1) * sizeof(int));
+    r->i_map = malloc(((size_t)r->plan.n_i + 1) * sizeof(int));
+    if (!r->store || !r->f_map || !r->i_map) s = ttpu_status_oom();
+  }
+  if (!s) {
+    for (int sl = 0; sl < r->plan.n_slots; ++sl) {
+      r->store[sl] = store_of(w, r->plan.slots[sl].buf);
+      if (r->store[sl] < 0) {
+        s = ttpu_status_oom();
+        break;
+      }
+    }
+  }
+  if (s) {
+    rec_free(r);
+    return s;
+  }
+  const ttpu_plan* p = &r->plan;
+  s = validate(rt, w, p);
+  if (s) {
+    rec_free(r);
+    return s;
+  }
+  /* The op's effect on the window's view of its storages. */
+  for (int sl = 0; sl < p->n_slots; ++sl) {
+    wstore* x = &w->st[r->store[sl]];
+    if (p->slots[sl].has_param && !x->written) x->param = 1;
+    if (!p->slots[sl].written) continue;
+    ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims);
+    x->written = 1;
+    x->has_value = 1;
+  }
+  const wpack fk = {(void**)&w->f, &w->n_f, &w->cap_f, &w->f_op, &w->cap_f_op,
+                    &w->fh, &w->fh_cap};
+  const wpack ik = {(void**)&w->i, &w->n_i, &w->cap_i, &w->i_op, &w->cap_i_op,
+                    &w->ih, &w->ih_cap};
+  int shared = 0;
+  for (int j = 0; j < p->n_f && shared >= 0; ++j)
+    shared = r->f_map[j] = share_scalar(&fk, r->call->op, &p->f[j]);
+  for (int j = 0; j < p->n_i && shared >= 0; ++j)
+    shared = r->i_map[j] = share_scalar(&ik, r->call->op, &p->i[j]);
+  if (shared < 0) {
+    rec_free(r);
+    return ttpu_status_oom();
+  }
+  if (def->flags & TTPU_OP_RANDOM) w->uses_rng = 1;
+  /* Key: the op's signature, then which window storage each slot is. */
+  int rc = w->n_key ? 0 : key_add(w, WINDOW_TAG);
+  r->key_at = w->n_key;
+  rc |= key_add(w, (int64_t)p->n_key);
+  /* The op's own signature hash: the same op in the next step hashes the
+   * same wherever its window began. */
+  uint64_t h = 0x51ed270b27ull;
+  for (size_t k = 0; k < p->n_key; ++k) {
+    rc |= key_add(w, p->key[k]);
+    h = mix(h, (uint64_t)p->key[k]);
+  }
+  for (int sl = 0; sl < p->n_slots; ++sl) rc |= key_add(w, r->store[sl]);
+  for (int j = 0; j < p->n_f; ++j) rc |= key_add(w, r->f_map[j]);
+  for (int j = 0; j < p->n_i; ++j) rc |= key_add(w, r->i_map[j]);
+  r->hash = h;
+  w->n_recs++;
+  if (rc) return ttpu_status_oom();
+  return NULL;
+}
+
+/* ------------------------------------------------------------ flush */
+
+typedef struct {
+  ttpu_window* w;
+  int n_recs;
+  ttpu_prog_store* stores;
+  ttpu_prog_op* ops;
+  ttpu_prog g;
+} flush_ctx;
+
+static ttpu_status* lower_window(void* ctx, char** text, size_t* len,
+                                 ttpu_result_plan** results, int* n_results) {
+  flush_ctx* c = ctx;
+  return ttpu_lower_prog(&c->g, text, len, results, n_results);
+}
+
+/* What changed against the previous window, for the compile log. */
+static void window_reason(ttpu_window* w, int n_recs, char* buf, size_t n) {
+  const char* first = ttpu_op_name(w->recs[0].call->op);
+  if (!w->last_hash) {
+    snprintf(buf, n, "fused window of %d ops from %s: first compile", n_recs,
+             first);
+    return;
+  }
+  int k = 0;
+  while (k < n_recs && k < w->n_last && w->recs[k].hash == w->last_hash[k]) ++k;
+  if (k < n_recs && k < w->n_last)
+    snprintf(buf, n,
+             "fused window of %d ops from %s: op %d (%s) differs from the "
+             "previous window's op %d (%s): new shapes, dtypes or op order",
+             n_recs, first, k + 1, ttpu_op_name(w->recs[k].call->op), k + 1,
+             ttpu_op_name(w->last_op[k]));
+  else if (n_recs != w->n_last)
+    snprintf(buf, n,
+             "fused window of %d ops from %s: the previous window ended after "
+             "%d ops", n_recs, first, w->n_last);
+  else
+    snprintf(buf, n,
+             "fused window of %d ops from %s: other storages are alive at its "
+             "end", n_recs, first);
+}
+
+static void remember_window(ttpu_window* w, int n_recs) {
+  uint64_t* h = malloc((size_t)n_recs * sizeof(*h) + 8);
+  int* op = malloc((size_t)n_recs * sizeof(*op) + 8);
+  if (!h || !op) {
+    free(h);
+    free(op);
+    return;
+  }
+  for (int i = 0; i < n_recs; ++i) {
+    h[i] = w->recs[i].hash;
+    op[i] = w->recs[i].call->op;
+  }
+  free(w->last_hash);
+  free(w->last_op);
+  w->last_hash = h;
+  w->last_op = op;
+  w->n_last = n_recs;
+}
+
+static ttpu_buffer* store_buffer(void* window, int store) {
+  return ((ttpu_window*)window)->st[store].buf;
+}
+
+/* The label of a window's program: "graph NAME (N ops)" or "fused window
+ * (N ops)". */
+static void window_what(const ttpu_window* w, int n_recs, char* what,
+                        size_t n_what) {
+  if (w->owner)
+    snprintf(what, n_what, "graph %s (%d ops)", w->owner->name, n_recs);
+  else
+    snprintf(what, n_what, "fused window (%d ops)", n_recs);
+}
+
+/* The label and compile-log reason of window w's program, before it
+ * compiles. */
+static void window_label(ttpu_runtime* rt, ttpu_window* w, int n_recs,
+                         char* what, size_t n_what, char* reason,
+                         size_t n_reason) {
+  window_what(w, n_recs, what, n_what);
+  if (w->owner)
+    snprintf(reason, n_reason, "%s: new graph or new input shapes", what);
+  else
+    window_reason(w, n_recs, reason, n_reason);
+  if (ttpu_prog_note_reload(&rt->prog, w->key, w->n_key, what))
+    snprintf(reason, n_reason, "%s", rt->prog.last_reason);
+  else
+    snprintf(rt->prog.last_reason, sizeof(rt->prog.last_reason), "%s", reason);
+}
+
+/* s annotated with window w's first and last ops. */
+static ttpu_status* window_error(ttpu_status* s, const ttpu_window* w) {
+  return ttpu_status_annotate(s, "fused window of %d ops (%s ... %s)",
+                              w->n_recs, ttpu_op_name(w->recs[0].call->op),
+                              ttpu_op_name(w->recs[w->n_recs - 1].call->op));
+}
+
+static void count_window(ttpu_runtime* rt, int dev, int n_recs,
+                         ttpu_window_end why) {
+  ttpu_stats* stats = &rt->dev[dev].stats;
+  stats->windows++;
+  stats->window_ops += n_recs;
+  if (n_recs > stats->window_max_ops) stats->window_max_ops = n_recs;
+  stats->window_ends[why]++;
+}
+
+/* The window's scalar packs on its device, for the parameters program g
+ * has for them (*fbuf, *ibuf stay NULL where it has none); on failure
+ * neither is left allocated. */
+static ttpu_status* upload_packs(ttpu_runtime* rt, const ttpu_window* w,
+                                 const ttpu_prog* g, ttpu_pjrt_buffer** fbuf,
+                                 ttpu_pjrt_buffer** ibuf) {
+  int64_t nf = w->n_f, ni = w->n_i;
+  ttpu_status* s = NULL;
+  if (g->f_param >= 0)
+    s = ttpu_pjrt_buffer_from_host(rt->client, w->device, w->f, TTPU_F64, &nf,
+                                   1, fbuf);
+  if (!s && g->i_param >= 0)
+    s = ttpu_pjrt_buffer_from_host(rt->client, w->device, w->i, TTPU_I64, &ni,
+                                   1, ibuf);
+  if (s && *fbuf) {
+    ttpu_pjrt_buffer_destroy(rt->client, *fbuf);
+    *fbuf = NULL;
+  }
+  return s;
+}
+
+/* Storage k of a flushed window, for the FIFO (ttpu_queued_window). */
+static void window_store(const void* ctx, int k, ttpu_buffer** buf,
+                         int* param, int* written) {
+  const flush_ctx* c = ctx;
+  *buf = c->w->st[k].buf;
+  *param = c->stores[k].param;
+  *written = c->w->st[k].written;
+}
+
+/* Window w's program joins strict mode's FIFO (see executor.h): it runs
+ * when its compile is done, after what is queued before it; e: the
+ * memory cache's program or NULL. A graph asked for is captured first
+ * (its program bound at the first replay). The window is emptied by the
+ * caller. */
+static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
+                                 flush_ctx* c, ttpu_cache_entry* e,
+                                 ttpu_window_end why) {
+  int n_recs = w->n_recs, dev = w->device;
+  char what[96], reason[512];
+  reason[0] = 0;
+  if (e)
+    window_what(w, n_recs, what, sizeof(what));
+  else
+    window_label(rt, w, n_recs, what, sizeof(what), reason, sizeof(reason));
+  ttpu_status* s = NULL;
+  const ttpu_window_owner* own = w->owner;
+  void* replay = NULL;
+  int capture = own && own->wants_capture(own->user);
+  if (capture) {
+    /* Before the FIFO holds the storages: the capture reads who else
+     * holds them. Its packs are uploaded for it alone. */
+    ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+    s = upload_packs(rt, w, &c->g, &fbuf, &ibuf);
+    if (s) return window_error(s, w);
+    replay = own->capture(own->user, w, &c->g, e, w->key, w->n_key, fbuf, ibuf);
+  }
+  ttpu_prog_request req = {.what = what,
+                           .n_ops = n_recs,
+                           .reason = reason,
+                           .lower = lower_window,
+                           .ctx = c,
+                           .use_disk = 1};
+  ttpu_queued_window q = {.req = &req,
+                          .device = dev,
+                          .key = w->key,
+                          .n_key = w->n_key,
+                          .e = e,
+                          .n_stores = w->n_st,
+                          .store = window_store,
+                          .store_ctx = c,
+                          .n_params = c->g.n_params,
+                          .f = w->f,
+                          .n_f = w->n_f,
+                          .f_param = c->g.f_param,
+                          .i = w->i,
+                          .n_i = w->n_i,
+                          .i_param = c->g.i_param,
+                          .rng_param = c->g.rng_param};
+  s = ttpu_queue_window(rt, &q);
+  if (capture) own->captured(own->user, replay, s == NULL);
+  if (s) return window_error(s, w);
+  remember_window(w, n_recs);
+  count_window(rt, dev, n_recs, why);
+  if (own) own->ran(own->user);
+  return NULL;
+}
+
+/* Runs the window's ops as one program and empties it. Written storages
+ * someone else still holds become results; the rest were temporaries. */
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why) {
+  int dev = w->device;
+  int n_recs = w->n_recs;
+  ttpu_stats* stats = &rt->dev[dev].stats;
+  flush_ctx c;
+  memset(&c, 0, sizeof(c));
+  c.w = w;
+  c.n_recs = n_recs;
+  c.stores = calloc((size_t)w->n_st + 1, sizeof(*c.stores));
+  c.ops = calloc((size_t)n_recs + 1, sizeof(*c.ops));
+  ttpu_pjrt_buffer** args = calloc((size_t)w->n_st + 4, sizeof(*args));
+  ttpu_pjrt_buffer** outs = NULL;
+  ttpu_pjrt_buffer *fbuf = NULL, *ibuf = NULL;
+  ttpu_status* s = NULL;
+  if (!c.stores || !c.ops || !args) {
+    s = ttpu_status_oom();
+    goto done;
+  }
+  /* Parameters in store order, then the packs and the rng state; results
+   * for written storages someone still holds, then the rng state. */
+  int n_params = 0, n_results = 0;
+  int rc = key_add(w, -1 - (int64_t)w->n_st); /* then who is alive */
+  for (int k = 0; k < w->n_st; ++k) {
+    const wstore* x = &w->st[k];
+    ttpu_prog_store* ps = &c.stores[k];
+    ps->nbytes = x->buf->nbytes;
+    ps->param = x->param > 0 ? n_params++ : -1;
+    int alive = atomic_load(&x->buf->refs) > 1;
+    ps->result = x->written && alive ? n_results++ : -1;
+    ps->dtype = x->dt0;
+    ps->ndim = x->nd0;
+    memcpy(ps->dims, x->dims0, sizeof(ps->dims));
+    if (ps->param >= 0) args[ps->param] = x->buf->pb;
+    rc |= key_add(w, ps->result >= 0);
+  }
+  c.g.f_param = w->n_f ? n_params++ : -1;
+  c.g.i_param = w->n_i ? n_params++ : -1;
+  c.g.rng_param = w->uses_rng ? n_params++ : -1;
+  c.g.rng_result = w->uses_rng ? n_results++ : -1;
+  c.g.n_f = w->n_f;
+  c.g.n_i = w->n_i;
+  c.g.n_params = n_params;
+  c.g.n_results = n_results;
+  c.g.n_stores = w->n_st;
+  c.g.stores = c.stores;
+  c.g.n_ops = n_recs;
+  c.g.ops = c.ops;
+  for (int i = 0; i < n_recs; ++i) {
+    c.ops[i].plan = &w->recs[i].plan;
+    c.ops[i].store = w->recs[i].store;
+    c.ops[i].f_map = w->recs[i].f_map;
+    c.ops[i].f_off = 0;
+    c.ops[i].i_map = w->recs[i].i_map;
+    c.ops[i].i_off = 0;
+  }
+  if (rc) {
+    s = ttpu_status_oom();
+    goto done;
+  }
+
+  ttpu_cache_entry* e = ttpu_prog_find(&rt->prog, dev, w->key, w->n_key);
+  int queued = ttpu_queue_length(rt);
+  if (queued || (!e && w->owner)) {
+    if (rt->opts.compile_threads > 1 && !ttpu_queue_compiles_here(rt)) {
+      s = queue_window(rt, w, &c, e, why);
+      goto done;
+    }
+    /* Compiled here: what waits before the window runs first. */
+    if (queued) {
+      s = ttpu_queue_run_all(rt);
+      if (s) goto done;
+    }
+  }
+  if (!e) {
+    char what[96], reason[512];
+    window_label(rt, w, n_recs, what, sizeof(what), reason, sizeof(reason));
+    ttpu_prog_request req = {0};
+    req.what = what;
+    req.n_ops = n_recs;
+    req.reason = reason;
+    req.lower = lower_window;
+    req.ctx = &c;
+    req.use_disk = 1;
+    s = ttpu_prog_compile(&rt->prog, dev, w->key, w->n_key, &req, &e);
+    if (s) {
+      s = window_error(s, w);
+      goto done;
+    }
+  }
+  remember_window(w, n_recs);
+
+  s = upload_packs(rt, w, &c.g, &fbuf, &ibuf);
+  if (s) goto done;
+  if (c.g.f_param >= 0) args[c.g.f_param] = fbuf;
+  if (c.g.i_param >= 0) args[c.g.i_param] = ibuf;
+  if (c.g.rng_param >= 0) args[c.g.rng_param] = rt->dev[dev].rng_state->pb;
+  outs = calloc((size_t)e->n_results + 1, sizeof(*outs));
+  if (!outs) {
+    s = ttpu_status_oom();
+    goto done;
+  }
+  ttpu_pjrt_event* done_event = NULL;
+  int64_t began = ttpu_rt_trace_clock(rt);
+  s = ttpu_pjrt_execute(rt->client, e->exec, dev, args, n_params, outs,
+                        e->n_results, &done_event);
+  if (s) {
+    s = ttpu_status_annotate(s, "running a fused window of %d ops", n_recs);
+    goto done;
+  }
+  stats->executions++;
+  count_window(rt, dev, n_recs, why);
+  if (rt->trace_what & TTPU_TRACE_LAUNCHES) {
+    char what[96];
+    window_what(w, n_recs, what, sizeof(what));
+    ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
+  }
+  ttpu_rt_add_pending(rt, dev, e, done_event);
+  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, store_buffer, w);
+  const ttpu_window_owner* own = w->owner;
+  if (own) own->ran(own->user);
+  if (!s && own && own->wants_capture(own->user)) {
+    own->captured(own->user,
+                  own->capture(own->user, w, &c.g, e, NULL, 0, fbuf, ibuf), 1);
+    fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
+  }
+done:
+  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
+  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  free(args);
+  free(outs);
+  free(c.stores);
+  free(c.ops);
+  /* Success or not, the window is spent: a failed window's outputs keep
+   * their previous values and the error goes to whoever ended it. */
+  window_clear(w);
+  return s;
+}
+
+ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
+                              int writing) {
+  ttpu_window* w = rt->window;
+  if (!w || !w->n_recs) return NULL;
+  int k = map_find(w, b);
+  /* Reading a storage the window only reads needs nothing from it. */
+  if (k < 0 || (!writing && !w->st[k].written)) return NULL;
+  return ttpu_window_flush(rt, TTPU_END_READ);
+}
+
+ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
+  ttpu_window* w = rt->window;
+  if (!w || !w->n_recs) return NULL;
+  if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
+  return run_window(rt, w, why);
+}
+
+/* Cuts the window before its last `tail` ops: the window is recorded again
+ * from its calls up to the cut, run, and the tail recorded into the fresh
+ * window. (Re-recording keeps every storage's bookkeeping exact for the
+ * shorter window; it happens once per detected step.) */
+static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
+                                    int tail) {
+  int n = w->n_recs, head = n - tail;
+  if (head <= 0) return NULL;
+  int total = 0;
+  for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
+  ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
+  ttpu_buffer** held = malloc(((size_t)total + 1) * sizeof(*held));
+  if (!calls || !held) {
+    free(calls);
+    free(held);
+    return ttpu_window_flush(rt, TTPU_END_REPEAT);
+  }
+  /* Keep the calls, and their storages, past the window's reset. */
+  int nh = 0;
+  for (int k = 0; k < n; ++k) {
+    calls[k] = w->recs[k].call;
+    w->recs[k].call = NULL;
+    for (int sl = 0; sl < w->recs[k].plan.n_slots; ++sl) {
+      held[nh] = w->recs[k].plan.slots[sl].buf;
+      ttpu_buffer_retain(held[nh++]);
+    }
+  }
+  window_clear(w);
+  ttpu_status* s = NULL;
+  for (int k = 0; k < head && !s; ++k)
+    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
+  if (!s) s = run_window(rt, w, TTPU_END_REPEAT);
+  else window_clear(w);
+  for (int k = head; k < n && !s; ++k)
+    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
+  for (int k = 0; k < nh; ++k) ttpu_rt_release_locked(held[k]);
+  for (int k = 0; k < n; ++k) free(calls[k]);
+  free(calls);
+  free(held);
+  return s;
+}
+
+/* A fill (zero_, fill_ with a Scalar) of a storage the window has not
+ * seen runs on its own, before the window, instead of inside it: it
+ * depends on nothing the window computes and nothing in the window reads
+ * the storage yet, so the order is kept. A training loop's first step then
+ * records the same window as every later step: state a step creates with
+ * zeros_like (an optimizer's moments) enters the window as an input, as
+ * it does from the second step on, and the first window's program is
+ * reused instead of compiling a second one. */
+static int zero_id = -1, fill_id = -1;
+static pthread_once_t fill_ids_once = PTHREAD_ONCE_INIT;
+
+static void find_fill_ids(void) {
+  zero_id = ttpu_op_lookup("zero_");
+  fill_id = ttpu_op_lookup("fill_.Scalar");
+}
+
+static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call) {
+  pthread_once(&fill_ids_once, find_fill_ids);
+  if (call->op != zero_id && call->op != fill_id) return 0;
+  if (call->n_outputs != 1 || !call->outputs[0].buffer) return 0;
+  return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
+}
+
+ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
+                               const ttpu_op_def* def) {
+  ttpu_window* w = window_of(rt);
+  if (!w) return ttpu_status_oom();
+  ttpu_status* s = NULL;
+  if (call->device < 0 || call->device >= rt->device_count)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
+                            call->device);
+  if (!w->owner && is_outside_fill(w, call))
+    return ttpu_queue_run_op_now(rt, call, def);
+  if (w->n_recs && w->device != call->device) {
+    s = ttpu_window_flush(rt, TTPU_END_DEVICE);
+    if (s) return s;
+  }
+  w->device = call->device;
+  s = append(rt, w, call, def);
+  if (s) return s;
+  if (w->owner) return NULL; /* a graph is one program, however long */
+  uint64_t h = w->recs[w->n_recs - 1].hash;
+  /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
+  w->recent[w->seen % REPEAT_K] = h;
+  w->seen++;
+  if (w->since_anchor < REPEAT_K) w->prefix[w->since_anchor] = h;
+  w->since_anchor++;
+  if (w->since_anchor > 2 * REPEAT_K) {
+    int same = 1;
+    for (int k = 0; k < REPEAT_K && same; ++k)
+      same = w->recent[(w->seen - REPEAT_K + k) % REPEAT_K] == w->prefix[k];
+    if (same) {
+      /* The step's first REPEAT_K ops again: the next step began. */
+      w->since_anchor = REPEAT_K;
+      if (w->n_recs > REPEAT_K) return cut_before_tail(rt, w, REPEAT_K);
+      return NULL;
+    }
+  }
+  if (w->n_recs >= w->limit) return run_window(rt, w, TTPU_END_LIMIT);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ owner */
+
+ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
+                                   const ttpu_window_owner* owner) {
+  ttpu_window* w = window_of(rt);
+  if (!w) return owner ? ttpu_status_oom() : NULL;
+  w->owner = owner;
+  return NULL;
+}
+
+/* ------------------------------------------------------------ queries */
+
+
+int ttpu_window_store_count(const ttpu_window* w) { return w->n_st; }
+
+ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0) {
+  if (has_value0) *has_value0 = w->st[k].has_value0;
+  return w->st[k].buf;
+}
+
+int ttpu_window_op_count(const ttpu_window* w) { return w->n_recs; }
+
+int ttpu_window_device(const ttpu_window* w) { return w->device; }
