@@ -56,6 +56,31 @@ def program_cache_size():
     return _C._program_cache_size()
 
 
+def programs():
+    """The compiled programs loaded now, most recently used first: dicts
+    with what (op name, "fused window (N ops)", "graph NAME (N ops)"),
+    hits, and the plugin's compiled memory figures in bytes: code_bytes
+    (held while the program is loaded), temp_bytes (needed while it runs),
+    argument_bytes and output_bytes; -1 where the plugin reports none."""
+    return list(_C._programs())
+
+
+def programs_by_op():
+    """The loaded programs grouped by what they run: {what: {"programs",
+    "code_bytes", "temp_bytes"}}, most programs first. An op with many
+    programs is one that compiles per shape (see compiles() for why)."""
+    groups = {}
+    for p in programs():
+        what = p["what"]
+        if what.startswith(("fused window", "graph ")):
+            what = what.split(" (")[0]
+        g = groups.setdefault(what, {"programs": 0, "code_bytes": 0, "temp_bytes": 0})
+        g["programs"] += 1
+        g["code_bytes"] += max(p["code_bytes"], 0)
+        g["temp_bytes"] = max(g["temp_bytes"], p["temp_bytes"])
+    return dict(sorted(groups.items(), key=lambda kv: -kv[1]["programs"]))
+
+
 def compiles(clear=False):
     """The most recent compiles (up to 4096), oldest first: dicts with
     what (op or fused window), reason, seconds, from_disk, ops."""
@@ -100,6 +125,11 @@ def report(file=None):
     ]
     lines.append(f"  cpu fallbacks       {sum(fb.values())}"
                  + (": " + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items())) if fb else ""))
+    by_op = programs_by_op()
+    if by_op:
+        code = sum(g["code_bytes"] for g in by_op.values())
+        top = ", ".join(f"{w} x{g['programs']}" for w, g in list(by_op.items())[:5])
+        lines.append(f"  programs by op      {top}; code {code / 2**20:.1f} MiB in all")
     recent = [c for c in compiles() if not c["reason"].endswith("first compile")][-5:]
     if recent:
         lines.append("  recent recompiles:")
@@ -111,5 +141,6 @@ def report(file=None):
     return text
 
 
-__all__ = ["metrics", "compiles", "report", "set_program_cache_size",
+__all__ = ["metrics", "compiles", "programs", "programs_by_op", "report",
+           "set_program_cache_size",
            "program_cache_size"]

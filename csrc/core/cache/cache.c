@@ -213,3 +213,10 @@ void ttpu_cache_set_capacity(ttpu_cache* c, size_t capacity) {
 size_t ttpu_cache_capacity(const ttpu_cache* c) { return c->capacity; }
 size_t ttpu_cache_size(const ttpu_cache* c) { return c->size; }
 int64_t ttpu_cache_evictions(const ttpu_cache* c) { return c->evictions; }
+
+void ttpu_cache_each(const ttpu_cache* c,
+                     int (*fn)(void* user, const ttpu_cache_entry* e),
+                     void* user) {
+  for (const node* p = c->newest; p; p = p->older)
+    if (fn(user, &p->entry)) return;
+}

@@ -43,6 +43,9 @@ typedef struct {
   /* The runtime's ticket of the entry's last execution (exec/runtime.c):
    * its executable may be destroyed once that execution finished. */
   int64_t last_run;
+  /* What the program runs (an op name, "fused window (N ops)", ...), for
+   * diagnostics: the programs loaded, by op. */
+  char what[96];
 } ttpu_cache_entry;
 
 /* Called with each evicted entry (its exec and results are the callee's
@@ -74,5 +77,10 @@ size_t ttpu_cache_capacity(const ttpu_cache* c);
 size_t ttpu_cache_size(const ttpu_cache* c);
 /* Entries evicted so far. */
 int64_t ttpu_cache_evictions(const ttpu_cache* c);
+/* Calls fn with each entry, most recently used first; stops early when fn
+ * returns nonzero. fn must not change the cache. */
+void ttpu_cache_each(const ttpu_cache* c,
+                     int (*fn)(void* user, const ttpu_cache_entry* e),
+                     void* user);
 
 #endif /* TTPU_CACHE_H_ */

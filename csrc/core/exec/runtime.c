@@ -1321,6 +1321,40 @@ ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
 
 /* ------------------------------------------------------------ compile log */
 
+typedef struct {
+  ttpu_pjrt_client* client;
+  ttpu_program_info* out;
+  int max, n;
+} programs_ctx;
+
+static int program_info(void* user, const ttpu_cache_entry* e) {
+  programs_ctx* c = user;
+  if (c->n < c->max) {
+    ttpu_program_info* p = &c->out[c->n];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->what, sizeof(p->what), "%s", e->what);
+    p->hits = e->hits;
+    ttpu_pjrt_memory_stats m;
+    ttpu_status* s = ttpu_pjrt_exec_memory_stats(c->client, e->exec, &m);
+    p->code_bytes = s ? -1 : m.generated_code_bytes;
+    p->temp_bytes = s ? -1 : m.temp_bytes;
+    p->argument_bytes = s ? -1 : m.argument_bytes;
+    p->output_bytes = s ? -1 : m.output_bytes;
+    ttpu_status_free(s);
+  }
+  c->n++;
+  return 0;
+}
+
+int ttpu_runtime_programs(ttpu_runtime* rt, ttpu_program_info* out, int max) {
+  if (ttpu_rt_forked(rt)) return 0;
+  pthread_mutex_lock(&rt->mu);
+  programs_ctx c = {rt->client, out, out ? max : 0, 0};
+  ttpu_cache_each(rt->prog.cache, program_info, &c);
+  pthread_mutex_unlock(&rt->mu);
+  return c.n;
+}
+
 int ttpu_runtime_compile_log_count(ttpu_runtime* rt) {
   if (ttpu_rt_forked(rt)) return 0;
   pthread_mutex_lock(&rt->mu);

@@ -265,6 +265,21 @@ typedef struct {
   int n_ops;
 } ttpu_compile_record;
 
+/* One loaded program (the memory cache), for ttpu_runtime_programs. The
+ * byte figures are the plugin's compiled memory stats, -1 where it gives
+ * none: device memory the program holds while loaded (code) and needs
+ * while it runs (temporaries), and what its arguments and outputs take. */
+typedef struct {
+  char what[96];       /* op name, "fused window (N ops)", "graph NAME ..." */
+  int64_t hits;        /* memory cache hits so far */
+  int64_t code_bytes, temp_bytes, argument_bytes, output_bytes;
+} ttpu_program_info;
+
+/* Thread-safe. Copies up to max of the loaded programs, most recently
+ * used first, into out (may be NULL when max is 0); returns how many are
+ * loaded. */
+int ttpu_runtime_programs(ttpu_runtime* rt, ttpu_program_info* out, int max);
+
 /* Thread-safe: records are copied out under the lock. */
 /* The log keeps the most recent 4096 compiles. */
 int ttpu_runtime_compile_log_count(ttpu_runtime* rt);

@@ -111,6 +111,7 @@ static ttpu_status* keep_compiled(ttpu_prog_ctx* pc, int device,
     ttpu_disk_close(pc->disk);
     pc->disk = NULL;
   }
+  snprintf(e->what, sizeof(e->what), "%s", req->what);
   ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, e, out);
   if (s) {
     ttpu_pjrt_exec_destroy(pc->client, e->exec);
@@ -140,6 +141,7 @@ static int load_from_disk(ttpu_prog_ctx* pc, int device, const int64_t* key,
   st->disk_hits++;
   st->disk_load_seconds += dt;
   ttpu_prog_log_compile(pc, req->what, req->reason, dt, 1, req->n_ops);
+  snprintf(e.what, sizeof(e.what), "%s", req->what);
   ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, &e, out);
   if (s) {
     ttpu_pjrt_exec_destroy(pc->client, e.exec);

@@ -8,6 +8,10 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace py = pybind11;
 
 namespace torchtpu {
@@ -209,6 +213,27 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return out;
   });
   m.def("_clear_compile_log", [] { ttpu_runtime_compile_log_clear(runtime()); });
+  m.def("_programs", [] {
+    // The count can grow between the two calls: take what the second gives.
+    std::vector<ttpu_program_info> infos(
+        static_cast<size_t>(ttpu_runtime_programs(runtime(), nullptr, 0)) + 16);
+    const int n = std::min<int>(
+        ttpu_runtime_programs(runtime(), infos.data(), static_cast<int>(infos.size())),
+        static_cast<int>(infos.size()));
+    py::list out;
+    for (int i = 0; i < n; ++i) {
+      const ttpu_program_info& p = infos[static_cast<size_t>(i)];
+      py::dict d;
+      d["what"] = std::string(p.what);
+      d["hits"] = p.hits;
+      d["code_bytes"] = p.code_bytes;
+      d["temp_bytes"] = p.temp_bytes;
+      d["argument_bytes"] = p.argument_bytes;
+      d["output_bytes"] = p.output_bytes;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("_set_cache_dir", [](const std::string& dir, int64_t max_bytes) {
     check(ttpu_runtime_set_cache_dir(runtime(), dir.c_str(), max_bytes),
           "set_cache_dir");
