@@ -1,6 +1,7 @@
 # torchtpu build: the C core library and its C tests.
 #
-#   make -j2 core      build/libttpu_core.a from every csrc/core/**/*.c
+#   make -j2 core      build/libttpu_core.a from every csrc/core/**/*.c (after `layering`)
+#   make layering      tools/check_layering.py: which folder may include which
 #   make ctest         build and run build/ttpu_ctest (tests/c/*.c)
 #   make asan-ctest    the same under -fsanitize=address,undefined
 #   make valgrind-ctest  build/ttpu_ctest under valgrind (slow: minutes)
@@ -36,10 +37,16 @@ B := build
 ASAN_B := build/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all core ctest asan-ctest valgrind-ctest engine-op-latency clean force-flags-check
+.PHONY: all core layering ctest asan-ctest valgrind-ctest engine-op-latency clean force-flags-check
 all: core
 
-core: $(B)/libttpu_core.a
+# The engine does not build while a folder includes what its layer may not
+# (the rules and the reasons: tools/check_layering.py).
+core: layering $(B)/libttpu_core.a
+
+# A source distribution ships without tools/: nothing to check there.
+layering:
+	@if [ -f tools/check_layering.py ]; then python3 tools/check_layering.py; fi
 
 # The engine's objects rebuild when its compile flags change (make itself
 # only compares times): build/core.flags holds the flags they were built

@@ -2,7 +2,7 @@
 # The project's entry point on a fresh machine. Does all set-up itself
 # (virtualenv, pinned dependencies, build), then:
 #   ./run.sh demo    train the demo GPT on device tpu, checked against CPU
-#   ./run.sh test    the whole test suite (C tests, then pytest)
+#   ./run.sh test    the whole test suite (layering check, C tests, then pytest)
 #   ./run.sh test-long  the long sweeps, soaks and stress runs (pytest -m long)
 #   ./run.sh setup   only the set-up
 #   ./run.sh wheel   set-up, then a binary wheel in dist/
@@ -100,6 +100,7 @@ case "${1:-}" in
   test)
     setup
     shift
+    python3 tools/check_layering.py
     make -s -j2 ctest
     # The long sweeps, soaks and stress runs are `./run.sh test-long`.
     # Pytest runs on one worker per usable core, at most 4 (whole files
