@@ -25,20 +25,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+sys.path.insert(0, TESTS)
 
 import torchtpu  # noqa: E402
-
-
-def flash_attention():
-    from jax.experimental.pallas.ops.tpu import flash_attention as fa
-
-    @torchtpu.jax_op
-    def flash(q, k, v, sm_scale):
-        return fa.flash_attention(q, k, v, causal=True, sm_scale=sm_scale)
-
-    return lambda q, k, v: flash(q, k, v, q.shape[-1] ** -0.5)
+from support.kernels import flash_attention, llama_pair  # noqa: E402
 
 
 def call_cost(calls):
@@ -94,40 +85,12 @@ def attention_match():
           + ", ".join(f"{a.item():.6f} / {b.item():.6f}" for a, b in rows))
 
 
-def llama_pair(attention, steps=2):
-    """The LLaMA-style model (d=128, 2 layers, 2x128 tokens) with one set
-    of weights on the CPU with SDPA and on tpu with `attention`, trained
-    side by side for `steps` AdamW steps: (cpu model, tpu model, [(cpu
-    loss, tpu loss) per step])."""
-    from llama import Llama
-
-    torch.manual_seed(0)
-    ref = Llama(128, d=128, layers=2, heads=2, block=128)
-    ours = Llama(128, d=128, layers=2, heads=2, block=128, attention=attention)
-    ours.load_state_dict(ref.state_dict())
-    ours.to("tpu")
-    idx, tgt = torch.randint(0, 128, (2, 128)), torch.randint(0, 128, (2, 128))
-    pairs = ((ref, torch.optim.AdamW(ref.parameters(), 1e-3), "cpu"),
-             (ours, torch.optim.AdamW(ours.parameters(), 1e-3), "tpu"))
-    rows = []
-    for _ in range(steps):
-        losses = []
-        for model, opt, device in pairs:
-            loss = model(idx.to(device), tgt.to(device))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.detach().cpu())
-        rows.append(tuple(losses))
-    return ref, ours, rows
-
-
 AOT = """
 import sys, time
-sys.path.insert(0, {here!r})
+sys.path.insert(0, {tests!r})
 import torch, torchtpu, torchtpu.aot as aot
-from kernels import flash_attention
-from llama import Llama
+from support.kernels import flash_attention
+from support.llama import Llama
 model = Llama(128, d=128, layers=2, heads=2, block=128, attention=flash_attention())
 idx, tgt = torch.randint(0, 128, (2, 128)), torch.randint(0, 128, (2, 128))
 t = time.perf_counter()
@@ -156,7 +119,7 @@ def main():
             print(f"libtpu compile skipped: {why}")
         else:
             env = dict(os.environ, TORCHTPU_CACHE_DIR="")
-            subprocess.run([sys.executable, "-c", AOT.format(here=HERE)], check=True, env=env)
+            subprocess.run([sys.executable, "-c", AOT.format(tests=TESTS)], check=True, env=env)
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -8,16 +8,17 @@ import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(ROOT, "benchmarks")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
 
 # Prepended to every script: if it is still running after WATCHDOG_S
 # seconds it prints all threads' stacks and exits (status 1), before the
-# parent's own timeout kills it without a word.
+# parent's own timeout kills it without a word. tests/ goes on sys.path, as
+# pytest puts it there for the tests: scripts import `support` as they do.
 _PRELUDE = """\
 import faulthandler, sys
 faulthandler.dump_traceback_later({watchdog}, exit=True)
-sys.path.insert(0, {benchmarks!r})
+sys.path.insert(0, {tests!r})
 """
 
 
@@ -27,7 +28,7 @@ def run_script(code, timeout=120, **env):
     stderr and a non-zero status."""
     full_env = dict(os.environ, PYTHONUNBUFFERED="1")
     full_env.update({k: str(v) for k, v in env.items()})
-    script = _PRELUDE.format(watchdog=max(1, timeout - 10), benchmarks=BENCHMARKS)
+    script = _PRELUDE.format(watchdog=max(1, timeout - 10), tests=TESTS)
     script += textwrap.dedent(code)
     try:
         return subprocess.run([sys.executable, "-c", script], env=full_env, cwd=ROOT,
@@ -58,11 +59,3 @@ def watchdog(seconds):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
-
-
-def import_benchmark(name):
-    """Imports benchmarks/<name>.py (the stress and soak runs share their
-    workloads with the tests)."""
-    if BENCHMARKS not in sys.path:
-        sys.path.insert(0, BENCHMARKS)
-    return __import__(name)

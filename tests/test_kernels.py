@@ -8,9 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from _proc import BENCHMARKS, run_script
-
-sys.path.insert(0, BENCHMARKS)
+from _proc import ROOT, run_script
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -319,7 +317,7 @@ def test_mosaic_kernel_compiles_for_v5e():
 
 def test_flash_attention_matches_sdpa_forward_and_backward():
     torch.manual_seed(0)
-    from kernels import flash_attention
+    from support.kernels import flash_attention
 
     attention = flash_attention()
     q, k, v, g = (torch.randn(2, 2, 128, 64) for _ in range(4))
@@ -335,7 +333,7 @@ def test_flash_attention_matches_sdpa_forward_and_backward():
 
 
 def test_llama_with_flash_attention_trains_like_sdpa():
-    from kernels import flash_attention, llama_pair
+    from support.kernels import flash_attention, llama_pair
 
     ref, model, losses = llama_pair(flash_attention(), steps=2)
     for loss_ref, loss in losses:
@@ -348,8 +346,8 @@ def test_llama_with_flash_attention_trains_like_sdpa():
 def test_llama_step_with_flash_attention_compiles_for_v5e_and_v6e():
     r = run_script("""
         import torch, torchtpu, torchtpu.aot as aot
-        from kernels import flash_attention
-        from llama import Llama
+        from support.kernels import flash_attention
+        from support.llama import Llama
         model = Llama(128, d=128, layers=2, heads=2, block=128, attention=flash_attention())
         idx, tgt = torch.randint(0, 128, (2, 128)), torch.randint(0, 128, (2, 128))
         for rep in aot.compile_for(model, (idx, tgt), ["v5e:2x2", "v6e:2x2"]):
@@ -482,7 +480,7 @@ def test_fill_cache_with_a_pallas_kernel(tmp_path):
         "    o_ref[...] = x_ref[...] + 1.0\n"
         "f = torchtpu.jax_op(lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x))\n"
         "print('sum', float(f(torch.zeros(16, 128, device='tpu')).sum()))\n")
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(BENCHMARKS))
+    env = dict(os.environ, PYTHONPATH=ROOT)
     tpu_dir, cpu_dir = tmp_path / "tpu", tmp_path / "cpu"
     p = subprocess.run([sys.executable, "-m", "torchtpu.aot", "--topology", "v5e:2x2", "--fill-cache",
                         str(tpu_dir), str(script)], capture_output=True, text=True, env=env, timeout=300)

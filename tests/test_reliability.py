@@ -35,8 +35,8 @@ def test_thousands_of_shapes_stay_bounded():
     matches the CPU. benchmarks/program_cache.py runs the long version."""
     r = run_python("""
         import sys
-        sys.path.insert(0, "benchmarks")
-        import program_cache
+        sys.path.insert(0, "tests")
+        from support import program_cache
         sys.exit(program_cache.main(["--shapes", "240", "--every", "30"]))
     """, TORCHTPU_PROGRAM_CACHE_SIZE=48, TORCHTPU_DISK_CACHE=0)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
@@ -53,8 +53,9 @@ def test_unbounded_cache_grows():
     measures something."""
     r = run_python("""
         import sys
-        sys.path.insert(0, "benchmarks")
-        import program_cache, torchtpu
+        sys.path.insert(0, "tests")
+        from support import program_cache
+        import torchtpu
         program_cache.main(["--shapes", "40", "--every", "10"])
         m = torchtpu.debug.metrics()
         assert m["programs_evicted"] == 0, m

@@ -6,16 +6,15 @@ import json
 
 import pytest
 
-from _proc import check, import_benchmark, run_script
-
-soak = import_benchmark("soak")
+from _proc import check, run_script
+from support import soak
 
 
 @pytest.mark.long
 def test_short_soak():
     out = check(run_script("""
         import json, warnings
-        import soak
+        from support import soak
         warnings.filterwarnings("ignore", message=".*recompiled")
         result = soak.run(steps=60, every=10, checkpoint_every=20, lengths=(16, 24, 40), batch=8)
         failures, growth = soak.judge(result, tolerance=1e-4, warmup=20)

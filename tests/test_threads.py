@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import torchtpu
-from _proc import check, import_benchmark, run_script, watchdog
+from _proc import check, run_script, watchdog
+from support import stress_threads as st
 
-st = import_benchmark("stress_threads")
 DEV = "tpu"
 
 
@@ -48,7 +48,7 @@ def test_each_thread_its_own_device():
     # own with set_device and its factory calls land there.
     out = check(run_script("""
         import random, threading, torch, torchtpu
-        import stress_threads as st
+        from support import stress_threads as st
         assert torch.tpu.device_count() == 2
         seen = {}
 
@@ -267,7 +267,7 @@ def test_stress_short():
     """The documented stress run (--minutes 10), for 12 seconds: 4 threads
     over 2 devices with the eager mode switching meanwhile."""
     result = run_script("""
-        import sys, stress_threads
+        from support import stress_threads
         stress_threads.main(["--minutes", "0.2", "--threads", "4", "--devices", "2",
                              "--modes", "--stall", "60"])
     """, timeout=150)
