@@ -90,3 +90,18 @@ def test_ddp_torchrun(tmp_path):
     first, last = loss_curve(out)
     assert last < first - 0.3, out[-3000:]
     assert "replicas equal: True" in out, out[-3000:]
+
+
+def test_demo(tmp_path):
+    """The demo as `./run.sh demo` runs it (fewer steps): three modes agree
+    with the CPU, the warm start compiles nothing, and (libtpu being a
+    pinned dependency) the step compiles for v5e."""
+    out = run_example(["--steps", "4", "--batch", "4", "--block", "32"], tmp_path,
+                      timeout=400, module="torchtpu.demo")
+    for mode in ("strict", "fused", "compiled"):
+        assert re.search(rf"^   {mode} .* MATCH$", out, re.M), out[-3000:]
+    warm = re.search(r"warm: first loss after [\d.]+ s, (\d+) programs compiled, (\d+) loaded", out)
+    assert warm and warm.group(1) == "0" and int(warm.group(2)) > 0, out[-3000:]
+    assert re.search(r"\d+ programs; HBM per device [\d.]+ MiB", out) or \
+        "libtpu is not installed" in out, out[-3000:]
+    assert out.rstrip().endswith("result: all modes MATCH the CPU"), out[-3000:]
