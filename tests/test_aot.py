@@ -75,6 +75,49 @@ def test_compile_for_function_and_single_device():
 
 
 @needs_libtpu
+def test_compile_for_an_inference_module():
+    # No parameters: its forward is the step (no optimizer, no backward).
+    m = torch.nn.Sequential(torch.nn.Softmax(dim=-1), torch.nn.Flatten())
+    r = aot.compile_for(m, (torch.randn(4, 8, 3),), topology="v5e:2x2", replicas=1)
+    assert not r.failures and r.programs
+    assert any(p.name.startswith("_softmax-") for p in r.programs), [p.name for p in r.programs]
+
+
+@needs_libtpu
+def test_a_second_capture_sees_programs_compiled_before():
+    # The same step twice in one process (another topology, then the same
+    # one): every program it runs is captured again, though all are loaded
+    # already, and the two captures agree.
+    def step(a, b):
+        (a @ b).tanh().sum().item()
+
+    a, b = torch.randn(12, 20, device="tpu"), torch.randn(20, 6, device="tpu")
+    step(a, b)  # compiled before any capture
+    first = aot.compile_for(step, (a, b), topology="v5e:2x2", replicas=1)
+    second = aot.compile_for(step, (a, b), topology="v6e:2x2", replicas=1)
+    third = aot.compile_for(step, (a, b), topology="v5e:2x2", replicas=1)
+    names = lambda r: sorted(p.name for p in r.programs)
+    assert names(first) and names(first) == names(second) == names(third)
+    assert any(n.startswith("mm-") for n in names(first))
+    assert [p.runs for p in first.programs] == [p.runs for p in third.programs]
+
+
+def test_missing_libtpu_names_the_tpu_extra(tmp_path):
+    # Nothing where the search looks: the error says how to install it.
+    import torchtpu._C as C
+
+    env = os.environ.pop("TORCHTPU_LIBTPU", None)
+    try:
+        with pytest.raises(ImportError) as e:
+            C._aot_find([str(tmp_path)])
+    finally:
+        if env is not None:
+            os.environ["TORCHTPU_LIBTPU"] = env
+    assert "pip install 'torchtpu[tpu]'" in str(e.value)
+    assert "requirements-tpu.txt" not in str(e.value)
+
+
+@needs_libtpu
 def test_does_not_fit_is_a_clear_error():
     # 6 Gi f32 elements: 24 GiB out of a scalar, more than a v5e chip's HBM.
     n = 6 * 2**30

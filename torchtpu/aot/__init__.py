@@ -25,7 +25,6 @@ import contextlib
 import copy
 import os
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -338,19 +337,38 @@ def _signature(func, args, kwargs):
     return (str(func), tuple(one(x) for x in leaves))
 
 
-class _ProgramCounter(TorchDispatchMode):
-    """Counts how often each dumped program runs. The engine dumps a program
-    when it compiles it; an op call that compiles learns which program(s) its
-    signature runs, and later calls with that signature (cache hits) are
-    counted against the same program(s)."""
+def _program_name(what, key):
+    """A captured program's name: what it runs and its signature's hash (the
+    name TORCHTPU_DUMP_DIR gives its file)."""
+    h = 1469598103934665603
+    for w in key:
+        h = ((h ^ (w & 0xFFFFFFFFFFFFFFFF)) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    name = "".join("_" if c in " /()" else c for c in what)[:95]
+    return f"{name}-{h:016x}"
 
-    def __init__(self, dump_dir):
+
+class _ProgramCounter(TorchDispatchMode):
+    """Counts how often each captured program runs. The engine hands each
+    program it lowers to the capture sink (torchtpu.aot.fill's recorder); an
+    op call that lowered programs learns which program(s) its signature
+    runs, and later calls with that signature (cache hits) are counted
+    against the same program(s)."""
+
+    def __init__(self):
         super().__init__()
-        self.dump_dir = dump_dir
-        self.seen = set(os.listdir(dump_dir))
+        self.texts = {}
         self.by_sig = {}
         self.counts = Counter()
         self.unattributed = 0
+
+    def take(self, recorded):
+        """Names of the programs just recorded (kept with their text)."""
+        names = []
+        for p in recorded:
+            name = _program_name(p["what"], p["key"])
+            self.texts.setdefault(name, p["text"].decode())
+            names.append(name)
+        return names
 
     def reset_counts(self):
         self.counts = Counter()
@@ -362,9 +380,7 @@ class _ProgramCounter(TorchDispatchMode):
         out = func(*args, **kwargs)
         ran = _C._compile_stats()["executions"] - before
         if ran > 0:
-            files = set(os.listdir(self.dump_dir))
-            new = sorted(files - self.seen)
-            self.seen = files
+            new = self.take(_C._aot_fill_take())
             sig = _signature(func, args, kwargs)
             if new:
                 self.by_sig[sig] = new
@@ -386,37 +402,43 @@ class Capture:
     live_peak_bytes: int = 0
 
 
-@contextlib.contextmanager
-def _dump_dir():
-    old = os.environ.get("TORCHTPU_DUMP_DIR")
-    with tempfile.TemporaryDirectory(prefix="torchtpu-aot-") as d:
-        os.environ["TORCHTPU_DUMP_DIR"] = d  # the engine reads it at each compile
-        try:
-            yield d
-        finally:
-            if old is None:
-                os.environ.pop("TORCHTPU_DUMP_DIR", None)
-            else:
-                os.environ["TORCHTPU_DUMP_DIR"] = old
+def _record(run):
+    """Calls run(counter) with the engine's program sink on and a
+    _ProgramCounter active; the programs loaded before are unloaded first,
+    so every program the work runs is seen, also those earlier work in this
+    process compiled. Returns the counter (texts, counts)."""
+    counter = _ProgramCounter()
+    _C._aot_fill_begin(unload=True)
+    try:
+        with counter:
+            run(counter)
+            torch.tpu.synchronize()
+    finally:
+        counter.take(_C._aot_fill_end())
+    return counter
+
+
+def _captured(counter):
+    """(name, text, runs) of each program a counter saw, by name."""
+    return [(name, text, counter.counts.get(name, 0)) for name, text in sorted(counter.texts.items())]
 
 
 def _capture_per_op(step, steps):
-    """Runs `step` `steps` times in eager per-op mode with program dumps on;
-    the last run is the measured one (earlier runs compile what only a first
+    """Runs `step` `steps` times in eager per-op mode while recording; the
+    last run is the measured one (earlier runs compile what only a first
     step needs, e.g. optimizer state)."""
-    with _dump_dir() as d:
-        counter = _ProgramCounter(d)
-        with counter:
-            for i in range(steps):
-                if i == steps - 1:
-                    torch.tpu.synchronize()
-                    counter.reset_counts()
-                    torch.tpu.reset_peak_memory_stats()
-                step()
-            torch.tpu.synchronize()
-        live_peak = torch.tpu.max_memory_allocated()
-        programs = _read_dir(d, counter.counts)
-        return Capture(programs, "per-op eager programs", counter.unattributed, live_peak)
+
+    def run(counter):
+        for i in range(steps):
+            if i == steps - 1:
+                torch.tpu.synchronize()
+                counter.reset_counts()
+                torch.tpu.reset_peak_memory_stats()
+            step()
+
+    counter = _record(run)
+    live_peak = torch.tpu.max_memory_allocated()
+    return Capture(_captured(counter), "per-op eager programs", counter.unattributed, live_peak)
 
 
 @contextlib.contextmanager
@@ -455,12 +477,24 @@ def _loss_of(out):
 
 
 def _training_step(module, example_inputs, optimizer):
+    """The step compile_for captures for a module: a training step (forward,
+    backward, optimizer update) when it has trainable parameters, else its
+    forward in inference mode (a module with nothing to train)."""
     model = copy.deepcopy(module).to("tpu")
-    model.train()
-    opt = optimizer(model.parameters()) if optimizer is not None else None
+    params = [p for p in model.parameters() if p.requires_grad]
     inputs = pytree.tree_map(
         lambda x: x.to("tpu") if isinstance(x, torch.Tensor) else x, tuple(example_inputs)
     )
+    if not params:
+        model.eval()
+
+        def infer():
+            with torch.no_grad():
+                model(*inputs)
+
+        return infer
+    model.train()
+    opt = optimizer(params) if optimizer is not None else None
 
     def step():
         loss = _loss_of(model(*inputs))
@@ -487,15 +521,15 @@ def compile_for(
 
     fn_or_module: an nn.Module (a copy is moved to tpu and trained: forward
     on example_inputs, the output - or its mean - as the loss, backward, and
-    `optimizer(params).step()`; optimizer=None skips the update), or a
-    callable that is the whole step and is called with example_inputs.
+    `optimizer(params).step()`; optimizer=None skips the update; a module
+    without trainable parameters runs its forward only, in inference mode),
+    or a callable that is the whole step and is called with example_inputs.
     topology: a name such as "v5e:2x2", or a list of names (one capture,
     one Report each).
 
-    Programs are captured in this process, as the engine compiles them:
-    call compile_for before other work on tpu, since programs this process
-    already compiled are not seen again (the CLI runs a script in a fresh
-    process).
+    Programs are captured in this process through the engine's program
+    sink: the programs loaded before are unloaded first, so every program
+    the step runs is seen, whatever ran before.
 
     Returns a Report (print it), or a list of them for a list of
     topologies. With check=True raises AotCompileError if libtpu rejects a
@@ -517,12 +551,6 @@ def compile_for(
     else:
         raise TypeError(f"compile_for: expected an nn.Module or a callable, got {type(fn_or_module).__name__}")
     cap = capture_programs(step, steps)
-    if not cap.programs and cap.unattributed:
-        raise RuntimeError(
-            "compile_for: the step ran programs this process had already compiled, so none "
-            "was captured; call compile_for before other work on tpu (or use "
-            "`python -m torchtpu.aot SCRIPT`, which starts a fresh process)"
-        )
     reports = []
     for t in topologies:
         report = compile_programs(cap.programs, t, replicas=replicas, capture=cap.method)

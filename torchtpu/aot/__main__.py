@@ -28,7 +28,7 @@ import torch
 import torchtpu  # noqa: F401  (device tpu)
 import torchtpu.aot
 
-from . import AotCompileError, DoesNotFitError, _ProgramCounter, _dump_dir, _read_dir, _check
+from . import AotCompileError, DoesNotFitError, _captured, _check, _compiling_everything, _read_dir, _record
 from . import compile_programs
 
 
@@ -62,24 +62,11 @@ def _parse(argv):
 
 
 def _run_script(ns):
-    """Runs the script with dumps on; returns (program triples, unattributed)."""
-    with _dump_dir() as d:
-        counter = _ProgramCounter(d)
-        saved = sys.argv
-        try:
-            with counter:
-                if ns.module:
-                    sys.argv = [ns.module] + ns.args
-                    runpy.run_module(ns.module, run_name="__main__", alter_sys=True)
-                else:
-                    sys.argv = [ns.script] + ns.args
-                    runpy.run_path(ns.script, run_name="__main__")
-        except SystemExit as e:
-            if e.code not in (None, 0):
-                raise
-        finally:
-            sys.argv = saved
-        return _read_dir(d, counter.counts), counter.unattributed, torch.tpu.max_memory_allocated()
+    """Runs the script while recording its programs; returns (program
+    triples, unattributed runs, peak bytes)."""
+    with _compiling_everything():
+        counter = _record(lambda counter: _run_main(ns))
+    return _captured(counter), counter.unattributed, torch.tpu.max_memory_allocated()
 
 
 def _run_main(ns):

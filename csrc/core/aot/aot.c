@@ -61,8 +61,8 @@ ttpu_status* ttpu_aot_find_compiler(const char* const* search_dirs,
   return ttpu_status_make(
       TTPU_NOT_FOUND,
       "libtpu is not installed (looked for %s in the Python environment): "
-      "`pip install -r requirements-tpu.txt` (%s), or set TORCHTPU_LIBTPU "
-      "to the path of libtpu.so",
+      "`pip install 'torchtpu[tpu]'` (the tpu extra: %s), or set "
+      "TORCHTPU_LIBTPU to the path of libtpu.so",
       LIBTPU_REL, LIBTPU_PIP);
 }
 

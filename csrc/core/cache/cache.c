@@ -126,12 +126,11 @@ static void unlink_chain(ttpu_cache* c, node* p) {
   *at = p->next;
 }
 
-/* Evicts least recently used unpinned entries while over capacity, never
- * `keep` (the entry being handed out). */
-static void evict_to_capacity(ttpu_cache* c, const node* keep) {
-  if (!c->capacity) return;
+/* Evicts least recently used unpinned entries while more than `limit`
+ * are kept, never `keep` (the entry being handed out). */
+static void evict_down_to(ttpu_cache* c, const node* keep, size_t limit) {
   node* p = c->oldest;
-  while (c->size > c->capacity && p) {
+  while (c->size > limit && p) {
     node* newer = p->newer;
     if (p != keep && p->entry.pins == 0) {
       unlink_lru(c, p);
@@ -149,6 +148,12 @@ static void evict_to_capacity(ttpu_cache* c, const node* keep) {
     p = newer;
   }
 }
+
+static void evict_to_capacity(ttpu_cache* c, const node* keep) {
+  if (c->capacity) evict_down_to(c, keep, c->capacity);
+}
+
+void ttpu_cache_evict_unpinned(ttpu_cache* c) { evict_down_to(c, NULL, 0); }
 
 static void grow(ttpu_cache* c) {
   size_t nb = c->n_buckets * 2;

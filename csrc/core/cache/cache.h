@@ -75,6 +75,8 @@ int ttpu_cache_was_evicted(const ttpu_cache* c, const int64_t* key, size_t n);
 void ttpu_cache_set_capacity(ttpu_cache* c, size_t capacity);
 size_t ttpu_cache_capacity(const ttpu_cache* c);
 size_t ttpu_cache_size(const ttpu_cache* c);
+/* Evicts every entry nothing pins (each handed to retire). */
+void ttpu_cache_evict_unpinned(ttpu_cache* c);
 /* Entries evicted so far. */
 int64_t ttpu_cache_evictions(const ttpu_cache* c);
 /* Calls fn with each entry, most recently used first; stops early when fn

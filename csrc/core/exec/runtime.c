@@ -1319,6 +1319,16 @@ ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
   return NULL;
 }
 
+ttpu_status* ttpu_aot_unload_programs(ttpu_runtime* rt) {
+  if (!rt) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "runtime is NULL");
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  s = ttpu_exec_flush(rt, TTPU_END_SYNC);
+  if (!s) ttpu_cache_evict_unpinned(rt->prog.cache);
+  ttpu_rt_unlock(rt);
+  return s;
+}
+
 /* ------------------------------------------------------------ compile log */
 
 typedef struct {

@@ -102,6 +102,12 @@ typedef void (*ttpu_aot_program_sink)(void* user, const char* what,
  * to see every program. */
 ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
                                        ttpu_aot_program_sink fn, void* user);
+/* Runs what rt holds back, then unloads every program of its memory cache
+ * that nothing pins (a captured graph's program stays), so that a sink
+ * installed next sees every program a step runs, including those earlier
+ * work compiled: each is lowered again (or loaded from the disk cache,
+ * when it is on). Thread-safe. */
+ttpu_status* ttpu_aot_unload_programs(ttpu_runtime* rt);
 
 /* A cache directory being filled for one target. Not thread-safe: one
  * caller at a time. Owns nothing of the target's: the target (and its

@@ -165,7 +165,12 @@ void capture_program(void* user, const char* what, const int64_t* key,
   c->programs.push_back(std::move(p));
 }
 
-void fill_begin() {
+// unload: the runtime's loaded programs are unloaded first, so that every
+// program the recorded work runs is lowered again and seen, also those
+// earlier work compiled (ttpu_aot_unload_programs).
+void fill_begin(bool unload) {
+  if (unload)
+    check(ttpu_aot_unload_programs(runtime()), "torchtpu.aot");
   FillCapture& c = capture();
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -176,15 +181,17 @@ void fill_begin() {
         "torchtpu.aot");
 }
 
-py::list fill_end() {
+// The programs recorded so far, taken; stop: the sink is removed first.
+py::list fill_take(bool stop) {
   FillCapture& c = capture();
-  check(ttpu_aot_set_program_sink(runtime(), nullptr, nullptr),
-        "torchtpu.aot");
+  if (stop)
+    check(ttpu_aot_set_program_sink(runtime(), nullptr, nullptr),
+          "torchtpu.aot");
   std::vector<FillProgram> got;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     got.swap(c.programs);
-    c.on = false;
+    if (stop) c.on = false;
   }
   py::list out;
   for (const auto& p : got) {
@@ -199,6 +206,8 @@ py::list fill_end() {
   }
   return out;
 }
+
+py::list fill_end() { return fill_take(true); }
 
 // Open caches by (topology, directory), kept until exit like the targets.
 std::map<std::pair<std::string, std::string>, ttpu_aot_cache*>& caches() {
@@ -361,7 +370,9 @@ void init_aot(py::module_& m) {
         py::arg("num_replicas") = 1, py::arg("num_partitions") = 1,
         "Compiles StableHLO text for the topology; per-device memory stats "
         "and cost analysis.");
-  m.def("_aot_fill_begin", &fill_begin,
+  m.def("_aot_fill_take", [] { return fill_take(false); },
+        "The programs recorded since _aot_fill_begin or the last take.");
+  m.def("_aot_fill_begin", &fill_begin, py::arg("unload") = false,
         "Starts recording every disk-cacheable program the runtime lowers.");
   m.def("_aot_fill_end", &fill_end,
         "Stops recording; the programs (key, text, result plans, options).");
