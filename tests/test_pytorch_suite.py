@@ -24,7 +24,7 @@ def test_dir():
     try:
         return run.download()
     except (urllib.error.URLError, OSError) as e:
-        pytest.skip(f"PyTorch's source package could not be fetched ({run.SOURCE_URL}): {e}")
+        pytest.skip(f"PyTorch's source package could not be fetched ({run.SOURCE_DESCRIPTION}): {e}")
 
 
 def test_ci_subset_passes(test_dir, tmp_path):

@@ -1,18 +1,28 @@
 """PyTorch's own device-generic test suite, run on the tpu device.
 
     .venv/bin/python tests/pytorch_suite/run.py --download          # the default files, all tests
-    .venv/bin/python tests/pytorch_suite/run.py --src ~/pytorch     # a PyTorch checkout of your own
-    .venv/bin/python tests/pytorch_suite/run.py --files test_view_ops.py --sample 200
+    .venv/bin/python tests/pytorch_suite/run.py --source ~/pytorch  # a PyTorch checkout of your own
+    .venv/bin/python tests/pytorch_suite/run.py --source pytorch_2.6.0+dfsg.orig.tar.xz  # archive
+    .venv/bin/python tests/pytorch_suite/run.py --download --files test_view_ops.py --sample 200
     .venv/bin/python tests/pytorch_suite/run.py --report-only       # docs/pytorch_suite.md again
     .venv/bin/python tests/pytorch_suite/run.py --download --ids tests/pytorch_suite/ci_tests.txt \
         --one-worker --out /tmp/suite.json                           # CI's part (exit 1 on a failure)
     .venv/bin/python tests/pytorch_suite/run.py --pick-ci 10        # choose CI's part again
 
-The test files come from a PyTorch source tree: `--src` names one (its
-root or its test/ folder); `--download` fetches the source package Debian
-publishes (SOURCE_URL, checked against SOURCE_SHA256) into ~/.cache. The
-installed torch's `torch.testing._internal` runs them, so tests that need
-a newer or older torch than the tree's fail at import and are reported as
+The test files come from a PyTorch source tree. `--source PATH` (or its
+older spelling `--src`) names one: a tree (its root or its test/ folder) or
+a source archive (.tar.xz, .tar.gz, .tar.bz2: Debian's orig tarball, a
+PyTorch release's sources), whose test/ folder is unpacked into ~/.cache.
+`--download` fetches Debian's PyTorch source package (SOURCE_PACKAGE,
+upstream version SOURCE_VERSION) by name with apt, the ordinary client
+(`apt-get source --download-only`): from apt's own `deb-src` entries when
+they carry that version (APT_CONFIG may name another configuration), else
+from SOURCE_SUITE's sources in the Debian archives the machine's apt
+already uses, through an apt configuration of its own under ~/.cache (the
+machine's is left as it is). The archive is checked against SOURCE_SHA256
+and unpacked into ~/.cache; a second run uses the cache. The installed
+torch's `torch.testing._internal` runs the tests, so tests that need a
+newer or older torch than the tree's fail at import and are reported as
 such.
 
 Each file runs in its own pytest process with plugin.py: torchtpu is
@@ -34,13 +44,13 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -49,9 +59,19 @@ sys.path.insert(0, TESTS)
 
 from pytorch_suite import causes  # noqa: E402
 
-SOURCE_URL = "http://deb.debian.org/debian/pool/main/p/pytorch/pytorch_2.6.0+dfsg.orig.tar.xz"
+# Debian's PyTorch source package: its name, its upstream version, and the
+# upstream archive it carries (the same file in every Debian revision).
+SOURCE_PACKAGE = "pytorch"
+SOURCE_VERSION = "2.6.0+dfsg"
+SOURCE_FILE = "pytorch_2.6.0+dfsg.orig.tar.xz"
 SOURCE_SHA256 = "099a9601bc40d67656e75735c44abedb0fbe92d08817852ab7472eebb7e6ddff"
 SOURCE_DIR = "pytorch-v2.6.0"
+# A Debian release whose `pytorch` source package has that upstream version.
+SOURCE_SUITE = "trixie"
+SOURCE_DESCRIPTION = (f"Debian's source package {SOURCE_PACKAGE} {SOURCE_VERSION} "
+                      f"({SOURCE_FILE}), through apt")
+# The name tests/test_pytorch_suite.py's skip message reads: what --download
+# fetches (a package, not an address).
 
 DEFAULT_FILES = [
     "test_view_ops.py", "test_indexing.py", "test_tensor_creation_ops.py",
@@ -72,35 +92,177 @@ def cache_dir():
                         "torchtpu", "pytorch-src")
 
 
+class FetchError(OSError):
+    """The sources could not be fetched; the message says what to do."""
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _apt_versions(env=None):
+    """The versions of SOURCE_PACKAGE the deb-src entries of an apt
+    configuration carry (env: APT_CONFIG naming another), and apt's own
+    messages."""
+    if not shutil.which("apt-get"):
+        raise FetchError(f"--download needs apt (apt-get source); without it, fetch {SOURCE_FILE} "
+                         f"(Debian's source package {SOURCE_PACKAGE}, any {SOURCE_VERSION}-* "
+                         "revision) yourself and pass --source FILE")
+    p = subprocess.run(["apt-cache", "showsrc", SOURCE_PACKAGE], capture_output=True, text=True,
+                       env=env)
+    versions = re.findall(r"^Version: (\S+)$", p.stdout, re.M)
+    return versions, (p.stderr or "").strip()
+
+
+def _upstream(version):
+    """Debian's version without its epoch and revision: 1:2.6.0+dfsg-7 -> 2.6.0+dfsg."""
+    return version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+
+def _debian_archives():
+    """The Debian archives (their URIs) the machine's apt takes packages
+    from, as `apt-cache policy` lists them; security archives left out."""
+    p = subprocess.run(["apt-cache", "policy"], capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    uris = []
+    for line, release in zip(lines, lines[1:] + [""]):
+        m = re.match(r"^\s*-?\d+\s+(\S+://\S+)\s+\S+\s+\S+\s+Packages$", line)
+        fields = dict(f.split("=", 1) for f in release.strip().removeprefix("release ").split(",")
+                      if "=" in f)
+        if m and fields.get("o") == "Debian" and fields.get("l") == "Debian" \
+                and m.group(1) not in uris:
+            uris.append(m.group(1))
+    return uris
+
+
+def _private_apt(dest):
+    """An apt configuration of our own under `dest` whose deb-src entries
+    are SOURCE_SUITE's, from the Debian archives the machine's apt already
+    uses (signed by the keys apt already trusts), its index fetched with
+    apt-get update into `dest`: the machine's own configuration is left as
+    it is. Returns (the environment that selects it, None), or (None, why)."""
+    uris = _debian_archives()
+    if not uris:
+        return None, "the machine's apt takes packages from no Debian archive"
+    root = os.path.join(dest, "apt")
+    for d in ("lists/partial", "cache/archives/partial", "sources.list.d"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    with open(os.path.join(root, "sources.list"), "w") as f:
+        f.writelines(f"deb-src {uri} {SOURCE_SUITE} main\n" for uri in uris)
+    conf = os.path.join(root, "apt.conf")
+    with open(conf, "w") as f:
+        f.write(f'Dir::Etc::sourcelist "{root}/sources.list";\n'
+                f'Dir::Etc::sourceparts "{root}/sources.list.d";\n'
+                f'Dir::State::Lists "{root}/lists";\n'
+                f'Dir::Cache "{root}/cache";\n')
+    env = dict(os.environ, APT_CONFIG=conf)
+    p = subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return None, f"apt-get update of {SOURCE_SUITE}'s sources failed: {p.stderr[-1000:]}"
+    return env, None
+
+
+def fetch_with_apt(dest):
+    """Fetches SOURCE_FILE into `dest` with `apt-get source --download-only`,
+    by package name; returns its path. First from apt's configured deb-src
+    entries (APT_CONFIG may name another configuration); when they carry no
+    SOURCE_VERSION, from SOURCE_SUITE's sources of the Debian archives apt
+    already uses, through a private configuration (_private_apt)."""
+    env = None
+    versions, apt_msg = _apt_versions()
+    wanted = [v for v in versions if _upstream(v) == SOURCE_VERSION]
+    private_msg = None
+    if not wanted:
+        env, private_msg = _private_apt(dest)
+        if env is not None:
+            more, private_msg = _apt_versions(env)
+            wanted = [v for v in more if _upstream(v) == SOURCE_VERSION]
+            if not wanted:
+                private_msg = (f"{SOURCE_SUITE}'s sources carry "
+                               f"{', '.join(sorted(set(more))) or 'none'}"
+                               + (f" ({private_msg})" if private_msg else ""))
+    if not wanted:
+        have = ", ".join(sorted(set(versions))) or "none"
+        raise FetchError(
+            f"apt has no source package {SOURCE_PACKAGE} {SOURCE_VERSION}-* (its deb-src "
+            f"entries carry: {have}{'; apt says: ' + apt_msg if apt_msg else ''}; "
+            f"{private_msg}). Add a deb-src entry for a Debian release that carries it to apt's "
+            "sources (or point APT_CONFIG at a configuration that does), run apt-get update, and "
+            f"retry; or fetch {SOURCE_FILE} some other way and pass --source FILE")
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        p = subprocess.run(["apt-get", "source", "--download-only", "-q",
+                            f"{SOURCE_PACKAGE}={wanted[0]}"],
+                           cwd=tmp, capture_output=True, text=True, env=env)
+        got = os.path.join(tmp, SOURCE_FILE)
+        if p.returncode != 0 or not os.path.exists(got):
+            raise FetchError(f"apt-get source {SOURCE_PACKAGE}={wanted[0]} failed "
+                             f"(status {p.returncode}): {(p.stderr or p.stdout)[-2000:]}")
+        path = os.path.join(dest, SOURCE_FILE)
+        os.replace(got, path)
+    return path
+
+
+def unpack_tests(archive, dest):
+    """Unpacks the test/ folder of a PyTorch source archive under `dest`;
+    returns that test/ folder. The archive's top folder is the one holding
+    test/test_torch.py."""
+    with tarfile.open(archive) as tf:
+        members = tf.getmembers()
+        tops = sorted({m.name[:-len("test/test_torch.py")] for m in members
+                       if m.name == "test/test_torch.py" or m.name.endswith("/test/test_torch.py")})
+        if not tops:
+            raise SystemExit(f"{archive}: not a PyTorch source archive (no test/test_torch.py)")
+        prefix = tops[0] + "test/"
+        tf.extractall(dest, members=[m for m in members if m.name.startswith(prefix)],
+                      filter="data")
+    return os.path.join(dest, prefix.rstrip("/"))
+
+
 def download():
-    """The test/ folder of Debian's PyTorch source package, checked and unpacked."""
+    """The test/ folder of Debian's PyTorch source package, fetched with apt
+    (FetchError, an OSError, when it cannot be), checked and unpacked."""
     dest = cache_dir()
     test_dir = os.path.join(dest, SOURCE_DIR, "test")
     if os.path.isdir(test_dir):
         return test_dir
     os.makedirs(dest, exist_ok=True)
-    tar_path = os.path.join(dest, os.path.basename(SOURCE_URL))
+    tar_path = os.path.join(dest, SOURCE_FILE)
     if not os.path.exists(tar_path):
-        part = tar_path + ".part"
-        with urllib.request.urlopen(SOURCE_URL, timeout=120) as r, open(part, "wb") as f:
-            while True:
-                chunk = r.read(1 << 20)
-                if not chunk:
-                    break
-                f.write(chunk)
-        os.replace(part, tar_path)
-    h = hashlib.sha256()
-    with open(tar_path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    if h.hexdigest() != SOURCE_SHA256:
+        tar_path = fetch_with_apt(dest)
+    digest = _sha256(tar_path)
+    if digest != SOURCE_SHA256:
         os.remove(tar_path)
-        raise SystemExit(f"{tar_path}: sha256 {h.hexdigest()} is not {SOURCE_SHA256}")
-    prefix = SOURCE_DIR + "/test/"
-    with tarfile.open(tar_path) as tf:
-        members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
-        tf.extractall(dest, members=members, filter="data")
-    return test_dir
+        raise SystemExit(f"{tar_path}: sha256 {digest} is not {SOURCE_SHA256}")
+    return unpack_tests(tar_path, dest)
+
+
+def from_source(path):
+    """(test folder, description) of --source PATH: a tree, or an archive
+    unpacked into the cache (once per archive)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(path):
+        return find_test_dir(path), path
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file or folder")
+    if not tarfile.is_tarfile(path):
+        raise SystemExit(f"{path}: neither a folder nor a tar archive")
+    digest = _sha256(path)
+    if digest == SOURCE_SHA256:  # Debian's archive: the cache --download uses
+        dest = cache_dir()
+        test_dir = os.path.join(dest, SOURCE_DIR, "test")
+        description = f"Debian's PyTorch source package ({SOURCE_FILE})"
+    else:
+        dest = os.path.join(cache_dir(), "src-" + digest[:16])
+        test_dir = None
+        description = os.path.basename(path)
+    if test_dir is None or not os.path.isdir(test_dir):
+        os.makedirs(dest, exist_ok=True)
+        test_dir = unpack_tests(path, dest)
+    return test_dir, description
 
 
 def find_test_dir(src):
@@ -405,9 +567,12 @@ def read_ids(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--src", help="a PyTorch source tree (its root or its test/ folder)")
+    ap.add_argument("--source", "--src", dest="source", metavar="PATH",
+                    help="a PyTorch source tree (its root or its test/ folder) or a source "
+                         "archive (.tar.xz, .tar.gz, .tar.bz2)")
     ap.add_argument("--download", action="store_true",
-                    help="fetch and use Debian's PyTorch source package")
+                    help=f"fetch and use Debian's PyTorch source package ({SOURCE_PACKAGE} "
+                         f"{SOURCE_VERSION}) with apt-get source")
     ap.add_argument("--files", help="comma-separated test files, relative to test/")
     ap.add_argument("--ids", help="a file of test ids (file::Class::test, one per line): "
                                   "run only those; exit status 1 unless each passes or skips")
@@ -425,7 +590,7 @@ def main():
                          "of docs/pytorch_suite.json")
     ap.add_argument("--cpu-check-only", action="store_true",
                     help="run the CPU instances of docs/pytorch_suite.json's failures, "
-                         "then the report (needs --src or --download)")
+                         "then the report (needs --source or --download)")
     args = ap.parse_args()
     json_out = os.path.abspath(args.out) if args.out else JSON_OUT
     md_out = os.path.splitext(json_out)[0] + ".md"
@@ -437,14 +602,16 @@ def main():
         with open(json_out) as f:
             write_report(json.load(f), json_out, md_out)
         return
-    if args.src:
-        test_dir = find_test_dir(args.src)
-        source = args.src
+    if args.source:
+        test_dir, source = from_source(args.source)
     elif args.download:
-        test_dir = download()
-        source = f"Debian's PyTorch source package ({os.path.basename(SOURCE_URL)})"
+        try:
+            test_dir = download()
+        except FetchError as e:
+            raise SystemExit(f"--download: {e}") from None
+        source = f"Debian's PyTorch source package ({SOURCE_FILE})"
     else:
-        ap.error("give --src DIR or --download")
+        ap.error("give --source PATH or --download")
     log_path = os.path.join(tempfile.gettempdir(), "torchtpu-pytorch-suite.log")
     if args.cpu_check_only:
         with open(json_out) as f:
