@@ -28,10 +28,16 @@ def metrics():
     set_program_cache_size); programs_evicted / programs_reloaded: unloaded
     as least recently used, and needed again afterwards; programs_retired:
     evicted ones still waiting for their last execution; cpu_fallbacks per
-    op.
+    op; cpu_replays: calls asked of the CPU's own kernel on stand-ins, for
+    its error text where a meta kernel refused ("error_text") and for its
+    verdict on writes through shared memory ("alias_checks", of them
+    "alias_checks_shrunk" on small stand-ins of a large call), and those
+    not asked because a replay would cost too much host memory
+    ("skipped").
     """
     m = dict(_C._compile_stats())
     m["cpu_fallbacks"] = dict(_C._fallback_counts())
+    m["cpu_replays"] = dict(_C._cpu_replay_counts())
     m["last_compile_reason"] = _C._last_compile_reason()
     m["eager_mode"] = _C._eager_mode()
     m["cache_dir"] = _C._cache_dir()

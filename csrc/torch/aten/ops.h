@@ -78,4 +78,13 @@ bool cpu_fallback_enabled();
 void set_cpu_fallback_enabled(bool enabled);
 std::map<std::string, int64_t> fallback_counts();
 
+// ---------------------------------------------------------------- CPU replays
+
+// Calls asked of the CPU's own kernel on stand-ins (cpu_replay.h), since
+// the process started: "error_text" (a meta kernel's error replaced by the
+// CPU's words), "alias_checks" (writes through shared memory; of them
+// "alias_checks_shrunk" on shrunk stand-ins) and "skipped" (beyond what a
+// replay may cost, so not asked).
+std::map<std::string, int64_t> cpu_replay_counts();
+
 }  // namespace torchtpu

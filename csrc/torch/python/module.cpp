@@ -158,6 +158,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
 
   m.def("_fallback_counts", &fallback_counts);
+  m.def("_cpu_replay_counts", &cpu_replay_counts);
   m.def("_set_eager_mode", [](const std::string& mode) {
     ttpu_mode m = TTPU_MODE_STRICT;
     if (mode == "debug") {
