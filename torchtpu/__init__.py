@@ -7,9 +7,6 @@
 import os
 import sys
 
-# The XLA plugin logs at INFO level to stderr by default; keep warnings only.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-
 
 def _autoload():
     """``torch.backends`` entry point: importing this module is enough.

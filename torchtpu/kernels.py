@@ -44,7 +44,6 @@ import functools
 import hashlib
 import itertools
 import os
-import re
 import threading
 
 import torch
@@ -274,26 +273,26 @@ def _block(lowered, callee, name):
     return f"// torchtpu.jax_op {callee}\n{body}\n// end {callee}\n"
 
 
-_MARKED = re.compile(r"// torchtpu\.jax_op (\w+)\n.*?// end \1\n", re.S)
+_retargeted = set()  # (callee, platform) whose text the engine has
 
 
 def retarget(text, platform):
     """A program's text with each JAX function it calls lowered for
-    `platform` instead ("tpu": Pallas kernels become Mosaic kernels).
-    Functions this process did not lower are left as they are. Takes and
-    returns str or bytes."""
-    if isinstance(text, (bytes, bytearray)):
-        if b"// torchtpu.jax_op " not in text:
-            return text
-        return retarget(bytes(text).decode(), platform).encode()
-    if "// torchtpu.jax_op " not in text:
+    `platform` instead ("tpu": Pallas kernels become Mosaic kernels): the
+    engine swaps each callee's block for its text for the platform
+    (ttpu_aot_retarget, next to the extern op). Functions this process did
+    not lower are left as they are. Takes and returns str or bytes."""
+    raw = bytes(text) if isinstance(text, (bytes, bytearray)) else text.encode()
+    if b"// torchtpu.jax_op " not in raw:
         return text
-
-    def swap(m):
-        low = _by_callee.get(m.group(1))
-        return low.block(platform) if low is not None else m.group(0)
-
-    return _MARKED.sub(swap, text)
+    for callee, low in _by_callee.items():
+        if (callee, platform) in _retargeted:
+            continue
+        if f"// torchtpu.jax_op {callee}\n".encode() in raw:
+            _C._aot_define_callee(platform, callee, low.block(platform))
+            _retargeted.add((callee, platform))
+    out = _C._aot_retarget(raw, platform)
+    return out if isinstance(text, (bytes, bytearray)) else out.decode()
 
 
 def _define(low):

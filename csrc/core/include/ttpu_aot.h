@@ -109,6 +109,22 @@ ttpu_status* ttpu_aot_set_program_sink(ttpu_runtime* rt,
  * when it is on). Thread-safe. */
 ttpu_status* ttpu_aot_unload_programs(ttpu_runtime* rt);
 
+/* JAX callees for another platform. A program captured on one platform
+ * calls each JAX function (ttpu_extern_define) as lowered for it; before
+ * it is compiled for another platform ("tpu": Pallas kernels become Mosaic
+ * kernels), ttpu_aot_define_callee takes the callee's text lowered for
+ * that platform (its block, starting "// torchtpu.jax_op NAME" and ending
+ * "// end NAME", as ttpu_extern_define's), and ttpu_aot_retarget returns
+ * the program's text with each callee's block replaced by its text for
+ * the platform (a callee without one is kept as it is). *out is malloc'ed
+ * (caller frees). Thread-safe; definitions last for the process, and a
+ * second one of the same callee and platform must be the same text. */
+ttpu_status* ttpu_aot_define_callee(const char* platform, const char* callee,
+                                    const char* text);
+ttpu_status* ttpu_aot_retarget(const char* text, size_t len,
+                               const char* platform, char** out,
+                               size_t* out_len);
+
 /* A cache directory being filled for one target. Not thread-safe: one
  * caller at a time. Owns nothing of the target's: the target (and its
  * compiler) must outlive it. */

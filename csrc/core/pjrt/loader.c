@@ -112,6 +112,9 @@ ttpu_status* ttpu_pjrt_plugin_load(const char* path, ttpu_pjrt_plugin** out) {
     return ttpu_status_make(TTPU_NOT_FOUND, "PJRT plugin %s: no such file",
                             path);
 
+  /* XLA plugins log at INFO level to stderr unless told otherwise: keep
+   * their warnings and errors only, unless the process chose a level. */
+  setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   dlerror();
   /* RTLD_NODELETE: XLA plugins start threads and register static state;
    * unmapping one at dlclose can crash the process later. Keeping it mapped

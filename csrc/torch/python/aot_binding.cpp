@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -370,6 +371,23 @@ void init_aot(py::module_& m) {
         py::arg("num_replicas") = 1, py::arg("num_partitions") = 1,
         "Compiles StableHLO text for the topology; per-device memory stats "
         "and cost analysis.");
+  m.def("_aot_define_callee", [](const std::string& platform, const std::string& callee,
+                                 const std::string& text) {
+    check(ttpu_aot_define_callee(platform.c_str(), callee.c_str(), text.c_str()),
+          "torchtpu.kernels");
+  }, py::arg("platform"), py::arg("callee"), py::arg("text"),
+        "A JAX callee's text lowered for another platform (ttpu_aot.h).");
+  m.def("_aot_retarget", [](py::bytes text, const std::string& platform) {
+    const std::string in = text;
+    char* out = nullptr;
+    size_t n = 0;
+    check(ttpu_aot_retarget(in.data(), in.size(), platform.c_str(), &out, &n),
+          "torchtpu.kernels");
+    py::bytes result(out, n);
+    std::free(out);
+    return result;
+  }, py::arg("text"), py::arg("platform"),
+        "The program's text with each JAX callee defined for platform swapped in.");
   m.def("_aot_fill_take", [] { return fill_take(false); },
         "The programs recorded since _aot_fill_begin or the last take.");
   m.def("_aot_fill_begin", &fill_begin, py::arg("unload") = false,
