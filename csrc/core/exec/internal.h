@@ -97,7 +97,5 @@ int64_t ttpu_rt_trace_clock(const ttpu_runtime* rt);
 void ttpu_rt_trace_launch(ttpu_runtime* rt, int device, const char* what,
                           int n_ops, int64_t began_ns, ttpu_pjrt_event* done);
 
-/* Lowering table (ops/table.c): the definition of op id `op`, or NULL. */
-const ttpu_op_def* ttpu_op_def_get(int op);
 
 #endif /* TTPU_EXEC_INTERNAL_H_ */

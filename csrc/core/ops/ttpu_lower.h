@@ -22,6 +22,10 @@
  * must derive everything that changes the program from compile-time args
  * (ints, floats, bools, shapes, dtypes): runtime Scalars go through
  * ttpu_l_scalar and never change the program text.
+ *
+ * This header and ttpu_lower_ctx.h are ops/'s public face to the layers
+ * above it (prog/, exec/, the C tests): the op table and the ttpu_l_*
+ * helpers, whose context (ops/lower.c) stands on hlo/ alone.
  */
 #ifndef TTPU_LOWER_H_
 #define TTPU_LOWER_H_
@@ -58,6 +62,12 @@ enum {
    * arguments do not promote (rrelu_with_noise): `kinds` is checked
    * against output 0's dtype rather than the call's common dtype. */
   TTPU_OP_KINDS_OF_OUT = 32,
+  /* A fill: writes values that depend on its scalar alone (zero_, fill_
+   * with a Scalar), never on what the storage held. A fused window runs
+   * a fill of a storage it has not seen on its own, before the window
+   * (exec/window.c), so that state made with zeros_like enters a training
+   * step's window as an input, as it does from the second step on. */
+  TTPU_OP_FILL = 64,
 };
 
 /* Overloads a record also stands for, named from its own name "op.OV"
@@ -99,7 +109,8 @@ typedef struct {
 } ttpu_op_def;
 
 /* The record of op id `op` (expanded table), or NULL when out of range.
- * O(1); the table is built once, thread-safely, on first use. */
+ * O(1); the table is built once, thread-safely, on first use. Ids and
+ * names: ttpu_op_lookup / ttpu_op_name (ttpu_op.h). */
 const ttpu_op_def* ttpu_op_def_get(int op);
 /* The refusal of a call whose result type is not of def's kinds, before
  * its lowering runs (NULL: accepted). Caller owns the status. */
@@ -169,8 +180,11 @@ void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v);
  * still written, so a lowering keeps them harmless when the check fires
  * (XLA drops out-of-range scatter updates and clamps gathers). fmt may
  * hold several messages separated by TTPU_CHECK_ALT: a flag of k (1, 2,
- * ...) fails with the k-th (the last when there are fewer). */
+ * ...) fails with the k-th (the last when there are fewer). fmt must be
+ * shorter than TTPU_L_CHECK_FMT_MAX bytes (a longer one is an error, never
+ * cut inside a conversion). */
 #define TTPU_CHECK_ALT "\x1e"
+#define TTPU_L_CHECK_FMT_MAX 512
 void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
                   const char* fmt);
 

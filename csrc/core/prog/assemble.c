@@ -2,52 +2,25 @@
  * parameters for the storages it reads, strided views read out of them,
  * the op's lowering, and results written back into the storages (in place
  * through views, with the storage's parameter donated). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/ttpu_lower.h"
-#include "../ops/complex.h"
+#include "../ops/ttpu_lower_ctx.h"
 #include "plan.h"
 
-struct ttpu_lower {
+/* A lowering's check message is kept whole in a result plan. */
+_Static_assert(TTPU_L_CHECK_FMT_MAX <= TTPU_CHECK_FMT_MAX,
+               "a check message must fit a result plan");
+
+/* One op of a program as the framing sees it: its plan, and each of its
+ * slots' value at the op's start (ERROR: no value, reads as zeros). The
+ * op's lowering context (ops/lower.c) asks it for input views through
+ * read_input; the write-back after the lowering updates slot_val. */
+typedef struct {
   ttpu_hlo* b;
   const ttpu_plan* p;
-  const ttpu_op_call* call;
-  ttpu_val* in;      /* per call tensor, valid when in_done */
-  char* in_done;
-  ttpu_val* out;     /* per output, set by the lowering */
-  ttpu_val* slot_val; /* per slot: parameter value, or ERROR */
-  ttpu_val fpack, ipack; /* the program's scalar packs */
-  const int* f_map;       /* where this op's float and int scalars are */
-  const int* i_map;       /* (or NULL: from f_off, i_off on) */
-  int f_off, i_off;
-  ttpu_val rng_state; /* current rng state value (advanced by draws) */
-  ttpu_val check;     /* ttpu_l_check's info, or ERROR */
-  ttpu_code check_code;
-  char check_fmt[TTPU_CHECK_FMT_MAX];
-};
-
-ttpu_hlo* ttpu_l_hlo(ttpu_lower* L) { return L->b; }
-const ttpu_op_call* ttpu_l_call(ttpu_lower* L) { return L->call; }
-int ttpu_l_nargs(ttpu_lower* L) { return L->call->n_args; }
-ttpu_dtype ttpu_l_common_dtype(ttpu_lower* L) { return L->call->common_dtype; }
-int ttpu_l_nout(ttpu_lower* L) { return L->call->n_outputs; }
-int64_t ttpu_l_param(ttpu_lower* L) { return L->p->def->param; }
-
-static const ttpu_arg* arg_at(ttpu_lower* L, int a) {
-  if (a < 0 || a >= L->call->n_args) return NULL;
-  return &L->call->args[a];
-}
-
-ttpu_arg_kind ttpu_l_kind(ttpu_lower* L, int arg) {
-  const ttpu_arg* g = arg_at(L, arg);
-  return g ? g->kind : TTPU_ARG_NONE;
-}
-
-int ttpu_l_is_none(ttpu_lower* L, int arg) {
-  return ttpu_l_kind(L, arg) == TTPU_ARG_NONE;
-}
+  ttpu_val* slot_val;
+} op_frame;
 
 /* ------------------------------------------------------------ geometry */
 
@@ -111,9 +84,6 @@ static ttpu_val flat_index(ttpu_hlo* b, int ndim, const int64_t* sizes,
   }
   return acc;
 }
-
-static int i_index(const ttpu_lower* L, int j);
-static ttpu_val pack_element(ttpu_lower* L, ttpu_val pack, int index, ttpu_dtype dt);
 
 /* offset (a 0-d i64 value) added to a flat index */
 static ttpu_val add_offset(ttpu_hlo* b, ttpu_val idx, ttpu_val offset) {
@@ -209,13 +179,13 @@ static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
 }
 
 /* The storage of slot s as a flat 1-d value of dtype dt. */
-static ttpu_val flat_of(ttpu_lower* L, int s, ttpu_dtype dt) {
-  const ttpu_slot* sl = &L->p->slots[s];
-  if (L->slot_val[s] == TTPU_VAL_ERROR) {
+static ttpu_val flat_of(const op_frame* F, int s, ttpu_dtype dt) {
+  const ttpu_slot* sl = &F->p->slots[s];
+  if (F->slot_val[s] == TTPU_VAL_ERROR) {
     int64_t n = (int64_t)(sl->buf->nbytes / ttpu_dtype_size(dt));
-    return ttpu_hlo_const(L->b, ttpu_type_make(dt, 1, &n), 0, 0); /* unwritten */
+    return ttpu_hlo_const(F->b, ttpu_type_make(dt, 1, &n), 0, 0); /* unwritten */
   }
-  return flat_from(L->b, L->slot_val[s], sl->phys_dtype, sl->buf->nbytes, dt);
+  return flat_from(F->b, F->slot_val[s], sl->phys_dtype, sl->buf->nbytes, dt);
 }
 
 /* Inverse of flat_of: a flat value of dtype dt back into phys dtype pd,
@@ -317,12 +287,13 @@ int ttpu_view_offset_dynamic(const ttpu_tensor* t, size_t nbytes, int write) {
          row_layout(&g, total, t->offset, shape, start, limit);
 }
 
-/* off: the view's offset in the int pack, or -1 (a constant) */
-static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t, int off) {
-  ttpu_hlo* b = L->b;
-  const ttpu_slot* sl = &L->p->slots[s];
-  ttpu_val doff = off >= 0 ? pack_element(L, L->ipack, i_index(L, off), TTPU_I64)
-                           : TTPU_VAL_ERROR;
+/* The view t over slot s. off: the view's offset among the op's int
+ * scalars (read through L), or -1 (a constant) */
+static ttpu_val read_view(const op_frame* F, ttpu_lower* L, int s,
+                          const ttpu_tensor* t, int off) {
+  ttpu_hlo* b = F->b;
+  const ttpu_slot* sl = &F->p->slots[s];
+  ttpu_val doff = off >= 0 ? ttpu_lower_int_scalar(L, off) : TTPU_VAL_ERROR;
   int64_t n = numel(t);
   if (n == 0)
     return ttpu_hlo_const(b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
@@ -331,15 +302,15 @@ static ttpu_val read_view(ttpu_lower* L, int s, const ttpu_tensor* t, int off) {
   size_t es = ttpu_dtype_size(t->dtype);
   int64_t total = (int64_t)(sl->buf->nbytes / es);
   /* The common case: the whole storage, as it was written. */
-  if (L->slot_val[s] != TTPU_VAL_ERROR && sl->phys_dtype == t->dtype &&
+  if (F->slot_val[s] != TTPU_VAL_ERROR && sl->phys_dtype == t->dtype &&
       t->offset == 0 && n == total && g.dense && !g.has_bcast) {
     int64_t sorted[TTPU_MAX_DIMS];
     for (int k = 0; k < g.m; ++k) sorted[k] = g.size[k];
-    ttpu_val v = L->slot_val[s];
+    ttpu_val v = F->slot_val[s];
     v = ttpu_hlo_reshape(b, v, g.m, sorted);
     return from_stride_order(b, v, &g, t);
   }
-  ttpu_val flat = flat_of(L, s, t->dtype);
+  ttpu_val flat = flat_of(F, s, t->dtype);
   if (g.dense) {
     /* broadcast (stride-0) dims hold one element each in the storage */
     int64_t cnt = 1;
@@ -474,314 +445,12 @@ static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
   return ttpu_hlo_put(b, flat, idx, v, TTPU_SCATTER_SET);
 }
 
-/* ------------------------------------------------------------ arg helpers */
-
-ttpu_val ttpu_l_tensor(ttpu_lower* L, int arg) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g || g->kind != TTPU_ARG_TENSOR)
-    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: argument %d is not a tensor",
-                         ttpu_op_name(L->call->op), arg);
-  return ttpu_l_tensor_at(L, arg, -1);
-}
-
-int ttpu_l_count(ttpu_lower* L, int arg) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g) return 0;
-  if (g->kind == TTPU_ARG_TENSORS || g->kind == TTPU_ARG_INTS ||
-      g->kind == TTPU_ARG_FLOATS || g->kind == TTPU_ARG_SCALARS)
-    return g->n;
-  return g->kind == TTPU_ARG_NONE ? 0 : 1;
-}
-
-static int tensor_index(ttpu_lower* L, int arg, int k) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g) return -1;
-  if (g->kind == TTPU_ARG_TENSOR && k < 0) return g->tensor;
-  if (g->kind == TTPU_ARG_TENSORS && k >= 0 && k < g->n) return g->tensor + k;
-  if (g->kind == TTPU_ARG_TENSOR && k == 0) return g->tensor;
-  return -1;
-}
-
-const ttpu_tensor* ttpu_l_tensor_desc(ttpu_lower* L, int arg, int k) {
-  int i = tensor_index(L, arg, k);
-  return i < 0 ? NULL : &L->call->tensors[i];
-}
-
-ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
-  int i = tensor_index(L, arg, k);
-  if (i < 0 || i >= L->call->n_tensors)
-    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no tensor at argument %d[%d]",
-                         ttpu_op_name(L->call->op), arg, k);
-  if (L->p->tensor_slot[i] < 0) {
-    /* None in a list; or an empty tensor, which has no storage */
-    const ttpu_tensor* t = &L->call->tensors[i];
-    if (t->dtype == TTPU_DTYPE_NONE) return TTPU_VAL_ERROR;
-    return ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, t->ndim, t->sizes), 0, 0);
-  }
-  if (!L->in_done[i]) {
-    L->in[i] = read_view(L, L->p->tensor_slot[i], &L->call->tensors[i],
-                         L->p->tensor_off[i]);
-    L->in_done[i] = 1;
-  }
-  return L->in[i];
-}
-
-int64_t ttpu_l_int(ttpu_lower* L, int arg, int64_t dflt) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g) return dflt;
-  switch (g->kind) {
-    case TTPU_ARG_INT:
-    case TTPU_ARG_BOOL:
-      return g->i;
-    case TTPU_ARG_FLOAT:
-      return (int64_t)g->f;
-    default:
-      return dflt;
-  }
-}
-
-double ttpu_l_float(ttpu_lower* L, int arg, double dflt) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g) return dflt;
-  switch (g->kind) {
-    case TTPU_ARG_INT:
-    case TTPU_ARG_BOOL:
-      return (double)g->i;
-    case TTPU_ARG_FLOAT:
-      return g->f;
-    default:
-      return dflt;
-  }
-}
-
-int ttpu_l_bool(ttpu_lower* L, int arg, int dflt) {
-  return ttpu_l_int(L, arg, dflt) != 0;
-}
-
-const char* ttpu_l_str(ttpu_lower* L, int arg, const char* dflt) {
-  const ttpu_arg* g = arg_at(L, arg);
-  return g && g->kind == TTPU_ARG_STR ? g->str : dflt;
-}
-
-const int64_t* ttpu_l_ints(ttpu_lower* L, int arg, int* n) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g || g->kind != TTPU_ARG_INTS) {
-    if (g && (g->kind == TTPU_ARG_INT)) {
-      *n = 1;
-      return &g->i;
-    }
-    *n = 0;
-    return NULL;
-  }
-  *n = g->n;
-  return g->ints;
-}
-
-const double* ttpu_l_floats(ttpu_lower* L, int arg, int* n) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g || (g->kind != TTPU_ARG_FLOATS)) {
-    *n = 0;
-    return NULL;
-  }
-  *n = g->n;
-  return g->floats;
-}
-
-/* The pack index of the op's float (int) scalar j. */
-static int f_index(const ttpu_lower* L, int j) {
-  return L->f_map ? L->f_map[j] : L->f_off + j;
-}
-static int i_index(const ttpu_lower* L, int j) {
-  return L->i_map ? L->i_map[j] : L->i_off + j;
-}
-
-int ttpu_l_scalar_static(ttpu_lower* L, int arg, double* value) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g || g->kind != TTPU_ARG_SCALAR || L->p->arg_scalar[arg] >= 0) return 0;
-  *value = ttpu_dtype_is_float(g->scalar_dtype) || ttpu_dtype_is_complex(g->scalar_dtype)
-               ? g->f
-               : (double)g->i;
-  return 1;
-}
-
-ttpu_dtype ttpu_l_scalar_dtype(ttpu_lower* L, int arg) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g) return TTPU_DTYPE_NONE;
-  switch (g->kind) {
-    case TTPU_ARG_SCALAR:
-    case TTPU_ARG_SCALARS:
-      return g->scalar_dtype;
-    case TTPU_ARG_INT:
-      return TTPU_I64;
-    case TTPU_ARG_BOOL:
-      return TTPU_BOOL;
-    case TTPU_ARG_FLOAT:
-      return TTPU_F64;
-    default:
-      return TTPU_DTYPE_NONE;
-  }
-}
-
-/* Element `index` of a scalar pack as a 0-d value of dt. The pack is
- * converted to dt as a whole (one op, shared by every element read as dt:
- * the builder reuses identical ops) before the element is sliced out. */
-static ttpu_val pack_element(ttpu_lower* L, ttpu_val pack, int index,
-                             ttpu_dtype dt) {
-  int64_t lo = index, hi = index + 1, one = 1;
-  ttpu_val v = ttpu_hlo_convert(L->b, pack, dt);
-  v = ttpu_hlo_slice(L->b, v, &lo, &hi, &one);
-  return ttpu_hlo_reshape(L->b, v, 0, NULL);
-}
-
-ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
-  const ttpu_arg* g = arg_at(L, arg);
-  if (!g)
-    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no argument %d",
-                         ttpu_op_name(L->call->op), arg);
-  switch (g->kind) {
-    case TTPU_ARG_SCALAR:
-      if (L->p->arg_scalar[arg] < 0) {
-        /* compile-time (TTPU_OP_STATIC_SCALARS): the value as a constant,
-         * converted as the pack's element would be */
-        if (ttpu_dtype_is_complex(g->scalar_dtype)) {
-          ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt) : TTPU_F64;
-          ttpu_val re = ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->f), comp);
-          ttpu_val im = ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->fi), comp);
-          return ttpu_hlo_convert(L->b, ttpu_hlo_complex(L->b, re, im), dt);
-        }
-        if (ttpu_dtype_is_float(g->scalar_dtype))
-          return ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->f), dt);
-        return ttpu_hlo_convert(L->b, ttpu_hlo_const_i(L->b, TTPU_I64, g->i), dt);
-      }
-      if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) in the pack */
-        int at = L->p->arg_scalar[arg];
-        ttpu_dtype comp = ttpu_dtype_is_complex(dt) ? ttpu_dtype_real(dt)
-                                                    : TTPU_F64;
-        ttpu_val c = ttpu_hlo_complex(
-            L->b, pack_element(L, L->fpack, f_index(L, at), comp),
-            pack_element(L, L->fpack, f_index(L, at + 1), comp));
-        return ttpu_hlo_convert(L->b, c, dt);
-      }
-      if (ttpu_dtype_is_float(g->scalar_dtype))
-        return pack_element(L, L->fpack, f_index(L, L->p->arg_scalar[arg]), dt);
-      return pack_element(L, L->ipack, i_index(L, L->p->arg_scalar[arg]), dt);
-    case TTPU_ARG_SCALARS:
-      if (k < 0 || k >= g->n)
-        return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "scalar list index %d", k);
-      return pack_element(L, L->fpack,
-                          f_index(L, L->p->list_at[L->p->arg_scalar[arg] + k]),
-                          dt);
-    case TTPU_ARG_INT:
-    case TTPU_ARG_BOOL:
-      if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, (double)g->i);
-      return ttpu_hlo_const_i(L->b, dt, g->i);
-    case TTPU_ARG_FLOAT:
-      if (ttpu_dtype_is_float(dt) || ttpu_dtype_is_complex(dt))
-        return ttpu_hlo_const_f(L->b, dt, g->f);
-      return ttpu_hlo_const_i(L->b, dt, (int64_t)g->f);
-    case TTPU_ARG_INTS:
-      if (k >= 0 && k < g->n) {
-        if (ttpu_dtype_is_float(dt))
-          return ttpu_hlo_const_f(L->b, dt, (double)g->ints[k]);
-        return ttpu_hlo_const_i(L->b, dt, g->ints[k]);
-      }
-      break;
-    case TTPU_ARG_FLOATS:
-      if (k >= 0 && k < g->n) {
-        if (ttpu_dtype_is_float(dt)) return ttpu_hlo_const_f(L->b, dt, g->floats[k]);
-        return ttpu_hlo_const_i(L->b, dt, (int64_t)g->floats[k]);
-      }
-      break;
-    default:
-      break;
-  }
-  return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: argument %d is not a scalar",
-                       ttpu_op_name(L->call->op), arg);
-}
-
-ttpu_val ttpu_l_scalar(ttpu_lower* L, int arg, ttpu_dtype dt) {
-  return ttpu_l_scalar_at(L, arg, 0, dt);
-}
-
-ttpu_type ttpu_l_out_type(ttpu_lower* L, int k) {
-  if (k < 0 || k >= L->call->n_outputs) {
-    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no output %d",
-                  ttpu_op_name(L->call->op), k);
-    ttpu_type e = {TTPU_F32, 0, {0}};
-    return e;
-  }
-  const ttpu_tensor* t = &L->call->outputs[k];
-  return ttpu_type_make(t->dtype, t->ndim, t->sizes);
-}
-
-void ttpu_l_set_out(ttpu_lower* L, int k, ttpu_val v) {
-  if (k < 0 || k >= L->call->n_outputs) {
-    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: no output %d",
-                  ttpu_op_name(L->call->op), k);
-    return;
-  }
-  L->out[k] = v;
-}
-
-void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
-                  const char* fmt) {
-  const ttpu_type* t = ttpu_hlo_type(L->b, info);
-  if (!t) return;
-  if (t->dtype != TTPU_I64 || t->ndim != 1 || t->dims[0] != 4) {
-    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: check info must be i64[4]",
-                  ttpu_op_name(L->call->op));
-    return;
-  }
-  if (strlen(fmt) >= sizeof(L->check_fmt)) { /* never cut a conversion */
-    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: check message too long",
-                  ttpu_op_name(L->call->op));
-    return;
-  }
-  L->check = info;
-  L->check_code = code;
-  snprintf(L->check_fmt, sizeof(L->check_fmt), "%s", fmt);
-}
-
-/* ------------------------------------------------------------ random */
-
-ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t) {
-  if (L->rng_state == TTPU_VAL_ERROR)
-    return ttpu_hlo_fail(L->b, TTPU_INTERNAL,
-                         "%s draws random bits but is not marked TTPU_OP_RANDOM",
-                         ttpu_op_name(L->call->op));
-  ttpu_val st, bits;
-  ttpu_hlo_rng_bits(L->b, L->rng_state, t, &st, &bits);
-  L->rng_state = st;
-  return bits;
-}
-
-ttpu_val ttpu_l_random_uniform(ttpu_lower* L, ttpu_type t) {
-  ttpu_hlo* b = L->b;
-  if (t.dtype == TTPU_F64) {
-    /* 53 random mantissa bits scaled into [0, 1). */
-    ttpu_type bt = t;
-    bt.dtype = TTPU_U64;
-    ttpu_val bits = ttpu_l_random_bits(L, bt);
-    bits = ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, bt, 0, 11));
-    ttpu_val f = ttpu_hlo_convert(b, bits, TTPU_F64);
-    return ttpu_hlo_binary(b, TTPU_MUL, f,
-                           ttpu_hlo_const(b, t, 1.0 / 9007199254740992.0, 0));
-  }
-  ttpu_type bt = t;
-  bt.dtype = TTPU_U32;
-  ttpu_val bits = ttpu_l_random_bits(L, bt);
-  bits = ttpu_hlo_binary(b, TTPU_SHR_L, bits, ttpu_hlo_const(b, bt, 0, 8));
-  ttpu_type ft = t;
-  ft.dtype = TTPU_F32;
-  ttpu_val f = ttpu_hlo_convert(b, bits, TTPU_F32);
-  f = ttpu_hlo_binary(b, TTPU_MUL, f, ttpu_hlo_const(b, ft, 1.0 / 16777216.0, 0));
-  if (t.dtype == TTPU_F32) return f;
-  /* Rounding to a narrower float may reach 1.0: keep the interval open. */
-  ttpu_val r = ttpu_hlo_convert(b, f, t.dtype);
-  ttpu_val one = ttpu_hlo_const(b, t, 1.0, 0);
-  double below = t.dtype == TTPU_BF16 ? 0.99609375 : 0.99951171875;
-  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, r, one),
-                         ttpu_hlo_const(b, t, below, 0), r);
+/* The op's lowering context asks for call tensor i (one with a storage)
+ * here, the first time its lowering reads it. */
+static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
+  const op_frame* F = user;
+  return read_view(F, L, F->p->tensor_slot[i], &F->p->call->tensors[i],
+                   F->p->tensor_off[i]);
 }
 
 /* ------------------------------------------------------------ program */
@@ -838,19 +507,15 @@ typedef struct {
   char fmt[TTPU_CHECK_FMT_MAX];
 } lowered_check;
 
-/* Lowers one op into L->b: L->slot_val holds each slot's value at the op's
- * start (ERROR: no value, reads as zeros); on success every written slot
- * holds its storage's new value. */
-static ttpu_status* lower_op(ttpu_lower* L) {
-  const ttpu_plan* p = L->p;
-  const ttpu_op_call* call = L->call;
-  /* Complex operands take the complex lowering of the op, or its own
-   * lowering where that is listed as correct for complex values. */
-  ttpu_status* s = ttpu_op_refusal(call);
-  if (s) return s;
-  ttpu_lower_fn fn = ttpu_complex_call(call) ? ttpu_complex_lowering(p->def, call) : p->def->fn;
-  s = fn(L);
-  if (!s) s = ttpu_hlo_take_status(L->b);
+/* Lowers one op into F->b through its lowering context L: F->slot_val
+ * holds each slot's value at the op's start (ERROR: no value, reads as
+ * zeros); on success every written slot holds its storage's new value. */
+static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
+  const ttpu_plan* p = F->p;
+  const ttpu_op_call* call = p->call;
+  ttpu_hlo* b = F->b;
+  /* Every output with a storage comes back set, of its sizes. */
+  ttpu_status* s = ttpu_lower_run(L);
   if (s) return s;
 
   /* Write each output into its storage, in output order. A slot's running
@@ -858,7 +523,7 @@ static ttpu_status* lower_op(ttpu_lower* L) {
   for (int sl = 0; sl < p->n_slots; ++sl) {
     const ttpu_slot* x = &p->slots[sl];
     if (!x->written) continue;
-    ttpu_val cur = L->slot_val[sl];
+    ttpu_val cur = F->slot_val[sl];
     ttpu_dtype cur_dt = x->phys_dtype;
     int cur_nd = x->phys_ndim;
     int64_t cur_dims[TTPU_MAX_DIMS];
@@ -867,20 +532,7 @@ static ttpu_status* lower_op(ttpu_lower* L) {
     for (int o = 0; o < call->n_outputs; ++o) {
       if (p->out_slot[o] != sl) continue;
       const ttpu_tensor* t = &call->outputs[o];
-      ttpu_val v = L->out[o];
-      if (v == TTPU_VAL_ERROR)
-        return ttpu_status_make(TTPU_INTERNAL, "%s did not set output %d",
-                                ttpu_op_name(call->op), o);
-      const ttpu_type* vt = ttpu_hlo_type(L->b, v);
-      if (!vt) return ttpu_hlo_take_status(L->b);
-      int same_shape = vt->ndim == t->ndim;
-      for (int d = 0; same_shape && d < t->ndim; ++d)
-        same_shape = vt->dims[d] == t->sizes[d];
-      if (!same_shape)
-        return ttpu_status_make(TTPU_INTERNAL,
-                                "%s produced output %d with the wrong shape",
-                                ttpu_op_name(call->op), o);
-      v = ttpu_hlo_convert(L->b, v, t->dtype);
+      ttpu_val v = ttpu_hlo_convert(b, ttpu_lower_output(L, o), t->dtype);
       if (p->out_full[o]) {
         geom g;
         analyse(t, &g);
@@ -889,43 +541,42 @@ static ttpu_status* lower_op(ttpu_lower* L) {
          * order. */
         int contiguous = 1;
         for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
-        cur = contiguous ? v : to_stride_order(L->b, v, t, &g);
-        if (ttpu_dtype_is_complex(t->dtype)) cur = complex_to_pairs(L->b, cur);
+        cur = contiguous ? v : to_stride_order(b, v, t, &g);
+        if (ttpu_dtype_is_complex(t->dtype)) cur = complex_to_pairs(b, cur);
       } else {
         size_t es = ttpu_dtype_size(t->dtype);
         int64_t total = (int64_t)(x->buf->nbytes / es);
         ttpu_val flat;
         if (have) {
-          flat = flat_from(L->b, cur, cur_dt, x->buf->nbytes, t->dtype);
+          flat = flat_from(b, cur, cur_dt, x->buf->nbytes, t->dtype);
         } else {
           int64_t n = total;
-          flat = ttpu_hlo_const(L->b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
+          flat = ttpu_hlo_const(b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
         }
-        ttpu_val doff = p->out_off[o] >= 0
-                            ? pack_element(L, L->ipack, i_index(L, p->out_off[o]), TTPU_I64)
-                            : TTPU_VAL_ERROR;
-        flat = write_view(L->b, flat, v, t, total, doff);
-        cur = have ? unflat(L->b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
+        ttpu_val doff = p->out_off[o] >= 0 ? ttpu_lower_int_scalar(L, p->out_off[o])
+                                           : TTPU_VAL_ERROR;
+        flat = write_view(b, flat, v, t, total, doff);
+        cur = have ? unflat(b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
                             x->buf->nbytes)
-               : ttpu_dtype_is_complex(t->dtype) ? complex_to_pairs(L->b, flat)
+               : ttpu_dtype_is_complex(t->dtype) ? complex_to_pairs(b, flat)
                                                  : flat;
       }
       have = 1;
       /* the shape bookkeeping is ttpu_lower_written_phys's, one output at
        * a time */
-      const ttpu_type* ct = ttpu_hlo_type(L->b, cur);
-      if (!ct) return ttpu_hlo_take_status(L->b);
+      const ttpu_type* ct = ttpu_hlo_type(b, cur);
+      if (!ct) return ttpu_hlo_take_status(b);
       cur_dt = ct->dtype;
       cur_nd = ct->ndim;
       memcpy(cur_dims, ct->dims, sizeof(int64_t) * (size_t)ct->ndim);
     }
     if (!have) { /* only empty outputs: the storage stays zeros */
       int64_t n = (int64_t)x->buf->nbytes;
-      cur = ttpu_hlo_const(L->b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
+      cur = ttpu_hlo_const(b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
     }
-    L->slot_val[sl] = cur;
+    F->slot_val[sl] = cur;
   }
-  return ttpu_hlo_take_status(L->b);
+  return ttpu_hlo_take_status(b);
 }
 
 ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
@@ -940,15 +591,15 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
   lowered_check* checks = malloc((size_t)cap_checks * sizeof(*checks));
   ttpu_result_plan* res = NULL;
   ttpu_val* rvals = NULL;
-  ttpu_lower L;
-  memset(&L, 0, sizeof(L));
+  /* The program's scalar packs and the rng state as the ops so far left
+   * it. */
+  ttpu_val fpack = TTPU_VAL_ERROR, ipack = TTPU_VAL_ERROR,
+           rng_state = TTPU_VAL_ERROR;
   ttpu_status* s = NULL;
   if (!b || !vals || !checks) {
     s = ttpu_status_oom();
     goto done;
   }
-  L.b = b;
-  L.fpack = L.ipack = L.rng_state = TTPU_VAL_ERROR;
   for (int k = 0; k < g->n_stores; ++k) vals[k] = TTPU_VAL_ERROR;
   /* Parameters, in index order. A store with a result donates its
    * parameter to it; so does the rng state. */
@@ -961,16 +612,16 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     }
     if (param == g->f_param) {
       int64_t n = g->n_f;
-      L.fpack = ttpu_hlo_param(b, ttpu_type_make(TTPU_F64, 1, &n), -1);
+      fpack = ttpu_hlo_param(b, ttpu_type_make(TTPU_F64, 1, &n), -1);
     }
     if (param == g->i_param) {
       int64_t n = g->n_i;
-      L.ipack = ttpu_hlo_param(b, ttpu_type_make(TTPU_I64, 1, &n), -1);
+      ipack = ttpu_hlo_param(b, ttpu_type_make(TTPU_I64, 1, &n), -1);
     }
     if (param == g->rng_param) {
       int64_t two = 2;
-      L.rng_state = ttpu_hlo_param(b, ttpu_type_make(TTPU_U64, 1, &two),
-                                   g->rng_result);
+      rng_state = ttpu_hlo_param(b, ttpu_type_make(TTPU_U64, 1, &two),
+                                 g->rng_result);
     }
   }
 
@@ -978,33 +629,35 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     const ttpu_prog_op* op = &g->ops[i];
     const ttpu_plan* p = op->plan;
     const ttpu_op_call* call = p->call;
-    L.p = p;
-    L.call = call;
-    L.f_map = op->f_map;
-    L.i_map = op->i_map;
-    L.f_off = op->f_off;
-    L.i_off = op->i_off;
-    L.check = TTPU_VAL_ERROR;
-    L.in = calloc((size_t)call->n_tensors + 1, sizeof(ttpu_val));
-    L.in_done = calloc((size_t)call->n_tensors + 1, 1);
-    L.out = malloc(((size_t)call->n_outputs + 1) * sizeof(ttpu_val));
-    L.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
-    if (!L.in || !L.in_done || !L.out || !L.slot_val) {
-      s = ttpu_status_oom();
-    } else {
-      for (int k = 0; k < call->n_outputs; ++k) L.out[k] = TTPU_VAL_ERROR;
+    op_frame F = {.b = b, .p = p};
+    ttpu_lower_setup su = {
+        .read_input = read_input, .user = &F,
+        .fpack = fpack, .ipack = ipack,
+        .arg_scalar = p->arg_scalar, .list_at = p->list_at,
+        .f_map = op->f_map, .i_map = op->i_map,
+        .f_off = op->f_off, .i_off = op->i_off,
+        .rng_state = rng_state};
+    ttpu_lower* L = NULL;
+    s = ttpu_lower_begin(b, p->def, call, &su, &L);
+    F.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
+    if (!s && !F.slot_val) s = ttpu_status_oom();
+    if (!s) {
       for (int sl = 0; sl < p->n_slots; ++sl) {
         ttpu_val v = vals[op->store[sl]];
-        L.slot_val[sl] = p->slots[sl].has_param ? v : TTPU_VAL_ERROR;
+        F.slot_val[sl] = p->slots[sl].has_param ? v : TTPU_VAL_ERROR;
         if (p->slots[sl].has_param && v == TTPU_VAL_ERROR)
           s = ttpu_status_make(TTPU_INTERNAL, "%s reads a storage with no value",
                                ttpu_op_name(call->op));
       }
-      if (!s) s = lower_op(&L);
+      if (!s) s = lower_op(&F, L);
       if (!s) {
         for (int sl = 0; sl < p->n_slots; ++sl)
-          if (p->slots[sl].written) vals[op->store[sl]] = L.slot_val[sl];
-        if (L.check != TTPU_VAL_ERROR) {
+          if (p->slots[sl].written) vals[op->store[sl]] = F.slot_val[sl];
+        rng_state = ttpu_lower_rng_state(L);
+        ttpu_code code;
+        const char* fmt;
+        ttpu_val info = ttpu_lower_check(L, &code, &fmt);
+        if (info != TTPU_VAL_ERROR) {
           if (n_checks == cap_checks) {
             cap_checks *= 2;
             lowered_check* c = realloc(checks, (size_t)cap_checks * sizeof(*c));
@@ -1012,9 +665,10 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
             else checks = c;
           }
           if (!s) {
-            checks[n_checks].info = L.check;
-            checks[n_checks].code = L.check_code;
-            memcpy(checks[n_checks].fmt, L.check_fmt, sizeof(L.check_fmt));
+            checks[n_checks].info = info;
+            checks[n_checks].code = code;
+            memset(checks[n_checks].fmt, 0, sizeof(checks[n_checks].fmt));
+            memcpy(checks[n_checks].fmt, fmt, strlen(fmt) + 1);
             n_checks++;
           }
         }
@@ -1023,14 +677,8 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
         s = ttpu_status_annotate(s, "op %d of %d in a fused window", i + 1,
                                  g->n_ops);
     }
-    free(L.in);
-    free(L.in_done);
-    free(L.out);
-    free(L.slot_val);
-    L.in = NULL;
-    L.in_done = NULL;
-    L.out = NULL;
-    L.slot_val = NULL;
+    ttpu_lower_end(L);
+    free(F.slot_val);
   }
   if (s) goto done;
 
@@ -1065,7 +713,7 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     res[r].slot = k;
   }
   if (g->rng_result >= 0) {
-    rvals[g->rng_result] = L.rng_state;
+    rvals[g->rng_result] = rng_state;
     res[g->rng_result].slot = -1;
   }
   for (int r = 0; r < g->n_results; ++r) {
