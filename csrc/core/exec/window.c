@@ -922,25 +922,17 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   return s;
 }
 
-/* A fill (zero_, fill_ with a Scalar) of a storage the window has not
- * seen runs on its own, before the window, instead of inside it: it
- * depends on nothing the window computes and nothing in the window reads
- * the storage yet, so the order is kept. A training loop's first step then
- * records the same window as every later step: state a step creates with
- * zeros_like (an optimizer's moments) enters the window as an input, as
- * it does from the second step on, and the first window's program is
- * reused instead of compiling a second one. */
-static int zero_id = -1, fill_id = -1;
-static pthread_once_t fill_ids_once = PTHREAD_ONCE_INIT;
-
-static void find_fill_ids(void) {
-  zero_id = ttpu_op_lookup("zero_");
-  fill_id = ttpu_op_lookup("fill_.Scalar");
-}
-
-static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call) {
-  pthread_once(&fill_ids_once, find_fill_ids);
-  if (call->op != zero_id && call->op != fill_id) return 0;
+/* A fill (TTPU_OP_FILL: zero_, fill_ with a Scalar) of a storage the
+ * window has not seen runs on its own, before the window, instead of
+ * inside it: it depends on nothing the window computes and nothing in the
+ * window reads the storage yet, so the order is kept. A training loop's
+ * first step then records the same window as every later step: state a
+ * step creates with zeros_like (an optimizer's moments) enters the window
+ * as an input, as it does from the second step on, and the first window's
+ * program is reused instead of compiling a second one. */
+static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call,
+                           const ttpu_op_def* def) {
+  if (!(def->flags & TTPU_OP_FILL)) return 0;
   if (call->n_outputs != 1 || !call->outputs[0].buffer) return 0;
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
@@ -953,7 +945,7 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   if (call->device < 0 || call->device >= rt->device_count)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
-  if (!w->owner && is_outside_fill(w, call))
+  if (!w->owner && is_outside_fill(w, call, def))
     return ttpu_queue_run_op_now(rt, call, def);
   if (w->n_recs && w->device != call->device) {
     s = ttpu_window_flush(rt, TTPU_END_DEVICE);

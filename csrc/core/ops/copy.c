@@ -46,8 +46,8 @@ static ttpu_status* lower_zero_(ttpu_lower* L) {
 const ttpu_op_def ttpu_ops_copy[] = {
     {"copy_", lower_copy_, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"clone", lower_clone, .flags = TTPU_OP_COMPLEX_AS_IS},
-    {"fill_.Scalar", lower_fill_scalar, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"fill_.Scalar", lower_fill_scalar, .flags = TTPU_OP_COMPLEX_AS_IS | TTPU_OP_FILL},
     {"fill_.Tensor", lower_fill_tensor, .flags = TTPU_OP_COMPLEX_AS_IS},
-    {"zero_", lower_zero_, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"zero_", lower_zero_, .flags = TTPU_OP_COMPLEX_AS_IS | TTPU_OP_FILL},
     {0},
 };
