@@ -44,11 +44,13 @@ wheel() {
 
 # The quick tests against another torch (e.g. 2.14.1): a copy of the tree
 # under build/, its own venv and build, so the main venv stays as it is.
-QUICK_TESTS=(tests/test_device.py tests/test_ops_elementwise.py tests/test_ops_reduce.py
-             tests/test_ops_nn.py tests/test_ops_matrix.py tests/test_training.py
-             tests/test_modes.py tests/test_compile.py tests/test_autocast.py
-             tests/test_distributed.py tests/test_packaging.py tests/test_profiler.py
-             tests/test_api_parity.py tests/test_examples.py)
+QUICK_TESTS=(tests/runtime/test_device.py tests/runtime/test_modes.py
+             tests/runtime/test_packaging.py tests/runtime/test_profiler.py
+             tests/ops/test_ops_elementwise.py tests/ops/test_ops_reduce.py
+             tests/ops/test_ops_nn.py tests/ops/test_ops_matrix.py tests/ops/test_autocast.py
+             tests/compile/test_compile.py tests/distributed/test_distributed.py
+             tests/models/test_training.py tests/models/test_examples.py
+             tests/project/test_api_parity.py)
 # check_torch VERSION DIR [EXTRA_PACKAGES...] -- TESTS...
 check_torch() {
   local version=$1 dir=$2
@@ -90,7 +92,7 @@ case "${1:-}" in
     ;;
   check-vision)
     # torchvision's wheels need this torch (a CUDA build, several GB)
-    check_torch 2.14.1 build/check-vision torchvision==0.29.1 -- tests/test_ops_vision.py
+    check_torch 2.14.1 build/check-vision torchvision==0.29.1 -- tests/ops/test_ops_vision.py
     ;;
   demo)
     setup

@@ -68,8 +68,8 @@ note "  $(grep -E 'first step|^loss' "$OUT/demo.log" | tail -2 | tr '\n' ' ')"
 
 if "$PY" -c 'import pytest' 2>/dev/null; then
   step op_tests 200 "$PY" -m pytest -q -p no:cacheprovider \
-    tests/test_device.py tests/test_ops_elementwise.py tests/test_ops_reduce.py \
-    tests/test_ops_nn.py tests/test_ops_matrix.py tests/test_training.py tests/test_autocast.py
+    tests/runtime/test_device.py tests/ops/test_ops_elementwise.py tests/ops/test_ops_reduce.py \
+    tests/ops/test_ops_nn.py tests/ops/test_ops_matrix.py tests/models/test_training.py tests/ops/test_autocast.py
   note "  $(tail -1 "$OUT/op_tests.log")"
 else
   note "- op_tests: pytest is not installed here"

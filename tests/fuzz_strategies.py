@@ -324,7 +324,7 @@ class Tally:
 # Failures the fuzzer has found and that are not fixed yet, by the shape of
 # their report ("status: detail"). The seeded CI subset counts them as
 # known instead of failing; the long run lists them. Each is a bug to fix
-# (tests/test_fuzz.py pins one case of most of them as a strict xfail).
+# (tests/conformance/test_fuzz.py pins one case of most of them as a strict xfail).
 KNOWN_BUGS = [
     # Both raise, but another exception type: PyTorch's meta functions
     # check arguments in another order than the CPU kernels (dim before

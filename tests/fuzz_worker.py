@@ -1,6 +1,6 @@
 """The fuzzer's worker process, and the parent's handle on it.
 
-Risky calls never run in the test process: the parent (tests/test_fuzz.py,
+Risky calls never run in the test process: the parent (tests/conformance/test_fuzz.py,
 tests/fuzz_long.py) sends each case as one JSON line to a long-lived worker
 (`python tests/fuzz_worker.py`), which runs it on the CPU and on tpu
 (fuzz_cases.run_case) and answers with one JSON line on its protocol pipe

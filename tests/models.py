@@ -1,5 +1,5 @@
 """Small real-model architectures built from configuration, for checking
-that whole models train on tpu exactly as on CPU (tests/test_models.py).
+that whole models train on tpu exactly as on CPU (tests/models/test_models.py).
 
 Each class follows the published architecture of its family with the
 pieces users actually hit: LLaMA (RMSNorm, rotary embeddings, SwiGLU,

@@ -9,6 +9,7 @@ holding the same values.
 """
 import zlib
 
+import pytest
 import torch
 
 import torchtpu  # noqa: F401  (registers the device)
@@ -158,3 +159,31 @@ def rand(*shape, dtype=torch.float32, requires_grad=False, low=-2.0, high=2.0, s
         return torch.randint(int(low) - 3, int(high) + 4, shape, generator=g, dtype=dtype)
     t = (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
     return t.requires_grad_(requires_grad)
+
+
+def _outcome(fn):
+    try:
+        r = fn()
+    except Exception as e:  # noqa: BLE001  (the type is what is compared)
+        return type(e)
+    return r.cpu() if isinstance(r, torch.Tensor) else r
+
+
+def same_outcome(fn):
+    """fn(device) on the CPU and on tpu: the same exception type (a
+    subclass of the CPU's), or the same values (NaN where NaN)."""
+    cpu, dev = _outcome(lambda: fn("cpu")), _outcome(lambda: fn(DEV))
+    if isinstance(cpu, type):
+        assert isinstance(dev, type) and issubclass(dev, cpu), (cpu, dev)
+    else:
+        assert not isinstance(dev, type), dev
+        torch.testing.assert_close(dev, cpu, equal_nan=True)
+
+
+def same_error(fn):
+    """The CPU's exception, type and message, for a call the CPU refuses."""
+    with pytest.raises(Exception) as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value)) as dev:
+        fn(DEV)
+    assert str(cpu.value).split("\n")[0] in str(dev.value), (str(cpu.value), str(dev.value))

@@ -27,7 +27,7 @@ Which names count as torch.cuda's public API:
      keeps has_half and has_magma).
 
 A name is "present" when torch.tpu has an attribute of that name; the
-tests (tests/test_api_parity.py) use every present name.
+tests (tests/project/test_api_parity.py) use every present name.
 """
 import argparse
 import inspect

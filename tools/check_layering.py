@@ -305,16 +305,26 @@ class Checker:
     # ------------------------------------------------------------ Python
 
     def check_python(self):
-        # The modules a forbidden directory offers once it is on sys.path.
+        # The modules a forbidden directory offers once it is on sys.path: its
+        # .py files, its packages, and its folders of Python without an
+        # __init__.py (namespace packages: tests/ops/, tests/runtime/, ...).
         modules = {}
         for top in sorted({d for ds in PY_FORBIDDEN.values() for d in ds}):
             names = modules[top] = {}
             full = os.path.join(self.tree.root, top)
+            # As Python finds them: a package before a module of the same
+            # name, a module before a namespace package.
+            namespaces = {}
             for entry in sorted(os.listdir(full)) if os.path.isdir(full) else ():
+                sub = os.path.join(full, entry)
                 if entry.endswith(".py"):
-                    names[entry[:-3]] = f"{top}/{entry}"
-                elif os.path.isfile(os.path.join(full, entry, "__init__.py")):
+                    names.setdefault(entry[:-3], f"{top}/{entry}")
+                elif os.path.isfile(os.path.join(sub, "__init__.py")):
                     names[entry] = f"{top}/{entry}/"
+                elif os.path.isdir(sub) and any(n.endswith(".py") for n in os.listdir(sub)):
+                    namespaces[entry] = f"{top}/{entry}/"
+            for name, where in namespaces.items():
+                names.setdefault(name, where)
         stdlib = set(getattr(sys, "stdlib_module_names", ()))
         for pkg, forbidden in PY_FORBIDDEN.items():
             files = self.tree.files(pkg, (".py",))

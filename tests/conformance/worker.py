@@ -1,7 +1,7 @@
 """Runs OpInfo entries of PyTorch's op_db on tpu and on the CPU and compares.
 
 Used two ways:
-  * in-process by tests/test_conformance.py (run_entry on a few ops), and
+  * in-process by tests/conformance/test_conformance.py (run_entry on a few ops), and
   * as a worker subprocess of the sweep (``python -m conformance.worker``):
     it reads op_db indices, one per line, on stdin and answers with JSON
     lines on its protocol pipe (the stdout it was started with; the

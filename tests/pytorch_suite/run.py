@@ -70,7 +70,7 @@ SOURCE_DIR = "pytorch-v2.6.0"
 SOURCE_SUITE = "trixie"
 SOURCE_DESCRIPTION = (f"Debian's source package {SOURCE_PACKAGE} {SOURCE_VERSION} "
                       f"({SOURCE_FILE}), through apt")
-# The name tests/test_pytorch_suite.py's skip message reads: what --download
+# The name tests/conformance/test_pytorch_suite.py's skip message reads: what --download
 # fetches (a package, not an address).
 
 DEFAULT_FILES = [
@@ -548,7 +548,7 @@ def pick_ci(per_file, max_s):
         rng = random.Random(f"ci:{path}")
         lines += sorted(rng.sample(ok, min(per_file, len(ok))))
     with open(CI_IDS, "w") as f:
-        f.write("# PyTorch's own tests that CI runs on tpu (tests/test_pytorch_suite.py);\n"
+        f.write("# PyTorch's own tests that CI runs on tpu (tests/conformance/test_pytorch_suite.py);\n"
                 "# chosen by `run.py --pick-ci` from tests that passed in docs/pytorch_suite.json\n")
         f.write("\n".join(lines) + "\n")
     print(f"wrote {os.path.relpath(CI_IDS, ROOT)}: {len(lines)} tests")

@@ -1,6 +1,6 @@
 """JAX's Pallas TPU flash attention as an op, and the LLaMA-style model
 trained with it beside SDPA on the CPU: shared by benchmarks/kernels.py
-(which prints the figures) and tests/test_kernels.py (which checks them).
+(which prints the figures) and tests/kernels/test_kernels.py (which checks them).
 Needs the kernels extra (JAX).
 """
 import torch

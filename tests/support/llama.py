@@ -4,7 +4,7 @@ attention through scaled_dot_product_attention, a SwiGLU MLP, untied head.
 The default size is the one the cold-start figures quote: d=256, 4 layers,
 4 heads, batch 8 x 128 tokens. `attention` replaces the causal attention: a
 function (q, k, v) -> out on (B, H, T, head_dim) tensors, such as a Pallas
-kernel through torchtpu.jax_op (tests/test_kernels.py, support/kernels.py).
+kernel through torchtpu.jax_op (tests/kernels/test_kernels.py, support/kernels.py).
 """
 import math
 

@@ -12,7 +12,7 @@ the CPU. With TORCHTPU_PROGRAM_CACHE_SIZE=0 (no bound) the same run grows
 without limit. Exits 1 on a wrong result, or when the mapping count or
 RSS grows past what the bound allows in the second half of the run.
 
-benchmarks/program_cache.py is the command; tests/test_reliability.py runs
+benchmarks/program_cache.py is the command; tests/runtime/test_reliability.py runs
 main() with a few hundred shapes.
 """
 import argparse

@@ -2,7 +2,7 @@
 (torchtpu.demo.GPT) trained on tpu and on the CPU side by side, with
 varying sequence lengths and checkpoint round trips, memory, mappings and
 compiles sampled over time. benchmarks/soak.py is the command (its
-docstring states the rules judge() applies); tests/test_soak.py runs a
+docstring states the rules judge() applies); tests/runtime/test_soak.py runs a
 short version and checks judge() itself.
 """
 import io

@@ -17,7 +17,7 @@ exception exits with status 1. The last line is a one-line summary:
 
     stress: 10.0 min, 4 threads, 2 devices: 123456 ops in 9876 tasks, 0 failures, no deadlock
 
-benchmarks/stress_threads.py is the command; tests/test_threads.py imports
+benchmarks/stress_threads.py is the command; tests/runtime/test_threads.py imports
 the tasks from here and runs a short version.
 """
 import argparse

@@ -2,7 +2,7 @@
 points of a training loop leaves the process usable; forked DataLoader
 workers doing CPU work leave the parent training; out-of-memory is a clear
 error that leaves other tensors intact. (A missing plugin's error is in
-tests/test_device.py.) Each scenario runs in its own interpreter under a
+tests/runtime/test_device.py.) Each scenario runs in its own interpreter under a
 watchdog."""
 import json
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
 
 
 def run_python(code, timeout=240, **env):

@@ -63,7 +63,7 @@ def test_histc(dtype):
 
 def test_histc_counts_integers_as_cuda_and_refuses_bool():
     # The CPU refuses integer inputs; tpu counts them as CUDA does
-    # (tests/test_ops_out_forms.py checks the bins), which MoE routing needs.
+    # (tests/ops/test_ops_out_forms.py checks the bins), which MoE routing needs.
     with pytest.raises(NotImplementedError):
         torch.histc(torch.ones(3, dtype=torch.int64))
     got = torch.histc(torch.ones(3, dtype=torch.int64, device=DEV), bins=2).cpu()

@@ -13,8 +13,8 @@ import urllib.error
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TESTS)
 
 from pytorch_suite import run  # noqa: E402
 
@@ -29,7 +29,7 @@ def test_dir():
 
 def test_ci_subset_passes(test_dir, tmp_path):
     out = tmp_path / "suite.json"
-    p = subprocess.run([sys.executable, os.path.join(HERE, "pytorch_suite", "run.py"),
+    p = subprocess.run([sys.executable, os.path.join(TESTS, "pytorch_suite", "run.py"),
                         "--src", test_dir, "--ids", run.CI_IDS, "--one-worker", "--out", str(out),
                         "--timeout", "60"],
                        capture_output=True, text=True, timeout=1500)

@@ -6,7 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
+
 SCRIPT = os.path.join(ROOT, "tools", "check_layering.py")
 
 # Spelled apart so that this file's own strings are not imports of it.
@@ -55,6 +56,8 @@ CLEAN = {
     "torchtpu/__init__.py": "import os\nfrom . import debug\n",
     "tests/test_a.py": "import torchtpu\nimport helper_mod\n",
     "tests/helper_mod.py": "X = 1\n",
+    # a test in a layer's folder, importing a helper of tests/
+    "tests/ops/test_d.py": "import torchtpu\nimport helper_mod\n",
     "@B@/soak_run.py": "import torchtpu\n",
 }
 
@@ -70,6 +73,8 @@ BROKEN = {
     "csrc/core/fresh/new.c": '#include "ttpu.h"\n',
     "csrc/torch/aten/bad.cpp": '#include "ttpu.h"\n#include "../../core/exec/runtime.h"\n',
     "torchtpu/debug.py": "from tests import helper_mod\n",
+    "torchtpu/modes.py": "import ops.test_d\n",
+    "tests/ops/test_e.py": "import os\nfrom @B@ import soak_run\n",
     "tests/test_b.py": """
         import os, sys
         import @B@.soak_run
@@ -106,6 +111,8 @@ EXPECTED = [
     ("csrc/core/fresh/new.c:1", ["csrc/core/fresh/", "needs an entry in ALLOWED"]),
     ("csrc/torch/aten/bad.cpp:2", ["csrc/core/exec/runtime.h", "only its public headers"]),
     ("torchtpu/debug.py:1", ["imports tests", "torchtpu/ never imports tests/ or benchmarks/"]),
+    ("torchtpu/modes.py:1", ["imports ops.test_d (tests/ops/)"]),
+    ("tests/ops/test_e.py:2", [f"imports {BENCH}", f"tests/ never imports {BENCH}/"]),
     ("tests/test_b.py:2", [f"imports {BENCH}.soak_run", f"tests/ never imports {BENCH}/"]),
     ("tests/test_b.py:3", [f"imports {BENCH}"]),
     ("tests/test_b.py:5", [f"adds {BENCH}/ to sys.path"]),

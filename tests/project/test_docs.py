@@ -24,7 +24,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
+
 GUIDES = sorted(glob.glob(os.path.join(ROOT, "docs", "guides", "*.md")))
 README = os.path.join(ROOT, "README.md")
 PAGES = [README] + GUIDES

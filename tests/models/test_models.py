@@ -4,7 +4,7 @@ forward, backward and AdamW steps, with no CPU fallback.
 Each test builds the model from its config on the CPU, copies it to tpu,
 and runs the same batches on both: the first step's loss and every
 parameter gradient, each later step's loss, and the parameters after the
-last step must agree. `python tests/test_models.py` prints the largest
+last step must agree. `python tests/models/test_models.py` prints the largest
 differences and the time per step of each model instead.
 """
 import copy
@@ -17,7 +17,8 @@ import torch
 
 import torchtpu
 
-sys.path.insert(0, os.path.dirname(__file__))
+# tests/ (the helpers), also when run as a script
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import models as M  # noqa: E402
 
 STEPS = 3
@@ -183,7 +184,7 @@ def test_llama_bf16_matches_cpu():
 
 
 if __name__ == "__main__":
-    # Figures for the report: python tests/test_models.py [steps]; the time
+    # Figures for the report: python tests/models/test_models.py [steps]; the time
     # per step averages every step after the first (which compiles).
     STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 8
     print(f"{'model':10} {'loss diff':>10} {'grad diff':>10} {'max |grad|':>10} {'tpu s/step':>11} {'cpu s/step':>11}")

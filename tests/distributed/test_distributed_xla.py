@@ -5,7 +5,7 @@ included), their faults, and the gloo path's send/recv checks.
 Each scenario runs in a fresh subprocess (the CPU plugin's device count is
 fixed when a process first uses tpu: TORCHTPU_NUM_DEVICES) that is killed
 at a deadline, so a hang fails the test instead of stalling CI. A scenario
-prints ``RESULT <json>``: ``python tests/test_distributed_xla.py SCENARIO``.
+prints ``RESULT <json>``: ``python tests/distributed/test_distributed_xla.py SCENARIO``.
 """
 import json
 import os

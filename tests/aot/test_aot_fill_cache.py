@@ -15,8 +15,8 @@ import torchtpu
 import torchtpu.aot as aot
 from torchtpu import _C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+from _proc import ROOT as REPO
+
 TOPOLOGY = "v5e:2x2"
 
 _ok, _why = aot.available()

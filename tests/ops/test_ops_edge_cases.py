@@ -1,8 +1,10 @@
-"""Results PyTorch's own device-generic tests found wrong on tpu, each
-against the CPU: indexing with empty and 0-d boolean indices, linspace and
-logspace (views as out=, large integer ranges), the result type of an
-out= of a wider dtype, NaN through logcumsumexp, complex exp's special
-values, _lazy_clone, a 0-d loss, deterministic fills of new memory."""
+"""Edge cases of op results on tpu, each against the CPU: indexing with
+empty and 0-d boolean indices, linspace and logspace (views as out=, large
+integer ranges), the result type of an out= of a wider dtype, NaN through
+logcumsumexp, xlogy and xlog1py, complex exp's special values and complex
+pow of large values, a 0-d loss, deterministic fills of new memory, empty
+dims (nonzero_static, a convolution with no input channels), an unbatched
+channels_last_3d max_pool3d's layout, and a cat of many tensors."""
 import contextlib
 import math
 
@@ -11,6 +13,10 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu  # noqa: F401
+
+from optest import same_outcome
+
+T = "tpu"
 
 
 def same(fn, *, exact=True):
@@ -133,21 +139,6 @@ def test_complex_exp_special_values(dtype):
         assert torch.equal(torch.signbit(a[keep]), torch.signbit(b[keep])), part
 
 
-def test_lazy_clone_is_a_copy():
-    def lazy(d):
-        a = torch.arange(8.0, device=d)
-        v = a[1::2]
-        b = torch._lazy_clone(v)
-        a.add_(1)
-        b.mul_(10)
-        return torch.cat([a, b, torch.tensor([float(b.stride(0)), float(b.storage_offset())], device=d)])
-
-    same(lazy)
-    x = torch.randn(3, device="tpu", requires_grad=True)
-    torch._lazy_clone(x).sum().backward()
-    torch.testing.assert_close(x.grad.cpu(), torch.ones(3))
-
-
 def test_multilabel_margin_of_a_1d_input_is_0d():
     def loss(d):
         x = torch.tensor([0.1, 0.2, 0.4, 0.8], device=d, requires_grad=True)
@@ -190,12 +181,76 @@ def test_deterministic_fill_of_new_memory(dtype):
     assert torch.empty(3, device="tpu").dtype == torch.float32
 
 
-def test_softmax_of_integers_is_refused_as_on_cpu():
-    # (log_softmax of bool stops earlier, in PyTorch's meta function, with
-    # a RuntimeError about subtracting bools)
-    for dtype, fns in ((torch.long, 2), (torch.int32, 2), (torch.bool, 1)):
-        for f in (lambda t: torch.softmax(t, 0), lambda t: torch.log_softmax(t, 0))[:fns]:
-            with pytest.raises(NotImplementedError, match="not implemented for"):
-                f(torch.ones(4, dtype=dtype, device="tpu"))
-    got = torch.softmax(torch.ones(4, dtype=torch.long, device="tpu"), 0, dtype=torch.float32)
-    torch.testing.assert_close(got.cpu(), torch.full((4,), 0.25))
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int16, torch.float32])
+def test_xlog1py_keeps_nan(dtype):
+    y = torch.tensor([-1.0, 0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan"), -2.0])
+    for x in (torch.zeros(8, dtype=dtype), torch.ones(8, dtype=dtype)):
+        same_outcome(lambda d: torch.special.xlog1py(x.to(d), y.to(d)))
+        same_outcome(lambda d: torch.xlogy(x.to(d), y.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_large_values_as_cpu(dtype):
+    """pow(x, y) with large complex values: the phase of y log x is huge, so
+    its last bit decides the signs of the infinite result; each product is
+    rounded alone, as the C library's cpow (the CPU) rounds it."""
+    import itertools
+    vals = [-501, 501, -1001.2, 1001.2, -13437.7, 13437.7, -4988429.2, 4988429.2, -1e20, 1e20]
+    c = torch.tensor([complex(a, b) for a, b in itertools.product(vals, vals)], dtype=dtype)
+    x, y = c.repeat_interleave(len(c)), c.repeat(len(c))
+    want = torch.pow(x, y)
+    got = torch.pow(x.to(T), y.to(T)).cpu()
+    torch.testing.assert_close(got, want, equal_nan=True)
+    # the same values through a strided view, in place
+    base = torch.zeros(2, len(x), dtype=dtype)
+    base[1] = x
+    d = base.to(T)
+    d[1].pow_(y.to(T))
+    torch.testing.assert_close(d[1].cpu(), want, equal_nan=True)
+
+
+def test_max_pool3d_unbatched_keeps_channels_last_3d():
+    """An unbatched (4-d) input whose batch of one is channels_last_3d:
+    max_pool3d's output and indices keep that layout, as on the CPU."""
+    def call(d):
+        x = torch.randn(1, 6, 12, 13, 14, generator=torch.Generator().manual_seed(0))
+        x = x.to(d).contiguous(memory_format=torch.channels_last_3d).squeeze(0)
+        return torch.nn.functional.max_pool3d(x, (5, 6, 7), return_indices=True)
+    (co, ci), (to, ti) = call("cpu"), call(T)
+    assert to.stride() == co.stride() and ti.stride() == ci.stride()
+    assert torch.equal(to.cpu(), co) and torch.equal(ti.cpu(), ci)
+
+
+@pytest.mark.parametrize("shape", [(5, 0, 5), (0,), (0, 3), (2, 3)])
+@pytest.mark.parametrize("size", [0, 1, 4])
+def test_nonzero_static_of_empty_inputs(shape, size):
+    """nonzero_static of an input with a dim of size 0 (its coordinates
+    once divided by that dim's size, a constant division by zero that
+    crashed the compiler): every row is the fill value, as on the CPU."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    x[x.abs() < 0.5] = 0
+    assert torch.equal(torch.nonzero_static(x.to(T), size=size, fill_value=-7).cpu(),
+                       torch.nonzero_static(x, size=size, fill_value=-7))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_backward_with_no_input_channels(nd):
+    """A convolution with no input channels (the CPU's forward then has no
+    output channels either): its bias gradient is zeros of the bias, as on
+    the CPU, not an internal shape error."""
+    f = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}[nd]
+    got = []
+    for d in ("cpu", T):
+        x = torch.randn(*([2, 0] + [3] * nd)).to(d).requires_grad_()
+        w = torch.randn(*([2, 0] + [2] * nd)).to(d).requires_grad_()
+        b = torch.ones(2).to(d).requires_grad_()
+        y = f(x, w, b)
+        y.sum().backward()
+        got.append((y.shape, b.grad.cpu(), w.grad.shape, x.grad.shape))
+    assert got[0][0] == got[1][0] and got[0][2:] == got[1][2:]
+    assert torch.equal(got[0][1], got[1][1])
+
+
+def test_cat_of_many_tensors():
+    xs = [torch.full((2, i % 3 + 1), float(i)) for i in range(200)]
+    assert torch.equal(torch.cat([x.to(T) for x in xs], 1).cpu(), torch.cat(xs, 1))

@@ -3,8 +3,6 @@
 torch.set_float32_matmul_precision mapped onto XLA's precision config."""
 import copy
 import glob
-import os
-import sys
 
 import pytest
 import torch
@@ -12,9 +10,8 @@ import torch.nn.functional as F
 
 import torchtpu
 
-sys.path.insert(0, os.path.dirname(__file__))
-import models as M  # noqa: E402
-from optest import DEV, rand  # noqa: E402
+import models as M
+from optest import DEV, rand
 
 BF16 = torch.bfloat16
 

@@ -3,7 +3,7 @@
 Every test starts 2 or 4 ranks as separate processes (each with its own CPU
 plugin client) and kills them all at a hard deadline, so a hang fails the
 test instead of stalling CI. A rank runs this file as a script:
-``python tests/test_distributed.py SCENARIO [ARGS]`` with RANK, WORLD_SIZE,
+``python tests/distributed/test_distributed.py SCENARIO [ARGS]`` with RANK, WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT set, and prints ``RESULT <json>`` on success.
 """
 import datetime

@@ -8,8 +8,7 @@ import sys
 
 import torchtpu.dynamo
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+from _proc import ROOT as REPO
 
 CHILD = r"""
 import json, sys

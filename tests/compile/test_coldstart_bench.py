@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
+
 SCRIPT = os.path.join(ROOT, "benchmarks", "coldstart.py")
 
 

@@ -7,7 +7,7 @@ The op-suite part runs a representative part of the op tests with program
 dumps on and compiles one program of every op they emit. The full sweep
 (every op test file, every program):
 
-    TORCHTPU_AOT_OPS=all TORCHTPU_AOT_EVERY_PROGRAM=1 .venv/bin/python -m pytest -q tests/test_aot.py -k op_suite
+    TORCHTPU_AOT_OPS=all TORCHTPU_AOT_EVERY_PROGRAM=1 .venv/bin/python -m pytest -q tests/aot/test_aot.py -k op_suite
 """
 import os
 import subprocess
@@ -20,9 +20,10 @@ import torchtpu  # noqa: F401
 import torchtpu.aot as aot
 from torchtpu.aot import chips
 
+from _proc import ROOT as REPO
+
 TOPOLOGIES = ["v5e:2x2", "v6e:2x2"]
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+OPS = os.path.join(REPO, "tests", "ops")
 
 _ok, _why = aot.available()
 needs_libtpu = pytest.mark.skipif(not _ok, reason=f"libtpu not installed: {_why}")
@@ -143,9 +144,9 @@ def _op_files():
     sel = os.environ.get("TORCHTPU_AOT_OPS", "linalg,shape")
     if sel == "all":
         return sorted(
-            os.path.join("tests", f) for f in os.listdir(HERE) if f.startswith("test_ops_") and f.endswith(".py")
+            os.path.join("tests", "ops", f) for f in os.listdir(OPS) if f.startswith("test_ops_") and f.endswith(".py")
         )
-    return [os.path.join("tests", f"test_ops_{s.strip()}.py") for s in sel.split(",")]
+    return [os.path.join("tests", "ops", f"test_ops_{s.strip()}.py") for s in sel.split(",")]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import torchtpu
 from torchtpu.demo import GPT, batches, load_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import torch
 
 import torchtpu
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import api_parity  # noqa: E402
 

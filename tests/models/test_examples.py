@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _proc import ROOT
+
 EXAMPLES = os.path.join(ROOT, "examples")
 
 

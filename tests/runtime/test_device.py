@@ -411,7 +411,7 @@ def test_meta_errors_are_the_cpu_errors():
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_is_computed_where_lowered(dtype):
-    # tests/test_complex.py covers complex ops in depth; here: storage and
+    # tests/ops/test_complex.py covers complex ops in depth; here: storage and
     # geometry, and an op without a complex lowering failing loudly.
     host = torch.randn(2, 3, dtype=dtype)
     x = host.to(DEV)
