@@ -99,15 +99,7 @@ def batches(data, steps, batch, block, seed=0):
         yield x, y
 
 
-def bar(step, steps, loss, tps, width=30):
-    done = int(width * step / steps)
-    sys.stdout.write(
-        f"\r  [{'#' * done}{'.' * (width - done)}] {step:4d}/{steps}  loss {loss:.4f}  {tps:8.0f} tok/s"
-    )
-    sys.stdout.flush()
-
-
-def train(model, device, data, steps, batch, block, log_every=0, step_fn=None):
+def train(model, device, data, steps, batch, block, step_fn=None):
     """Trains `steps` steps; returns (losses, steady seconds per step, seconds
     to the first loss)."""
     model = model.to(device)
@@ -131,19 +123,9 @@ def train(model, device, data, steps, batch, block, log_every=0, step_fn=None):
             losses[-1].item()  # the first step compiles: time it apart
             t_first = time.perf_counter() - t0
             t1 = time.perf_counter()
-        if log_every and (step % log_every == 0 or step == steps):
-            bar(step, steps, losses[-1].item(), 0.0)
     values = [float(v) for v in torch.stack([l.cpu() for l in losses])]
-    if log_every:
-        sys.stdout.write("\n")
     steady = (time.perf_counter() - t1) / (steps - 1) if steps > 1 else 0.0
     return values, steady, t_first
-
-
-def bar(step, steps, loss, _rate=0.0, width=30):
-    done = int(width * step / steps)
-    sys.stdout.write(f"\r  [{'#' * done}{'.' * (width - done)}] {step:4d}/{steps}  loss {loss:.4f}")
-    sys.stdout.flush()
 
 
 def _mode(name):
