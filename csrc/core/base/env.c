@@ -102,6 +102,34 @@ int ttpu_env_check_indices(void) {
   return !(env && !strcmp(env, "0"));
 }
 
+ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder) {
+  *min = 128;
+  *ladder = 1;
+  const char* env = getenv("TORCHTPU_BUCKETS");
+  if (!env || !*env) return NULL;
+  if (!strcmp(env, "off") || !strcmp(env, "0")) {
+    *min = 0;
+    return NULL;
+  }
+  const char* colon = strchr(env, ':');
+  size_t len = colon ? (size_t)(colon - env) : strlen(env);
+  int ok = 1;
+  if (len == 4 && !strncmp(env, "pow2", 4)) *ladder = 1;
+  else if (len == 7 && !strncmp(env, "quarter", 7)) *ladder = 2;
+  else ok = 0;
+  if (ok && colon) {
+    char* end = NULL;
+    long long n = strtoll(colon + 1, &end, 10);
+    ok = end != colon + 1 && *end == 0 && n >= 2 && n <= ((long long)1 << 40);
+    if (ok) *min = n;
+  }
+  if (ok) return NULL;
+  return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                          "TORCHTPU_BUCKETS=%s: expected off, pow2 or quarter, "
+                          "optionally with :N for the smallest bucket "
+                          "(pow2:128)", env);
+}
+
 ttpu_status* ttpu_env_invalid_mode(void) {
   return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                           "TORCHTPU_EAGER_MODE=%s: expected debug, strict or "

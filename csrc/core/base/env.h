@@ -25,5 +25,10 @@ ttpu_status* ttpu_env_invalid_mode(void);
 int ttpu_env_usable_cores(void);
 ttpu_status* ttpu_env_invalid_cpu_opt_level(void);
 ttpu_status* ttpu_env_invalid_program_cache_size(void);
+/* TORCHTPU_BUCKETS (docs/guides/shapes.md): "off", "pow2" (the default)
+ * or "quarter", optionally ":N" for the smallest bucket (default 128).
+ * Sets *min (0: off) and *ladder (1 powers of two, 2 quarter steps);
+ * NULL, or the error naming the variable when its value is invalid. */
+ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder);
 
 #endif /* TTPU_BASE_ENV_H_ */

@@ -586,6 +586,13 @@ static ttpu_status* prepare(ttpu_runtime* rt, const ttpu_coll_call* c,
     if (!s) s = ttpu_exec_touch(rt, c->members[i].output, 1);
   }
   if (s) return s;
+  for (int i = 0; i < n; ++i)
+    if (c->members[i].input->pad.mask)
+      return ttpu_status_make(
+          TTPU_UNIMPLEMENTED,
+          "a collective over a tensor whose storage holds a bucket of sizes "
+          "(TORCHTPU_BUCKETS): copy it to the CPU first, or "
+          "set TORCHTPU_BUCKETS=off");
   /* Replicas share one program, so every input must arrive with the same
    * type; storages written with different shapes are flattened first. */
   int uniform = 1;

@@ -62,6 +62,8 @@ static int matches(const ttpu_graph_replay* g, ttpu_buffer* const* bufs) {
     const ttpu_buffer* b = bufs[k];
     if (!b || b->device != g->device || b->nbytes != t->nbytes) return 0;
     if ((b->pb != NULL) != t->has_value0) return 0;
+    /* a padded storage (prog/bucket.c) is never a capture's store */
+    if (b->pad.mask) return 0;
     if (t->param >= 0 &&
         (b->phys_dtype != t->dt0 || b->phys_ndim != t->nd0 ||
          memcmp(b->phys_dims, t->dims0, (size_t)t->nd0 * sizeof(int64_t))))
@@ -145,7 +147,8 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
-  s = ttpu_prog_take_results(&rt->prog, g->device, g->e, outs, replay_buffer, &c);
+  s = ttpu_prog_take_results(&rt->prog, g->device, g->e, outs, replay_buffer, &c,
+                             NULL);
 done:
   pthread_mutex_unlock(&rt->mu);
   free(args);

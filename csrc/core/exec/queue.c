@@ -118,6 +118,7 @@ typedef struct {
   int n_f, f_param;
   const int64_t* i;
   int n_i, i_param, rng_param;
+  const ttpu_pad* pads;   /* per slot (NULL: none padded) */
 } launch_args;
 
 /* Launches e with args (storage parameters filled in; packs and the rng
@@ -153,7 +154,7 @@ static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
   rt->dev[dev].stats.executions++;
   ttpu_rt_trace_launch(rt, dev, name, a->n_ops, began, done_event);
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, buffer_of, ctx);
+  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, buffer_of, ctx, a->pads);
 done:
   if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
   if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
@@ -171,8 +172,29 @@ static ttpu_status* execute(ttpu_runtime* rt, const ttpu_plan* p,
     if (p->slots[k].has_param) args[p->slots[k].param] = p->slots[k].buf->pb;
   launch_args a = {ttpu_op_name(p->call->op), 1, p->call->op, p->call->device,
                    p->n_params, p->f, p->n_f, p->f_param, p->i, p->n_i,
-                   p->i_param, p->rng_param};
+                   p->i_param, p->rng_param, NULL};
+  /* The padding each written storage is left with (prog/bucket.c). */
+  ttpu_pad stack_pads[16];
+  ttpu_pad* pads = NULL;
+  if (ttpu_plan_rewritten(p)) {
+    pads = p->n_slots <= 16 ? stack_pads : calloc((size_t)p->n_slots, sizeof(*pads));
+    if (!pads) {
+      if (args != stack_args) free(args);
+      return ttpu_status_oom();
+    }
+    for (int k = 0; k < p->n_slots; ++k) {
+      ttpu_dtype dt;
+      int nd;
+      int64_t dims[TTPU_MAX_DIMS];
+      pads[k].mask = 0;
+      pads[k].n = 0;
+      if (p->slots[k].written)
+        ttpu_lower_written_phys(p, k, &dt, &nd, dims, &pads[k]);
+    }
+    a.pads = pads;
+  }
   ttpu_status* s = launch(rt, &a, args, e, slot_buffer, (void*)p);
+  if (pads && pads != stack_pads) free(pads);
   if (args != stack_args) free(args);
   return s;
 }
@@ -232,6 +254,7 @@ typedef struct {
   ttpu_dtype* w_dt;       /* per written slot: its shape after the op */
   int* w_nd;
   int64_t* w_dims;        /* n_slots x TTPU_MAX_DIMS */
+  ttpu_pad* w_pad;        /* per written slot: its padding after the op */
   int n_params;
   int n_f, n_i, f_param, i_param, rng_param;
   double* f;
@@ -259,6 +282,7 @@ static void pending_free(ttpu_runtime* rt, pending* o) {
   free(o->w_dt);
   free(o->w_nd);
   free(o->w_dims);
+  free(o->w_pad);
   free(o->f);
   free(o->i);
   free(o->what);
@@ -339,7 +363,8 @@ static void inflight_unuse(ttpu_runtime* rt, ttpu_compile_queue* q,
 
 /* The storage state the FIFO will leave b in (a ttpu_store_view). */
 static int queue_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
-                        ttpu_dtype* dt, int* nd, int64_t* dims) {
+                        ttpu_dtype* dt, int* nd, int64_t* dims,
+                        ttpu_pad* pad) {
   const ttpu_compile_queue* q = ctx;
   for (int k = q->n - 1; k >= 0; --k) {
     const pending* o = q_at(q, k);
@@ -350,6 +375,7 @@ static int queue_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
       *nd = o->w_nd[sl];
       memcpy(dims, o->w_dims + (size_t)sl * TTPU_MAX_DIMS,
              sizeof(int64_t) * TTPU_MAX_DIMS);
+      *pad = o->w_pad[sl];
       return 1;
     }
   }
@@ -379,7 +405,7 @@ static ttpu_status* execute_pending(ttpu_runtime* rt, pending* o,
   }
   launch_args a = {o->what ? o->what : ttpu_op_name(o->op), o->n_ops, o->op,
                    o->device, o->n_params, o->f, o->n_f, o->f_param, o->i,
-                   o->n_i, o->i_param, o->rng_param};
+                   o->n_i, o->i_param, o->rng_param, o->w_pad};
   if (!s) s = launch(rt, &a, args, e, pending_buffer, o);
   if (args != stack_args) free(args);
   return s;
@@ -487,10 +513,11 @@ static pending* pending_alloc(int n, int n_f, int n_i) {
   o->w_dt = calloc((size_t)n + 1, sizeof(ttpu_dtype));
   o->w_nd = calloc((size_t)n + 1, sizeof(int));
   o->w_dims = calloc(((size_t)n + 1) * TTPU_MAX_DIMS, sizeof(int64_t));
+  o->w_pad = calloc((size_t)n + 1, sizeof(ttpu_pad));
   o->f = calloc((size_t)n_f + 1, sizeof(double));
   o->i = calloc((size_t)n_i + 1, sizeof(int64_t));
   if (!o->bufs || !o->param || !o->written || !o->w_dt || !o->w_nd ||
-      !o->w_dims || !o->f || !o->i) {
+      !o->w_dims || !o->w_pad || !o->f || !o->i) {
     pending_free(NULL, o);
     return NULL;
   }
@@ -529,7 +556,8 @@ static pending* pending_make(const ttpu_plan* p) {
     o->written[k] = sl->written;
     if (sl->written)
       ttpu_lower_written_phys(p, k, &o->w_dt[k], &o->w_nd[k],
-                              o->w_dims + (size_t)k * TTPU_MAX_DIMS);
+                              o->w_dims + (size_t)k * TTPU_MAX_DIMS,
+                              &o->w_pad[k]);
   }
   pending_set_scalars(o, p->n_params, p->f, p->n_f, p->f_param, p->i,
                       p->n_i, p->i_param, p->rng_param);
@@ -566,7 +594,8 @@ static ttpu_status* check_inputs(const ttpu_compile_queue* q,
     ttpu_dtype dt;
     int has, nd;
     int64_t dims[TTPU_MAX_DIMS];
-    if (q && queue_lookup(q, sl->buf, &has, &dt, &nd, dims)) continue;
+    ttpu_pad pad;
+    if (q && queue_lookup(q, sl->buf, &has, &dt, &nd, dims, &pad)) continue;
     return copy_status(sl->buf->error);
   }
   return NULL;
@@ -766,9 +795,9 @@ int ttpu_queue_length(const ttpu_runtime* rt) {
 
 int ttpu_queue_lookup(const ttpu_runtime* rt, const ttpu_buffer* b,
                        int* has_value, ttpu_dtype* dt, int* nd,
-                       int64_t* dims) {
+                       int64_t* dims, ttpu_pad* pad) {
   const ttpu_compile_queue* q = rt->queue;
-  return q && q->n ? queue_lookup(q, b, has_value, dt, nd, dims) : 0;
+  return q && q->n ? queue_lookup(q, b, has_value, dt, nd, dims, pad) : 0;
 }
 
 ttpu_status* ttpu_queue_run_all(ttpu_runtime* rt) {
@@ -797,7 +826,8 @@ ttpu_status* ttpu_queue_window(ttpu_runtime* rt,
   o->n_ops = w->req->n_ops;
   strcpy(o->what, w->req->what);
   for (int k = 0; k < n; ++k) {
-    w->store(w->store_ctx, k, &o->bufs[k], &o->param[k], &o->written[k]);
+    w->store(w->store_ctx, k, &o->bufs[k], &o->param[k], &o->written[k],
+             &o->w_pad[k]);
     ttpu_buffer_retain(o->bufs[k]);
     o->n_slots = k + 1;
   }

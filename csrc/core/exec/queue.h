@@ -37,9 +37,10 @@ typedef struct {
   size_t n_key;
   ttpu_cache_entry* e;          /* the memory cache's program, or NULL */
   int n_stores;                 /* the program's storages, */
-  /* storage k: its buffer, parameter index (or -1), whether it is written */
+  /* storage k: its buffer, parameter index (or -1), whether it is
+   * written, and how it is padded after the program */
   void (*store)(const void* ctx, int k, ttpu_buffer** buf, int* param,
-                int* written);
+                int* written, ttpu_pad* pad);
   const void* store_ctx;
   int n_params;
   const double* f;              /* the scalar packs */
@@ -56,7 +57,8 @@ int ttpu_queue_compiles_here(const ttpu_runtime* rt);
 int ttpu_queue_length(const ttpu_runtime* rt);
 /* The state the FIFO leaves b in (a ttpu_store_view's lookup), or 0. */
 int ttpu_queue_lookup(const ttpu_runtime* rt, const ttpu_buffer* b,
-                       int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims);
+                       int* has_value, ttpu_dtype* dt, int* nd, int64_t* dims,
+                       ttpu_pad* pad);
 /* Runs all of the FIFO / what b's read (writing 0) or write needs. */
 ttpu_status* ttpu_queue_run_all(ttpu_runtime* rt);
 ttpu_status* ttpu_queue_run_for(ttpu_runtime* rt, const ttpu_buffer* b,

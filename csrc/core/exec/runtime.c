@@ -93,6 +93,8 @@ static void prog_context_init(ttpu_runtime* rt) {
   pc->opts = &rt->opts;
   pc->owner = rt;
   pc->n_devices = rt->device_count;
+  /* checked at creation (ttpu_runtime_create refuses a bad value) */
+  ttpu_status_free(ttpu_env_buckets(&pc->bucket_min, &pc->bucket_ladder));
   for (int d = 0; d < TTPU_MAX_DEVICES; ++d) pc->stats[d] = &rt->dev[d].stats;
   pc->hooks = (ttpu_prog_hooks){.host = rt,
                                 .warn = prog_warn,
@@ -259,6 +261,12 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
+  {
+    int64_t min;
+    int ladder;
+    s = ttpu_env_buckets(&min, &ladder);
+    if (s) goto fail;
+  }
   if (ttpu_pjrt_client_caps(rt->client)->host_code) {
     s = rt->opts.cpu_opt_level < -1
             ? ttpu_env_invalid_cpu_opt_level()
@@ -753,19 +761,37 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
   ttpu_pjrt_event* done = NULL;
+  /* A padded version (prog/bucket.c) comes whole, then its true elements
+   * are gathered on the host. */
+  ttpu_pad pad = b->pad;
+  int nd = b->phys_ndim;
+  int64_t cap[TTPU_MAX_DIMS];
+  memcpy(cap, b->phys_dims, sizeof(cap));
+  size_t es = ttpu_dtype_size(b->phys_dtype), cap_bytes = es;
+  for (int d = 0; d < nd; ++d) cap_bytes *= (size_t)cap[d];
+  void* tmp = NULL;
   if (s) {
   } else if (!pb) {
     memset(dst, 0, nbytes);
+    pad.mask = 0;
   } else {
+    if (pad.mask) {
+      tmp = malloc(cap_bytes ? cap_bytes : 1);
+      if (!tmp) s = ttpu_status_oom();
+    }
     /* The copy of the current version is enqueued under the lock, so it
      * is ordered before any later write; the wait is outside it, so other
      * threads' calls go on meanwhile (a version replaced during the wait
      * is destroyed, and PJRT keeps its memory until the copy is over). */
-    s = ttpu_pjrt_buffer_to_host_start(rt->client, pb, dst, nbytes, &done);
-    if (!s) rt->dev[b->device].stats.d2h_bytes += (int64_t)nbytes;
+    if (!s)
+      s = ttpu_pjrt_buffer_to_host_start(rt->client, pb, tmp ? tmp : dst,
+                                         tmp ? cap_bytes : nbytes, &done);
+    if (!s) rt->dev[b->device].stats.d2h_bytes += (int64_t)(tmp ? cap_bytes : nbytes);
   }
   pthread_mutex_unlock(&rt->mu);
   if (!s) s = ttpu_pjrt_event_finish(rt->client, done, "device->host copy");
+  if (!s && tmp) ttpu_pad_compact(tmp, dst, es, nd, cap, &pad);
+  free(tmp);
   return s;
 }
 
@@ -789,6 +815,7 @@ ttpu_status* ttpu_buffer_copy(ttpu_buffer* dst, ttpu_buffer* src) {
     if (pb) {
       ttpu_prog_set_version(&rt->prog, dst, pb, src->phys_dtype, src->phys_ndim,
                           src->phys_dims);
+      dst->pad = src->pad;
     } else {
       ttpu_prog_set_version(&rt->prog, dst, NULL, TTPU_U8, 1, (int64_t[]){(int64_t)dst->nbytes});
     }
@@ -838,7 +865,9 @@ static void await_through_locked(ttpu_runtime* rt, int64_t ticket) {
 /* Whether the version's memory is laid out in storage order: a flat or
  * scalar version (a program's results of higher rank may take another
  * layout on some plugins, so those are copied instead). */
-static int flat_version(const ttpu_buffer* b) { return b->phys_ndim <= 1; }
+static int flat_version(const ttpu_buffer* b) {
+  return b->phys_ndim <= 1 && !b->pad.mask;
+}
 
 ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
                                     ttpu_host_access** out) {

@@ -42,9 +42,11 @@ typedef struct {
   ttpu_dtype dt;        /* shape now */
   int nd;
   int64_t dims[TTPU_MAX_DIMS];
+  ttpu_pad pad;         /* padding now (prog/bucket.c) */
   ttpu_dtype dt0;       /* shape at the window's start (the parameter's) */
   int nd0;
   int64_t dims0[TTPU_MAX_DIMS];
+  ttpu_pad pad0;
 } wstore;
 
 typedef struct {
@@ -184,15 +186,17 @@ static int map_put(ttpu_window* w, ttpu_buffer* b, int v) {
  * window's ops leave it, else as the programs queued before the window
  * (strict mode's FIFO) will. */
 static int window_lookup(const void* ctx, const ttpu_buffer* b, int* has_value,
-                         ttpu_dtype* dt, int* nd, int64_t* dims) {
+                         ttpu_dtype* dt, int* nd, int64_t* dims,
+                         ttpu_pad* pad) {
   const ttpu_window* w = ctx;
   int k = map_find(w, b);
-  if (k < 0) return ttpu_queue_lookup(w->rt, b, has_value, dt, nd, dims);
+  if (k < 0) return ttpu_queue_lookup(w->rt, b, has_value, dt, nd, dims, pad);
   const wstore* s = &w->st[k];
   *has_value = s->has_value;
   *dt = s->dt;
   *nd = s->nd;
   memcpy(dims, s->dims, sizeof(s->dims));
+  *pad = s->pad;
   return 1;
 }
 
@@ -354,12 +358,16 @@ static int store_of(ttpu_window* w, ttpu_buffer* b) {
   ttpu_buffer_retain(b);
   s->buf = b;
   s->param = -1;
-  if (!ttpu_queue_lookup(w->rt, b, &s->has_value, &s->dt, &s->nd, s->dims)) {
+  if (!ttpu_queue_lookup(w->rt, b, &s->has_value, &s->dt, &s->nd, s->dims,
+                         &s->pad)) {
     s->has_value = b->pb != NULL;
     s->dt = b->phys_dtype;
     s->nd = b->phys_ndim;
     memcpy(s->dims, b->phys_dims, sizeof(s->dims));
+    s->pad = b->pad;
   }
+  if (!s->has_value) s->pad.mask = 0;
+  s->pad0 = s->pad;
   s->has_value0 = s->has_value;
   s->dt0 = s->dt;
   s->nd0 = s->nd;
@@ -489,7 +497,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     wstore* x = &w->st[r->store[sl]];
     if (p->slots[sl].has_param && !x->written) x->param = 1;
     if (!p->slots[sl].written) continue;
-    ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims);
+    ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims, &x->pad);
     x->written = 1;
     x->has_value = 1;
   }
@@ -657,11 +665,12 @@ static ttpu_status* upload_packs(ttpu_runtime* rt, const ttpu_window* w,
 
 /* Storage k of a flushed window, for the FIFO (ttpu_queued_window). */
 static void window_store(const void* ctx, int k, ttpu_buffer** buf,
-                         int* param, int* written) {
+                         int* param, int* written, ttpu_pad* pad) {
   const flush_ctx* c = ctx;
   *buf = c->w->st[k].buf;
   *param = c->stores[k].param;
   *written = c->w->st[k].written;
+  *pad = c->w->st[k].pad;
 }
 
 /* Window w's program joins strict mode's FIFO (see executor.h): it runs
@@ -751,6 +760,10 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     const wstore* x = &w->st[k];
     ttpu_prog_store* ps = &c.stores[k];
     ps->nbytes = x->buf->nbytes;
+    if (x->pad0.mask) { /* a padded version's bytes */
+      ps->nbytes = ttpu_dtype_size(x->dt0);
+      for (int d = 0; d < x->nd0; ++d) ps->nbytes *= (size_t)x->dims0[d];
+    }
     ps->param = x->param > 0 ? n_params++ : -1;
     int alive = atomic_load(&x->buf->refs) > 1;
     ps->result = x->written && alive ? n_results++ : -1;
@@ -842,7 +855,14 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
     ttpu_rt_trace_launch(rt, dev, what, n_recs, began, done_event);
   }
   ttpu_rt_add_pending(rt, dev, e, done_event);
-  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, store_buffer, w);
+  ttpu_pad* pads = calloc((size_t)w->n_st + 1, sizeof(*pads));
+  if (!pads) {
+    s = ttpu_status_oom();
+    goto done;
+  }
+  for (int k = 0; k < w->n_st; ++k) pads[k] = w->st[k].pad;
+  s = ttpu_prog_take_results(&rt->prog, dev, e, outs, store_buffer, w, pads);
+  free(pads);
   const ttpu_window_owner* own = w->owner;
   if (own) own->ran(own->user);
   if (!s && own && own->wants_capture(own->user)) {

@@ -159,6 +159,16 @@ const ttpu_tensor* ttpu_l_tensor_desc(ttpu_lower* L, int arg, int k) {
   return i < 0 ? NULL : &L->call->tensors[i];
 }
 
+int ttpu_l_dyn_dims(ttpu_lower* L, int arg, int k) {
+  int i = tensor_index(L, arg, k);
+  return i < 0 || !L->su.tensor_dyn ? 0 : L->su.tensor_dyn[i];
+}
+
+ttpu_val ttpu_l_dyn_size(ttpu_lower* L) {
+  if (!L->su.tensor_dyn) return TTPU_VAL_ERROR;
+  return ttpu_lower_int_scalar(L, L->su.dyn_at);
+}
+
 ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
   int i = tensor_index(L, arg, k);
   if (i < 0 || i >= L->call->n_tensors)

@@ -36,6 +36,26 @@ static ttpu_status* lower_cat(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
   int n = ttpu_l_count(L, 0);
   int dim = (int)ttpu_l_dim(L, ttpu_l_int(L, 1, 0), ot.ndim);
+  if (n == 2 && ot.ndim > 0 && ttpu_l_dyn_dims(L, 0, 0) >> dim & 1) {
+    /* Bucketed (prog/bucket.c): the first operand holds a bucket along
+     * dim with its true size n at run time, the second a fixed size; the
+     * result's bucket may be larger. The second goes at offset n. */
+    ttpu_val x = ttpu_hlo_convert(b, ttpu_l_tensor_at(L, 0, 0), ot.dtype);
+    ttpu_val y = ttpu_hlo_convert(b, ttpu_l_tensor_at(L, 0, 1), ot.dtype);
+    const ttpu_type* xt = ttpu_hlo_type(b, x);
+    if (!xt) return NULL;
+    int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS] = {0},
+            in[TTPU_MAX_DIMS] = {0};
+    hi[dim] = ot.dims[dim] - xt->dims[dim];
+    if (hi[dim] > 0)
+      x = ttpu_hlo_pad(b, x, ttpu_hlo_const_i(b, ot.dtype, 0), lo, hi, in);
+    ttpu_val zero = ttpu_hlo_const_i(b, TTPU_I64, 0);
+    ttpu_val starts[TTPU_MAX_DIMS];
+    for (int d = 0; d < ot.ndim; ++d)
+      starts[d] = d == dim ? ttpu_l_dyn_size(L) : zero;
+    ttpu_l_set_out(L, 0, ttpu_hlo_dynamic_update_slice(b, x, y, starts));
+    return NULL;
+  }
   ttpu_val parts[64];
   ttpu_val* xs = n <= 64 ? parts : malloc(sizeof(ttpu_val) * (size_t)n);
   if (!xs) return ttpu_status_oom();

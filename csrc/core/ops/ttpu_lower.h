@@ -117,6 +117,34 @@ const ttpu_op_def* ttpu_op_def_get(int op);
 ttpu_status* ttpu_op_check_kinds(const ttpu_op_def* def,
                                  const ttpu_op_call* call);
 
+/* Buckets (docs/design/shapes.md). How an op's program may serve every
+ * size of a bucket along a dim whose padding holds undefined values
+ * (ops/bucket.c lists the ops): */
+enum {
+  TTPU_B_NONE = 0,     /* it may not: an exact program per size */
+  TTPU_B_ELEMENTWISE,  /* output elements read inputs at their own index */
+  TTPU_B_FILL_ZERO,    /* right once the padding of its inputs holds 0 */
+  TTPU_B_FILL_ONE,     /* ... 1 */
+  TTPU_B_FILL_LOWEST,  /* ... the dtype's lowest value (-inf) */
+  TTPU_B_FILL_HIGHEST, /* ... the dtype's highest value (+inf) */
+  TTPU_B_OTHER_DIMS,   /* reduces the dims of its argument 1 (mean, var):
+                          only when none of them is padded */
+  TTPU_B_LAST_DIMS,    /* normalizes its last len(argument 1) dims: only
+                          when none of them is padded */
+  TTPU_B_CAT,          /* cat along the padded dim of its first operand */
+};
+/* The rule of op id `op`. Thread-safe. */
+int ttpu_op_bucket_rule(int op);
+/* The names ops/bucket.c lists (each standing for its in-place and out=
+ * overloads too): up to cap into names; returns how many there are. */
+int ttpu_op_bucket_rule_names(const char** names, int cap);
+
+/* A bucketed call: the dims of the view of tensor arg (list element k)
+ * that hold a bucket (a mask; 0 for a call that is not bucketed), and the
+ * true size of those dims as a 0-d i64 value. */
+int ttpu_l_dyn_dims(ttpu_lower* L, int arg, int k);
+ttpu_val ttpu_l_dyn_size(ttpu_lower* L);
+
 /* The builder to emit into. */
 ttpu_hlo* ttpu_l_hlo(ttpu_lower* L);
 const ttpu_op_call* ttpu_l_call(ttpu_lower* L);

@@ -60,6 +60,11 @@ typedef struct {
   /* The device's rng state (u64[2]) before the call, for TTPU_OP_RANDOM
    * records (TTPU_VAL_ERROR: none; drawing then fails). */
   ttpu_val rng_state;
+  /* A bucketed call (prog/bucket.c): per call tensor, the view dims that
+   * hold a bucket (NULL: the call is not bucketed), and then the index of
+   * their true size among the call's int scalars. */
+  const int* tensor_dyn;
+  int dyn_at;
 } ttpu_lower_setup;
 
 /* A context for lowering `call` (whose record is def) into b. *setup is

@@ -181,11 +181,12 @@ static ttpu_val flat_from(ttpu_hlo* b, ttpu_val v, ttpu_dtype pd,
 /* The storage of slot s as a flat 1-d value of dtype dt. */
 static ttpu_val flat_of(const op_frame* F, int s, ttpu_dtype dt) {
   const ttpu_slot* sl = &F->p->slots[s];
+  size_t bytes = ttpu_slot_view_bytes(sl);
   if (F->slot_val[s] == TTPU_VAL_ERROR) {
-    int64_t n = (int64_t)(sl->buf->nbytes / ttpu_dtype_size(dt));
+    int64_t n = (int64_t)(bytes / ttpu_dtype_size(dt));
     return ttpu_hlo_const(F->b, ttpu_type_make(dt, 1, &n), 0, 0); /* unwritten */
   }
-  return flat_from(F->b, F->slot_val[s], sl->phys_dtype, sl->buf->nbytes, dt);
+  return flat_from(F->b, F->slot_val[s], sl->phys_dtype, bytes, dt);
 }
 
 /* Inverse of flat_of: a flat value of dtype dt back into phys dtype pd,
@@ -300,7 +301,7 @@ static ttpu_val read_view(const op_frame* F, ttpu_lower* L, int s,
   geom g;
   analyse(t, &g);
   size_t es = ttpu_dtype_size(t->dtype);
-  int64_t total = (int64_t)(sl->buf->nbytes / es);
+  int64_t total = (int64_t)(ttpu_slot_view_bytes(sl) / es);
   /* The common case: the whole storage, as it was written. */
   if (F->slot_val[s] != TTPU_VAL_ERROR && sl->phys_dtype == t->dtype &&
       t->offset == 0 && n == total && g.dense && !g.has_bcast) {
@@ -449,8 +450,52 @@ static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
  * here, the first time its lowering reads it. */
 static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   const op_frame* F = user;
-  return read_view(F, L, F->p->tensor_slot[i], &F->p->call->tensors[i],
-                   F->p->tensor_off[i]);
+  const ttpu_plan* p = F->p;
+  ttpu_val v = read_view(F, L, p->tensor_slot[i], &p->call->tensors[i],
+                         p->tensor_off[i]);
+  if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
+  int rule = p->bucket_rule;
+  if (rule != TTPU_B_FILL_ZERO && rule != TTPU_B_FILL_ONE &&
+      rule != TTPU_B_FILL_LOWEST && rule != TTPU_B_FILL_HIGHEST)
+    return v;
+  /* The padding of a bucketed dim holds the op's identity from here on. */
+  ttpu_hlo* b = F->b;
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (!tp) return v;
+  ttpu_type t = *tp;
+  ttpu_type ti = ttpu_type_make(TTPU_I32, t.ndim, t.dims);
+  int64_t no_dims[1] = {0};
+  ttpu_val n = ttpu_hlo_convert(b, ttpu_lower_int_scalar(L, p->dyn_at), TTPU_I32);
+  ttpu_val nb = ttpu_hlo_broadcast_in_dim(b, n, ti, no_dims);
+  ttpu_val keep = TTPU_VAL_ERROR;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (!(p->tensor_dyn[i] >> d & 1)) continue;
+    ttpu_val in = ttpu_hlo_compare(b, TTPU_LT, ttpu_hlo_iota(b, ti, d), nb);
+    keep = keep == TTPU_VAL_ERROR ? in : ttpu_hlo_binary(b, TTPU_AND, keep, in);
+  }
+  if (keep == TTPU_VAL_ERROR) return v;
+  double f = 0;
+  int64_t k = 0;
+  int is_float = ttpu_dtype_is_float(t.dtype);
+  size_t es = ttpu_dtype_size(t.dtype);
+  int is_signed = t.dtype == TTPU_I8 || t.dtype == TTPU_I16 ||
+                  t.dtype == TTPU_I32 || t.dtype == TTPU_I64;
+  if (rule == TTPU_B_FILL_ONE) {
+    f = 1;
+    k = 1;
+  } else if (rule == TTPU_B_FILL_LOWEST) {
+    f = -__builtin_inf();
+    k = t.dtype == TTPU_BOOL || !is_signed ? 0
+        : es >= 8 ? INT64_MIN : -((int64_t)1 << (8 * es - 1));
+  } else if (rule == TTPU_B_FILL_HIGHEST) {
+    f = __builtin_inf();
+    k = t.dtype == TTPU_BOOL ? 1
+        : es >= 8 ? (is_signed ? INT64_MAX : -1)
+        : is_signed ? ((int64_t)1 << (8 * es - 1)) - 1
+                    : (int64_t)(((uint64_t)1 << (8 * es)) - 1);
+  }
+  (void)is_float;
+  return ttpu_hlo_select(b, keep, v, ttpu_hlo_const(b, t, f, k));
 }
 
 /* ------------------------------------------------------------ program */
@@ -458,13 +503,30 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
 /* The shape a written slot's storage is kept in after the op: the same
  * decisions as the write-back in lower_op, without building anything, so
  * a fused window knows every storage's shape before it is lowered. */
+/* The dims of the stored shape (ttpu_lower_written_phys's for a whole
+ * write of t) that the view dims in `mask` become. */
+static int stored_mask(const ttpu_tensor* t, int mask) {
+  if (!mask) return 0;
+  geom g;
+  analyse(t, &g);
+  int contiguous = 1;
+  for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
+  if (contiguous) return mask;
+  int m = 0;
+  for (int k = 0; k < g.m; ++k)
+    if (mask >> g.idx[k] & 1) m |= 1 << k;
+  return m;
+}
+
 void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
-                             int* nd, int64_t* dims) {
+                             int* nd, int64_t* dims, ttpu_pad* pad) {
   const ttpu_slot* x = &p->slots[sl];
   const ttpu_op_call* call = p->call;
   *dt = x->phys_dtype;
   *nd = x->phys_ndim;
   memcpy(dims, x->phys_dims, sizeof(int64_t) * TTPU_MAX_DIMS);
+  *pad = x->pad;
+  if (x->unpad) return; /* written back padded as it was */
   int have = x->has_param;
   for (int o = 0; o < call->n_outputs; ++o) {
     if (p->out_slot[o] != sl) continue;
@@ -481,6 +543,14 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
         *nd = g.m;
         memcpy(dims, g.size, sizeof(int64_t) * (size_t)g.m);
       }
+      int dyn = ttpu_plan_rewritten(p) ? p->out_dyn[o] : 0;
+      pad->mask = stored_mask(t, dyn);
+      pad->n = x->pad.mask ? x->pad.n : p->dyn_out_n;
+      if (p->seed && dyn) { /* padded on write: contiguous */
+        for (int d = 0; d < t->ndim; ++d)
+          if (dyn >> d & 1) dims[d] = p->dyn_b;
+      }
+      if (!pad->mask) pad->n = 0;
       *dt = t->dtype;
       if (ttpu_dtype_is_complex(*dt)) { /* complex_to_pairs' shape */
         *dt = ttpu_dtype_real(*dt);
@@ -490,15 +560,18 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
     } else if (!have) {
       *dt = ttpu_dtype_real(t->dtype);
       *nd = 1;
-      dims[0] = (int64_t)(x->buf->nbytes / ttpu_dtype_size(*dt));
+      dims[0] = (int64_t)(x->bytes / ttpu_dtype_size(*dt));
+      pad->mask = 0;
     }
     have = 1;
   }
   if (!have) {
     *dt = TTPU_U8;
     *nd = 1;
-    dims[0] = (int64_t)x->buf->nbytes;
+    dims[0] = (int64_t)x->bytes;
+    pad->mask = 0;
   }
+  if (!pad->mask) pad->n = 0;
 }
 
 typedef struct {
@@ -528,6 +601,8 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
     int cur_nd = x->phys_ndim;
     int64_t cur_dims[TTPU_MAX_DIMS];
     memcpy(cur_dims, x->phys_dims, sizeof(cur_dims));
+    if (x->unpad) ttpu_pad_logical(&x->pad, cur_nd, x->phys_dims, cur_dims);
+    size_t bytes = ttpu_slot_view_bytes(x);
     int have = cur != TTPU_VAL_ERROR;
     for (int o = 0; o < call->n_outputs; ++o) {
       if (p->out_slot[o] != sl) continue;
@@ -543,12 +618,20 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
         for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
         cur = contiguous ? v : to_stride_order(b, v, t, &g);
         if (ttpu_dtype_is_complex(t->dtype)) cur = complex_to_pairs(b, cur);
+        if (p->seed && ttpu_plan_rewritten(p) && p->out_dyn[o]) {
+          /* a growing tensor's first padded version (prog/bucket.c) */
+          int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS] = {0},
+                  in[TTPU_MAX_DIMS] = {0};
+          for (int d = 0; d < t->ndim; ++d)
+            if (p->out_dyn[o] >> d & 1) hi[d] = p->dyn_b - t->sizes[d];
+          cur = ttpu_hlo_pad(b, cur, ttpu_hlo_const_i(b, t->dtype, 0), lo, hi, in);
+        }
       } else {
         size_t es = ttpu_dtype_size(t->dtype);
-        int64_t total = (int64_t)(x->buf->nbytes / es);
+        int64_t total = (int64_t)(bytes / es);
         ttpu_val flat;
         if (have) {
-          flat = flat_from(b, cur, cur_dt, x->buf->nbytes, t->dtype);
+          flat = flat_from(b, cur, cur_dt, bytes, t->dtype);
         } else {
           int64_t n = total;
           flat = ttpu_hlo_const(b, ttpu_type_make(t->dtype, 1, &n), 0, 0);
@@ -557,7 +640,7 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
                                            : TTPU_VAL_ERROR;
         flat = write_view(b, flat, v, t, total, doff);
         cur = have ? unflat(b, flat, t->dtype, cur_dt, cur_nd, cur_dims,
-                            x->buf->nbytes)
+                            bytes)
                : ttpu_dtype_is_complex(t->dtype) ? complex_to_pairs(b, flat)
                                                  : flat;
       }
@@ -571,8 +654,18 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
       memcpy(cur_dims, ct->dims, sizeof(int64_t) * (size_t)ct->ndim);
     }
     if (!have) { /* only empty outputs: the storage stays zeros */
-      int64_t n = (int64_t)x->buf->nbytes;
+      int64_t n = (int64_t)x->bytes;
       cur = ttpu_hlo_const(b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
+    }
+    if (x->unpad) {
+      /* padded again as it came: the true elements in the padded layout */
+      int64_t logical[TTPU_MAX_DIMS], lo[TTPU_MAX_DIMS] = {0},
+              hi[TTPU_MAX_DIMS] = {0}, in[TTPU_MAX_DIMS] = {0};
+      ttpu_pad_logical(&x->pad, x->phys_ndim, x->phys_dims, logical);
+      cur = flat_from(b, cur, cur_dt, bytes, x->phys_dtype);
+      cur = ttpu_hlo_reshape(b, cur, x->phys_ndim, logical);
+      for (int d = 0; d < x->phys_ndim; ++d) hi[d] = x->phys_dims[d] - logical[d];
+      cur = ttpu_hlo_pad(b, cur, ttpu_hlo_const_i(b, x->phys_dtype, 0), lo, hi, in);
     }
     F->slot_val[sl] = cur;
   }
@@ -636,7 +729,9 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
         .arg_scalar = p->arg_scalar, .list_at = p->list_at,
         .f_map = op->f_map, .i_map = op->i_map,
         .f_off = op->f_off, .i_off = op->i_off,
-        .rng_state = rng_state};
+        .rng_state = rng_state,
+        .tensor_dyn = p->dyn_at >= 0 ? p->tensor_dyn : NULL,
+        .dyn_at = p->dyn_at};
     ttpu_lower* L = NULL;
     s = ttpu_lower_begin(b, p->def, call, &su, &L);
     F.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));
@@ -644,6 +739,17 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
     if (!s) {
       for (int sl = 0; sl < p->n_slots; ++sl) {
         ttpu_val v = vals[op->store[sl]];
+        const ttpu_slot* x = &p->slots[sl];
+        if (x->has_param && x->unpad && v != TTPU_VAL_ERROR) {
+          /* the storage's true elements, for views that do not map into
+           * its padded layout (prog/bucket.c) */
+          int64_t logical[TTPU_MAX_DIMS], lo[TTPU_MAX_DIMS] = {0},
+                  one[TTPU_MAX_DIMS];
+          ttpu_pad_logical(&x->pad, x->phys_ndim, x->phys_dims, logical);
+          for (int d = 0; d < x->phys_ndim; ++d) one[d] = 1;
+          v = ttpu_hlo_reshape(b, v, x->phys_ndim, x->phys_dims);
+          v = ttpu_hlo_slice(b, v, lo, logical, one);
+        }
         F.slot_val[sl] = p->slots[sl].has_param ? v : TTPU_VAL_ERROR;
         if (p->slots[sl].has_param && v == TTPU_VAL_ERROR)
           s = ttpu_status_make(TTPU_INTERNAL, "%s reads a storage with no value",
@@ -770,7 +876,7 @@ ttpu_status* ttpu_lower_program(const ttpu_plan* p, char** text,
   for (int sl = 0; sl < p->n_slots; ++sl) {
     const ttpu_slot* x = &p->slots[sl];
     ident[sl] = sl;
-    st[sl].nbytes = x->buf->nbytes;
+    st[sl].nbytes = x->bytes;
     st[sl].param = x->param;
     st[sl].result = x->written ? r++ : -1;
     st[sl].dtype = x->phys_dtype;

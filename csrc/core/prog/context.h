@@ -63,6 +63,13 @@ typedef struct ttpu_prog_ctx {
                const void* results, size_t results_len, int n_results,
                const void* options, size_t options_len);
   void* sink_user;
+  /* Buckets (prog/bucket.c; set by the owner): 0 off, else the smallest
+   * bucket, and the ladder (1 powers of two, 2 quarter steps). */
+  int64_t bucket_min;
+  int bucket_ladder;
+  /* The growth detector's memory (prog/bucket.c). */
+  struct ttpu_growth* growth;
+  int n_growth;
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */

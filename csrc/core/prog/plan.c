@@ -76,12 +76,14 @@ static int slot_of(ttpu_plan* p, ttpu_buffer* b, const ttpu_store_view* w) {
   sl->param = -1;
   /* In a fused window a storage's shape and value are the window's. */
   if (!w || !w->lookup(w->ctx, b, &sl->has_value, &sl->phys_dtype,
-                        &sl->phys_ndim, sl->phys_dims)) {
+                        &sl->phys_ndim, sl->phys_dims, &sl->pad)) {
     sl->has_value = b->pb != NULL;
     sl->phys_dtype = b->phys_dtype;
     sl->phys_ndim = b->phys_ndim;
     memcpy(sl->phys_dims, b->phys_dims, sizeof(sl->phys_dims));
+    sl->pad = b->pad;
   }
+  if (!sl->has_value) sl->pad.mask = 0;
   return p->n_slots++;
 }
 
@@ -151,8 +153,10 @@ static ttpu_status* check_tensor(const ttpu_prog_ctx* pc, const ttpu_op_call* c,
 
 /* The view x's offset appended to p's int pack when its program can take
  * it at run time (read, or written when `write`): its index there, or -1. */
-static int run_time_offset(ttpu_plan* p, const ttpu_tensor* x, int write) {
-  if (!x->buffer || x->offset == 0 || !ttpu_view_offset_dynamic(x, x->buffer->nbytes, write))
+static int run_time_offset(ttpu_plan* p, const ttpu_tensor* x, int slot,
+                           int write) {
+  if (!x->buffer || x->offset == 0 || slot < 0 ||
+      !ttpu_view_offset_dynamic(x, ttpu_slot_view_bytes(&p->slots[slot]), write))
     return -1;
   p->i[p->n_i] = x->offset;
   return p->n_i++;
@@ -193,6 +197,11 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   p->part_at = kept.part_at;         p->cap_parts = kept.cap_parts;
   p->part_label = kept.part_label;
   p->part_index = kept.part_index;
+  p->rtens = kept.rtens;             p->cap_rtens = kept.cap_rtens;
+  p->rcall = kept.rcall;             p->cap_rcall = kept.cap_rcall;
+  p->rgeom = kept.rgeom;             p->cap_rgeom = kept.cap_rgeom;
+  p->tensor_dyn = kept.tensor_dyn;   p->cap_tensor_dyn = kept.cap_tensor_dyn;
+  p->out_dyn = kept.out_dyn;         p->cap_out_dyn = kept.cap_out_dyn;
   p->call = call;
   p->def = def;
   p->f_param = p->i_param = p->rng_param = -1;
@@ -209,7 +218,7 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   grown |= zeroed(&p->out_full, &p->cap_out_full, no + 1, sizeof(int));
   grown |= zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
   grown |= zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
-  grown |= zeroed(&p->i, &p->cap_i, n_scalars + nt + no + 1, sizeof(int64_t));
+  grown |= zeroed(&p->i, &p->cap_i, n_scalars + nt + no + 2, sizeof(int64_t));
   grown |= zeroed(&p->tensor_off, &p->cap_tensor_off, nt + 1, sizeof(int));
   grown |= zeroed(&p->out_off, &p->cap_out_off, no + 1, sizeof(int));
   grown |= zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
@@ -243,6 +252,12 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
     p->slots[sl].written = 1;
     p->out_full[o] = covers_storage(x);
     if (!p->out_full[o] && numel_of(x) > 0) p->slots[sl].read = 1;
+  }
+  /* Views over padded storages, and buckets (prog/bucket.c). */
+  {
+    ttpu_status* s = ttpu_plan_buckets(pc, p, !(w && w->static_offsets));
+    if (s) return s;
+    call = p->call;
   }
   for (int s = 0; s < p->n_slots; ++s) {
     ttpu_slot* sl = &p->slots[s];
@@ -289,9 +304,9 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
    * fuse more). */
   int static_off = w && w->static_offsets;
   for (int t = 0; t < nt; ++t)
-    p->tensor_off[t] = static_off ? -1 : run_time_offset(p, &call->tensors[t], 0);
+    p->tensor_off[t] = static_off ? -1 : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
   for (int o = 0; o < no; ++o)
-    p->out_off[o] = static_off || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], 1);
+    p->out_off[o] = static_off || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], p->out_slot[o], 1);
   if (p->n_f) p->f_param = p->n_params++;
   if (p->n_i) p->i_param = p->n_params++;
   if (def->flags & TTPU_OP_RANDOM) p->rng_param = p->n_params++;
@@ -306,11 +321,24 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   rc |= key_push(p, call->matmul_precision);
   rc |= key_push(p, p->n_f);
   rc |= key_push(p, p->n_i);
+  /* a bucketed call: where its true size is, and its outputs' padding */
+  rc |= key_push(p, p->dyn_at);
+  if (p->dyn_at >= 0 || p->seed) {
+    rc |= key_push(p, p->seed);
+    rc |= key_push(p, p->dyn_b);
+    for (int t = 0; t < nt && p->dyn_at >= 0; ++t) rc |= key_push(p, p->tensor_dyn[t]);
+    for (int o = 0; o < no; ++o) rc |= key_push(p, p->out_dyn[o]);
+  }
   for (int s = 0; s < p->n_slots; ++s) {
     const ttpu_slot* sl = &p->slots[s];
     rc |= key_part(p, "storage", s);
-    rc |= key_push(p, (int64_t)sl->buf->nbytes);
-    rc |= key_push(p, sl->read | sl->written << 1 | sl->has_param << 2);
+    rc |= key_push(p, (int64_t)sl->bytes);
+    rc |= key_push(p, sl->read | sl->written << 1 | sl->has_param << 2 |
+                          sl->unpad << 3);
+    if (sl->pad.mask) {
+      rc |= key_push(p, sl->pad.mask);
+      if (sl->unpad) rc |= key_push(p, sl->pad.n);
+    }
     if (sl->has_param) {
       rc |= key_push(p, sl->phys_dtype);
       rc |= key_push(p, sl->phys_ndim);
@@ -397,6 +425,11 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
 }
 
 void ttpu_plan_free(ttpu_plan* p) {
+  free(p->rtens);
+  free(p->rcall);
+  free(p->rgeom);
+  free(p->tensor_dyn);
+  free(p->out_dyn);
   free(p->slots);
   free(p->tensor_slot);
   free(p->out_slot);

@@ -19,6 +19,16 @@ typedef struct {
   ttpu_dtype phys_dtype;
   int phys_ndim;
   int64_t phys_dims[TTPU_MAX_DIMS];
+  /* How the storage is padded when the op starts (mask 0: not), and
+   * after it (w_pad, when written). */
+  ttpu_pad pad, w_pad;
+  /* The bytes of the storage's version in the program: its nbytes, or a
+   * padded version's (prog/bucket.c). */
+  size_t bytes;
+  /* A padded storage read or written through a view that does not map
+   * into its padded layout: the program unpads it first (and pads what it
+   * writes back), so its views keep their own geometry. */
+  int unpad;
 } ttpu_slot;
 
 typedef struct {
@@ -49,6 +59,25 @@ typedef struct {
    * identical, which lets the compiler make one kernel of them. */
   int* list_at;
   int f_param, i_param, rng_param; /* parameter indices or -1 */
+  /* Buckets (prog/bucket.c). When a call's views touch padded storages,
+   * `call` is `*rcall`: the same call with those views rewritten into the
+   * padded layouts (over `rtens`, `rgeom`); a bucketed call has its
+   * dynamic dims at the bucket's size there, tensor_dyn/out_dyn say which
+   * dims those are (view dims), dyn_n is their true size, at dyn_at in
+   * the int pack (-1: the call is not bucketed), and each output with
+   * out_dyn set leaves its storage padded with w_pad.n = dyn_out_n. */
+  const ttpu_op_call* user_call;
+  ttpu_op_call* rcall;
+  ttpu_tensor* rtens;
+  int64_t* rgeom;
+  int* tensor_dyn;
+  int* out_dyn;
+  int bucket_rule;
+  int64_t dyn_n, dyn_b, dyn_out_n;
+  int dyn_at;
+  /* An exact call whose output 0 is padded on write: the first program of
+   * a growing tensor (seeded by the growth detector). */
+  int seed;
   int n_params;
   /* signature */
   int64_t* key;
@@ -61,8 +90,19 @@ typedef struct {
   /* Element capacities of the arrays above, kept across builds: a plan
    * built again into the same struct reuses them (see ttpu_plan_build). */
   int cap_slots, cap_tensor_slot, cap_out_slot, cap_out_full, cap_arg_scalar,
-      cap_f, cap_i, cap_list_at, cap_tensor_off, cap_out_off;
+      cap_f, cap_i, cap_list_at, cap_tensor_off, cap_out_off, cap_rtens,
+      cap_rcall, cap_rgeom, cap_tensor_dyn, cap_out_dyn;
 } ttpu_plan;
+
+/* Whether p's call was rewritten for padded storages (prog/bucket.c). */
+static inline int ttpu_plan_rewritten(const ttpu_plan* p) {
+  return p->rcall && p->call == p->rcall;
+}
+/* The bytes the views of slot sl address: the padded layout's, unless the
+ * program unpads the storage first. */
+static inline size_t ttpu_slot_view_bytes(const ttpu_slot* sl) {
+  return sl->unpad ? sl->buf->nbytes : sl->bytes;
+}
 
 /* 1 when the program reading (write 0) or writing (1) the view t over a
  * storage of nbytes can take t's offset as a run-time value: its structure
@@ -81,7 +121,7 @@ int ttpu_view_offset_dynamic(const ttpu_tensor* t, size_t nbytes, int write);
  * after the ops queued before it: the same program either way). */
 typedef struct {
   int (*lookup)(const void* ctx, const ttpu_buffer* b, int* has_value,
-                ttpu_dtype* dt, int* nd, int64_t* dims);
+                ttpu_dtype* dt, int* nd, int64_t* dims, ttpu_pad* pad);
   const void* ctx;
   int static_offsets;
 } ttpu_store_view;
@@ -143,9 +183,17 @@ typedef struct {
  * op after n_results). */
 ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
                              ttpu_result_plan** results, int* n_results);
-/* The storage shape a written slot has after its op (prog/assemble.c). */
+/* The storage shape a written slot has after its op, and how it is
+ * padded (prog/assemble.c). */
 void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
-                             int* nd, int64_t* dims);
+                             int* nd, int64_t* dims, ttpu_pad* pad);
+
+/* Buckets (prog/bucket.c), from ttpu_plan_build once p's slots are known:
+ * rewrites the views over padded storages, decides whether the call is
+ * bucketed (or seeds a growing tensor) and sets out_full and the slots'
+ * bytes accordingly. `runs_now`: a call planned on its own (strict), not
+ * into a window. */
+ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now);
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */

@@ -108,12 +108,13 @@ ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_result_plan* rp,
                                   ttpu_pjrt_buffer* buf);
 /* Gives each result of an execution to its storage (buffer_of(ctx, slot)),
- * the rng state, or reads it as a data-dependent check; returns the first
- * check's error (results.c, under the owner's lock). */
+ * padded as pads[slot] says (pads NULL: none padded), the rng state, or
+ * reads it as a data-dependent check; returns the first check's error
+ * (results.c, under the owner's lock). */
 ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
                                     const ttpu_cache_entry* e,
                                     ttpu_pjrt_buffer** outs,
                                     ttpu_buffer* (*buffer_of)(void*, int),
-                                    void* ctx);
+                                    void* ctx, const ttpu_pad* pads);
 
 #endif /* TTPU_PROG_PROGRAM_H_ */

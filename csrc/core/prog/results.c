@@ -47,7 +47,7 @@ ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_cache_entry* e,
                                   ttpu_pjrt_buffer** outs,
                                   ttpu_buffer* (*buffer_of)(void*, int),
-                                  void* ctx) {
+                                  void* ctx, const ttpu_pad* pads) {
   ttpu_status* s = NULL;
   for (int r = 0; r < e->n_results; ++r) {
     const ttpu_result_plan* rp = &e->results[r];
@@ -60,6 +60,7 @@ ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
     ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
                                    : pc->hooks.rng_state(pc->hooks.host, dev);
     ttpu_prog_set_version(pc, b, outs[r], rp->dtype, rp->ndim, rp->dims);
+    if (pads && rp->slot >= 0) b->pad = pads[rp->slot];
   }
   return s;
 }
@@ -79,4 +80,35 @@ void ttpu_prog_set_version(ttpu_prog_ctx* pc, ttpu_buffer* b,
   b->phys_dtype = dtype;
   b->phys_ndim = ndim;
   for (int i = 0; i < ndim; ++i) b->phys_dims[i] = dims[i];
+  b->pad.mask = 0;
+  b->pad.n = 0;
+}
+
+void ttpu_pad_compact(const void* src, void* dst, size_t es, int nd,
+                      const int64_t* cap, const ttpu_pad* pad) {
+  int64_t logical[TTPU_MAX_DIMS];
+  ttpu_pad_logical(pad, nd, cap, logical);
+  /* The dims after the last padded one are one contiguous run in both. */
+  int last = -1;
+  for (int d = 0; d < nd; ++d)
+    if (pad->mask >> d & 1) last = d;
+  size_t run = es;
+  for (int d = last + 1; d < nd; ++d) run *= (size_t)cap[d];
+  if (last < 0) {
+    memcpy(dst, src, run);
+    return;
+  }
+  /* Odometer over dims 0..last of the logical box. */
+  int64_t idx[TTPU_MAX_DIMS] = {0};
+  const char* s = src;
+  char* o = dst;
+  for (;;) {
+    size_t at = 0;
+    for (int d = 0; d <= last; ++d) at = at * (size_t)cap[d] + (size_t)idx[d];
+    memcpy(o, s + at * run, run);
+    o += run;
+    int d = last;
+    while (d >= 0 && ++idx[d] == logical[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
 }

@@ -12,6 +12,30 @@
 
 #include "context.h"
 
+/* A padded storage (prog/plan.c decides, docs/design/shapes.md explains):
+ * its version holds a bucket of sizes in the dims of `mask` (bits over
+ * the version's dims, phys_dims giving the bucket's size) while the
+ * storage's bytes (nbytes, what PyTorch sees) hold `n` in each of them:
+ * the first n of each padded dim are the storage's elements in row-major
+ * order of the logical dims, the rest is padding whose values are
+ * undefined. mask 0: the version is exactly the storage. */
+typedef struct {
+  int mask;
+  int64_t n;
+} ttpu_pad;
+
+/* The logical (unpadded) dims of a version of dims `cap` padded as pad. */
+static inline void ttpu_pad_logical(const ttpu_pad* pad, int nd,
+                                    const int64_t* cap, int64_t* out) {
+  for (int d = 0; d < nd; ++d)
+    out[d] = pad->mask >> d & 1 ? pad->n : cap[d];
+}
+
+/* Copies the logical elements (es bytes each) of a padded version `src`
+ * of dims cap into dst, row-major: a download's compaction. */
+void ttpu_pad_compact(const void* src, void* dst, size_t es, int nd,
+                      const int64_t* cap, const ttpu_pad* pad);
+
 struct ttpu_buffer {
   atomic_int refs;
   ttpu_runtime* rt;
@@ -24,6 +48,8 @@ struct ttpu_buffer {
   ttpu_dtype phys_dtype;
   int phys_ndim;
   int64_t phys_dims[TTPU_MAX_DIMS];
+  /* How the current version is padded (mask 0: not padded). */
+  ttpu_pad pad;
   /* The error of a dropped op that was to write it (exec/strict.c): a
    * read raises it; the next version clears it. */
   ttpu_status* error;
@@ -39,9 +65,9 @@ struct ttpu_host_pin {
   int refs;
 };
 
-/* Replaces b's version with pb (taken), written with the given shape;
- * clears b's error. The version replaced is destroyed on pc's client, or
- * left to its pin. */
+/* Replaces b's version with pb (taken), written with the given shape,
+ * not padded; clears b's error. The version replaced is destroyed on pc's
+ * client, or left to its pin. */
 void ttpu_prog_set_version(ttpu_prog_ctx* pc, ttpu_buffer* b,
                            ttpu_pjrt_buffer* pb, ttpu_dtype dtype, int ndim,
                            const int64_t* dims);

@@ -1,0 +1,440 @@
+/* bucket.c - one program for a bucket of sizes (docs/design/shapes.md).
+ *
+ * A padded storage's version holds a bucket's size in some dims (ttpu_pad,
+ * prog/storage.h). Every call that touches one has its views over it
+ * rewritten into the padded layout (map_view), so its program takes the
+ * padded version as it is. A call whose views span a padded dim whole is
+ * bucketed when its op has a rule (ops/bucket.c) and nothing else in the
+ * call depends on the true size: those dims take the bucket's size, the
+ * true size goes into the int pack, inputs are masked with the rule's
+ * fill, and fresh outputs come out padded. Any other call over padded
+ * storages runs its exact program on the rewritten views (sizes in the
+ * signature), which read and write inside the true sizes.
+ *
+ * Growing tensors start padded: the growth detector sees an op's output
+ * keep changing size in one dim (cat in a decode loop) and pads that
+ * output on write from then on (a "seed"), so the next call finds a padded
+ * input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* ------------------------------------------------------------ ladder */
+
+static int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n) {
+  int64_t b = pc->bucket_min;
+  if (b <= 0 || n <= b) return b > 0 ? b : n;
+  while (b < n) b *= 2;
+  if (pc->bucket_ladder == 2) {
+    /* quarter steps between b/2 and b, multiples of 8 */
+    int64_t h = b / 2;
+    for (int q = 5; q <= 8; ++q) {
+      int64_t c = (h * q / 4 + 7) / 8 * 8;
+      if (c >= n) return c < b ? c : b;
+    }
+  }
+  return b;
+}
+
+/* ------------------------------------------------------------ views */
+
+/* The view t over a storage of dtype pd whose version has dims cap padded
+ * as pad: its strides and offset in the padded layout (sizes unchanged),
+ * and in *span the view dims that run over a padded dim whole (its true
+ * size, from 0). 0 when it does not map: another element size, a negative
+ * stride, a padded dim split, merged or stepped over, or a view that wraps
+ * around a dim of the storage. */
+static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
+                    const int64_t* cap, const ttpu_pad* pad, int64_t* strides,
+                    int64_t* offset, int* span) {
+  *span = 0;
+  if (ttpu_dtype_is_complex(t->dtype) || ttpu_dtype_is_complex(pd) ||
+      ttpu_dtype_size(t->dtype) != ttpu_dtype_size(pd))
+    return 0;
+  int64_t L[TTPU_MAX_DIMS], ls[TTPU_MAX_DIMS], cs[TTPU_MAX_DIMS];
+  ttpu_pad_logical(pad, nd, cap, L);
+  int64_t a = 1, c = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    ls[d] = a;
+    cs[d] = c;
+    a *= L[d];
+    c *= cap[d];
+  }
+  int64_t numel = 1;
+  for (int j = 0; j < t->ndim; ++j) numel *= t->sizes[j];
+  int64_t hi[TTPU_MAX_DIMS], rem = t->offset, off = 0;
+  for (int d = 0; d < nd; ++d) {
+    hi[d] = rem / ls[d];
+    rem %= ls[d];
+    off += hi[d] * cs[d];
+  }
+  int on[TTPU_MAX_DIMS] = {0};
+  for (int j = 0; j < t->ndim; ++j) {
+    int64_t s = t->strides[j];
+    strides[j] = s;
+    /* a size-1 dim's stride is never used: one that does not depend on
+     * the true size keeps the signature the same across a bucket */
+    if (numel == 0 || t->sizes[j] <= 1) {
+      strides[j] = 1;
+      continue;
+    }
+    if (s == 0) continue; /* a broadcast reads one element */
+    if (s < 0) return 0;
+    int d = nd - 1;
+    while (d >= 0 && !(s % ls[d] == 0 && s / ls[d] < L[d] && L[d] > 1)) --d;
+    if (d < 0) return 0;
+    int64_t q = s / ls[d];
+    if (pad->mask >> d & 1) {
+      if (q != 1 || on[d]) return 0;
+      if (t->sizes[j] == L[d] && hi[d] == 0) *span |= 1 << j;
+    }
+    on[d]++;
+    hi[d] += (t->sizes[j] - 1) * q;
+    strides[j] = q * cs[d];
+  }
+  if (numel > 0)
+    for (int d = 0; d < nd; ++d)
+      if (hi[d] >= L[d]) return 0;
+  *offset = numel > 0 ? off : 0;
+  return 1;
+}
+
+/* Dense strides for sizes in the stride order of `like` (a dense view). */
+static void dense_like(const ttpu_tensor* like, const int64_t* sizes,
+                       int64_t* strides) {
+  int order[TTPU_MAX_DIMS], n = like->ndim;
+  for (int j = 0; j < n; ++j) order[j] = j;
+  /* innermost first: ascending stride, later dims first on ties */
+  for (int a = 1; a < n; ++a)
+    for (int k = a; k > 0; --k) {
+      int x = order[k - 1], y = order[k];
+      int64_t sx = like->strides[x], sy = like->strides[y];
+      if (sx < sy || (sx == sy && x > y)) break;
+      order[k - 1] = y;
+      order[k] = x;
+    }
+  int64_t acc = 1;
+  for (int k = 0; k < n; ++k) {
+    strides[order[k]] = acc;
+    acc *= sizes[order[k]];
+  }
+}
+
+static int is_contiguous(const ttpu_tensor* t) {
+  int64_t acc = 1;
+  for (int j = t->ndim - 1; j >= 0; --j) {
+    if (t->sizes[j] != 1 && t->strides[j] != acc) return 0;
+    acc *= t->sizes[j];
+  }
+  return 1;
+}
+
+/* Dense, offset 0, exactly `bytes`. */
+static int covers(const ttpu_tensor* t, size_t bytes) {
+  if (t->offset != 0) return 0;
+  int64_t n = 1;
+  for (int j = 0; j < t->ndim; ++j) n *= t->sizes[j];
+  if ((size_t)n * ttpu_dtype_size(t->dtype) != bytes) return 0;
+  int64_t st[TTPU_MAX_DIMS];
+  dense_like(t, t->sizes, st);
+  for (int j = 0; j < t->ndim; ++j)
+    if (t->sizes[j] > 1 && st[j] != t->strides[j]) return 0;
+  return 1;
+}
+
+/* ------------------------------------------------------------ growth */
+
+#define GROWTH_CAP 64
+
+struct ttpu_growth {
+  uint64_t sig;
+  int ndim;
+  int64_t last[TTPU_MAX_DIMS];
+  int dim;      /* the dim that changed last, -1 */
+  int changes;  /* times in a row it changed */
+  int dynamic;  /* 1 + the dim found growing; 0 not yet */
+};
+
+static uint64_t mix(uint64_t h, int64_t v) {
+  return (h ^ (uint64_t)v) * 1099511628211ull;
+}
+
+/* The dim of output 0 found growing for calls like c, or -1. */
+static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
+  const ttpu_tensor* o = &c->outputs[0];
+  if (!pc->growth) {
+    pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
+    if (!pc->growth) return -1;
+    pc->n_growth = GROWTH_CAP;
+  }
+  uint64_t h = 1469598103934665603ull;
+  h = mix(h, c->op);
+  h = mix(h, o->dtype);
+  h = mix(h, o->ndim);
+  for (int a = 0; a < c->n_args; ++a)
+    if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
+  struct ttpu_growth* g = &pc->growth[h % GROWTH_CAP];
+  if (g->sig != h) {
+    memset(g, 0, sizeof(*g));
+    g->sig = h;
+    g->ndim = o->ndim;
+    g->dim = -1;
+    memcpy(g->last, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
+    return -1;
+  }
+  int changed = -1, n_changed = 0;
+  for (int d = 0; d < o->ndim; ++d)
+    if (o->sizes[d] != g->last[d]) {
+      changed = d;
+      n_changed++;
+    }
+  memcpy(g->last, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
+  if (n_changed > 1) { /* another tensor of the same kind: start over */
+    g->dim = -1;
+    g->changes = 0;
+    g->dynamic = 0;
+  } else if (n_changed == 1) {
+    g->changes = changed == g->dim ? g->changes + 1 : 1;
+    g->dim = changed;
+    if (g->changes >= 2) g->dynamic = 1 + changed;
+  }
+  return g->dynamic - 1;
+}
+
+/* ------------------------------------------------------------ decide */
+
+static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
+  for (int j = 0; j < t->ndim; ++j)
+    if (!(skip_mask >> j & 1) && t->sizes[j] == n) return 1;
+  return 0;
+}
+
+/* Whether the reduced dims (ints arg 1, all when absent) avoid mask. */
+static int reduces_other_dims(const ttpu_op_call* c, int mask, int ndim,
+                              int last) {
+  if (c->n_args < 2) return 0;
+  const ttpu_arg* g = &c->args[1];
+  if (g->kind != TTPU_ARG_INTS || g->n == 0) return 0;
+  if (last) { /* normalized_shape: the last n dims */
+    for (int j = ndim - g->n; j < ndim; ++j)
+      if (j < 0 || mask >> j & 1) return 0;
+    return 1;
+  }
+  for (int k = 0; k < g->n; ++k) {
+    int64_t d = g->ints[k] < 0 ? g->ints[k] + ndim : g->ints[k];
+    if (d < 0 || d >= ndim || mask >> d & 1) return 0;
+  }
+  return 1;
+}
+
+static int zeroed(void* arr, int* cap, int n, size_t size) {
+  void** a = arr;
+  if (n > *cap) {
+    int c = n > 2 * *cap ? n : 2 * *cap;
+    void* m = realloc(*a, (size_t)c * size);
+    if (!m) return -1;
+    *a = m;
+    *cap = c;
+  }
+  memset(*a, 0, (size_t)n * size);
+  return 0;
+}
+
+ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
+  const ttpu_op_call* c = p->call;
+  int nt = c->n_tensors, no = c->n_outputs;
+  p->user_call = c;
+  p->dyn_at = -1;
+  p->bucket_rule = 0;
+  p->seed = 0;
+  p->dyn_n = p->dyn_b = p->dyn_out_n = 0;
+  int any_pad = 0;
+  for (int s = 0; s < p->n_slots; ++s) {
+    ttpu_slot* sl = &p->slots[s];
+    sl->bytes = sl->buf->nbytes;
+    sl->unpad = 0;
+    if (sl->pad.mask) {
+      any_pad = 1;
+      size_t cap = ttpu_dtype_size(sl->phys_dtype);
+      for (int d = 0; d < sl->phys_ndim; ++d) cap *= (size_t)sl->phys_dims[d];
+      sl->bytes = cap;
+    }
+  }
+  int rule = ttpu_op_bucket_rule(c->op);
+  int seed_dim = -1;
+  if (!any_pad && runs_now && pc->bucket_min > 0 && rule == TTPU_B_CAT &&
+      no == 1 && c->outputs[0].buffer && p->out_full[0] &&
+      !ttpu_dtype_is_complex(c->outputs[0].dtype) &&
+      is_contiguous(&c->outputs[0]) && p->slots[p->out_slot[0]].written &&
+      !p->slots[p->out_slot[0]].read)
+    seed_dim = growth_dim(pc, c);
+  if (!any_pad && seed_dim < 0) return NULL;
+  if (zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
+      zeroed(&p->rgeom, &p->cap_rgeom, 2 * TTPU_MAX_DIMS * (nt + no) + 1,
+             sizeof(int64_t)) ||
+      zeroed(&p->tensor_dyn, &p->cap_tensor_dyn, nt + 1, sizeof(int)) ||
+      zeroed(&p->out_dyn, &p->cap_out_dyn, no + 1, sizeof(int)) ||
+      zeroed(&p->rcall, &p->cap_rcall, 1, sizeof(ttpu_op_call)))
+    return ttpu_status_oom();
+  *p->rcall = *c;
+  p->rcall->tensors = p->rtens;
+  p->rcall->outputs = p->rtens + nt;
+  /* Copies with their own geometry arrays. */
+  for (int k = 0; k < nt + no; ++k) {
+    const ttpu_tensor* src = k < nt ? &c->tensors[k] : &c->outputs[k - nt];
+    ttpu_tensor* t = &p->rtens[k];
+    int64_t* sz = p->rgeom + (size_t)k * 2 * TTPU_MAX_DIMS;
+    int64_t* st = sz + TTPU_MAX_DIMS;
+    *t = *src;
+    memcpy(sz, src->sizes, sizeof(int64_t) * (size_t)src->ndim);
+    memcpy(st, src->strides, sizeof(int64_t) * (size_t)src->ndim);
+    t->sizes = sz;
+    t->strides = st;
+  }
+  /* Map every view over a padded storage; a storage with a view that
+   * does not map is unpadded for this call instead. */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int k = 0; k < nt + no; ++k) {
+      int s = k < nt ? p->tensor_slot[k] : p->out_slot[k - nt];
+      if (s < 0 || !p->slots[s].pad.mask) continue;
+      ttpu_slot* sl = &p->slots[s];
+      const ttpu_tensor* src = k < nt ? &c->tensors[k] : &c->outputs[k - nt];
+      ttpu_tensor* t = &p->rtens[k];
+      int64_t st[TTPU_MAX_DIMS], off = 0;
+      int span = 0;
+      if (pass == 0) {
+        if (!map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims,
+                      &sl->pad, st, &off, &span))
+          sl->unpad = 1;
+        continue;
+      }
+      if (sl->unpad) continue;
+      map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims, &sl->pad, st,
+               &off, &span);
+      memcpy((int64_t*)t->strides, st, sizeof(int64_t) * (size_t)t->ndim);
+      t->offset = off;
+      if (k < nt) p->tensor_dyn[k] = span;
+      else p->out_dyn[k - nt] = span;
+    }
+
+  /* Bucketed? One true size n over every spanning input dim. */
+  int64_t n = -1;
+  int ok = runs_now && pc->bucket_min > 0 && rule != TTPU_B_NONE;
+  for (int k = 0; k < nt && ok; ++k) {
+    if (!p->tensor_dyn[k]) continue;
+    int64_t m = p->slots[p->tensor_slot[k]].pad.n;
+    if (n < 0) n = m;
+    else if (m != n) ok = 0;
+  }
+  ok = ok && n > 1;
+  for (int k = 0; k < nt && ok; ++k) {
+    const ttpu_tensor* t = &p->rtens[k];
+    if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
+    if (t->buffer && has_size(t, p->tensor_dyn[k], n)) ok = 0;
+  }
+  for (int a = 0; a < c->n_args && ok; ++a) {
+    const ttpu_arg* g = &c->args[a];
+    if ((g->kind == TTPU_ARG_INT) && g->i == n) ok = 0;
+    if (g->kind == TTPU_ARG_INTS)
+      for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n;
+  }
+  if (ok && (rule == TTPU_B_OTHER_DIMS || rule == TTPU_B_LAST_DIMS))
+    ok = nt > 0 && reduces_other_dims(c, p->tensor_dyn[0], c->tensors[0].ndim,
+                                      rule == TTPU_B_LAST_DIMS);
+  int64_t out_n = n, cat_dim = -1;
+  if (ok && rule == TTPU_B_CAT) {
+    /* [padded along dim, fixed] */
+    const ttpu_tensor* t0 = &p->rtens[0];
+    int64_t d = c->n_args > 1 && c->args[1].kind == TTPU_ARG_INT ? c->args[1].i : 0;
+    if (d < 0) d += t0->ndim;
+    ok = nt == 2 && no == 1 && d >= 0 && d < t0->ndim &&
+         p->tensor_dyn[0] == 1 << d && p->tensor_dyn[1] == 0 &&
+         p->rtens[1].buffer && p->rtens[1].ndim == t0->ndim;
+    if (ok) {
+      cat_dim = d;
+      out_n = n + p->rtens[1].sizes[d];
+    }
+  }
+  int64_t B = ok ? ttpu_bucket_size(pc, n) : 0;
+  int64_t outB = ok ? ttpu_bucket_size(pc, out_n) : 0;
+  /* Outputs: in place over a mapped padded storage (its spanning dims),
+   * or fresh and whole (dims of the true size become padded). */
+  for (int o = 0; o < no && ok; ++o) {
+    const ttpu_tensor* t = &p->rtens[nt + o];
+    int s = p->out_slot[o];
+    if (s < 0) continue;
+    if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
+    else if (p->slots[s].pad.mask) {
+      if (p->slots[s].unpad || has_size(t, p->out_dyn[o], n) ||
+          (p->out_dyn[o] && p->slots[s].pad.n != n) || cat_dim >= 0)
+        ok = 0;
+    } else if (!p->out_full[o] || p->slots[s].read) {
+      ok = 0;
+    } else {
+      int m = 0;
+      for (int j = 0; j < t->ndim; ++j)
+        if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == n) m |= 1 << j;
+      if (cat_dim >= 0 && has_size(t, m, n)) ok = 0;
+      p->out_dyn[o] = m;
+    }
+  }
+  if (ok) {
+    p->bucket_rule = rule;
+    p->dyn_n = n;
+    p->dyn_b = B;
+    p->dyn_out_n = out_n;
+    p->dyn_at = p->n_i;
+    p->i[p->n_i++] = n;
+    for (int k = 0; k < nt; ++k) {
+      int64_t* sz = (int64_t*)p->rtens[k].sizes;
+      for (int j = 0; j < p->rtens[k].ndim; ++j)
+        if (p->tensor_dyn[k] >> j & 1) sz[j] = B;
+    }
+    for (int o = 0; o < no; ++o) {
+      ttpu_tensor* t = &p->rtens[nt + o];
+      int s = p->out_slot[o];
+      if (s < 0) continue;
+      int64_t* sz = (int64_t*)t->sizes;
+      for (int j = 0; j < t->ndim; ++j)
+        if (p->out_dyn[o] >> j & 1) sz[j] = cat_dim >= 0 ? outB : B;
+      if (!p->slots[s].pad.mask) { /* fresh: dense in its own order */
+        dense_like(&c->outputs[o], t->sizes, (int64_t*)t->strides);
+        t->offset = 0;
+        size_t bytes = ttpu_dtype_size(t->dtype);
+        for (int j = 0; j < t->ndim; ++j) bytes *= (size_t)t->sizes[j];
+        p->slots[s].bytes = bytes;
+      }
+    }
+  } else {
+    /* Exact: fresh outputs stay exact storages. */
+    for (int o = 0; o < no; ++o)
+      if (p->out_slot[o] >= 0 && !p->slots[p->out_slot[o]].pad.mask)
+        p->out_dyn[o] = 0;
+    if (!any_pad && seed_dim >= 0 && c->outputs[0].sizes[seed_dim] > 1) {
+      /* A growing tensor's first padded version. */
+      ttpu_slot* sl = &p->slots[p->out_slot[0]];
+      p->seed = 1;
+      p->out_dyn[0] = 1 << seed_dim;
+      p->dyn_out_n = c->outputs[0].sizes[seed_dim];
+      p->dyn_b = ttpu_bucket_size(pc, p->dyn_out_n);
+      size_t bytes = ttpu_dtype_size(c->outputs[0].dtype);
+      for (int j = 0; j < c->outputs[0].ndim; ++j)
+        bytes *= (size_t)(j == seed_dim ? p->dyn_b : c->outputs[0].sizes[j]);
+      sl->bytes = bytes;
+    }
+  }
+  /* Whole writes, against the bytes the program sees. */
+  for (int o = 0; o < no; ++o) {
+    int s = p->out_slot[o];
+    if (s < 0 || p->seed) continue;
+    if (p->slots[s].pad.mask && !p->slots[s].unpad) {
+      p->out_full[o] = covers(&p->rtens[nt + o], p->slots[s].bytes);
+      int64_t numel = 1;
+      for (int j = 0; j < p->rtens[nt + o].ndim; ++j) numel *= p->rtens[nt + o].sizes[j];
+      if (!p->out_full[o] && numel > 0) p->slots[s].read = 1;
+    }
+  }
+  p->call = p->rcall;
+  return NULL;
+}
