@@ -228,19 +228,6 @@ static int reduces_other_dims(const ttpu_op_call* c, int mask, int ndim,
   return 1;
 }
 
-static int zeroed(void* arr, int* cap, int n, size_t size) {
-  void** a = arr;
-  if (n > *cap) {
-    int c = n > 2 * *cap ? n : 2 * *cap;
-    void* m = realloc(*a, (size_t)c * size);
-    if (!m) return -1;
-    *a = m;
-    *cap = c;
-  }
-  memset(*a, 0, (size_t)n * size);
-  return 0;
-}
-
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
@@ -270,12 +257,12 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
       !p->slots[p->out_slot[0]].read)
     seed_dim = growth_dim(pc, c);
   if (!any_pad && seed_dim < 0) return NULL;
-  if (zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
-      zeroed(&p->rgeom, &p->cap_rgeom, 2 * TTPU_MAX_DIMS * (nt + no) + 1,
+  if (ttpu_plan_zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
+      ttpu_plan_zeroed(&p->rgeom, &p->cap_rgeom, 2 * TTPU_MAX_DIMS * (nt + no) + 1,
              sizeof(int64_t)) ||
-      zeroed(&p->tensor_dyn, &p->cap_tensor_dyn, nt + 1, sizeof(int)) ||
-      zeroed(&p->out_dyn, &p->cap_out_dyn, no + 1, sizeof(int)) ||
-      zeroed(&p->rcall, &p->cap_rcall, 1, sizeof(ttpu_op_call)))
+      ttpu_plan_zeroed(&p->tensor_dyn, &p->cap_tensor_dyn, nt + 1, sizeof(int)) ||
+      ttpu_plan_zeroed(&p->out_dyn, &p->cap_out_dyn, no + 1, sizeof(int)) ||
+      ttpu_plan_zeroed(&p->rcall, &p->cap_rcall, 1, sizeof(ttpu_op_call)))
     return ttpu_status_oom();
   *p->rcall = *c;
   p->rcall->tensors = p->rtens;

@@ -164,7 +164,7 @@ static int run_time_offset(ttpu_plan* p, const ttpu_tensor* x, int slot,
 
 /* Makes *arr hold at least n zeroed elements of `size` bytes, growing it
  * (and *cap) when it holds fewer: 0, or -1 out of memory (arr unchanged). */
-static int zeroed(void* arr, int* cap, int n, size_t size) {
+int ttpu_plan_zeroed(void* arr, int* cap, int n, size_t size) {
   void** a = arr;
   if (n > *cap) {
     int c = n > 2 * *cap ? n : 2 * *cap;
@@ -212,16 +212,16 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
                      ? 1 + ttpu_dtype_is_complex(call->args[a].scalar_dtype)
                  : call->args[a].kind == TTPU_ARG_SCALARS ? call->args[a].n : 0;
   int grown = 0;
-  grown |= zeroed(&p->slots, &p->cap_slots, nt + no + 1, sizeof(ttpu_slot));
-  grown |= zeroed(&p->tensor_slot, &p->cap_tensor_slot, nt + 1, sizeof(int));
-  grown |= zeroed(&p->out_slot, &p->cap_out_slot, no + 1, sizeof(int));
-  grown |= zeroed(&p->out_full, &p->cap_out_full, no + 1, sizeof(int));
-  grown |= zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
-  grown |= zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
-  grown |= zeroed(&p->i, &p->cap_i, n_scalars + nt + no + 2, sizeof(int64_t));
-  grown |= zeroed(&p->tensor_off, &p->cap_tensor_off, nt + 1, sizeof(int));
-  grown |= zeroed(&p->out_off, &p->cap_out_off, no + 1, sizeof(int));
-  grown |= zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->slots, &p->cap_slots, nt + no + 1, sizeof(ttpu_slot));
+  grown |= ttpu_plan_zeroed(&p->tensor_slot, &p->cap_tensor_slot, nt + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->out_slot, &p->cap_out_slot, no + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->out_full, &p->cap_out_full, no + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->arg_scalar, &p->cap_arg_scalar, na + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->f, &p->cap_f, n_scalars + 1, sizeof(double));
+  grown |= ttpu_plan_zeroed(&p->i, &p->cap_i, n_scalars + nt + no + 2, sizeof(int64_t));
+  grown |= ttpu_plan_zeroed(&p->tensor_off, &p->cap_tensor_off, nt + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->out_off, &p->cap_out_off, no + 1, sizeof(int));
+  grown |= ttpu_plan_zeroed(&p->list_at, &p->cap_list_at, n_scalars + 1, sizeof(int));
   if (grown)
     return ttpu_status_oom();
   if (call->device < 0 || call->device >= pc->n_devices)

@@ -188,6 +188,11 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
 void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
                              int* nd, int64_t* dims, ttpu_pad* pad);
 
+/* Makes *arr (a pointer to an array) hold at least n zeroed elements of
+ * `size` bytes, growing it (and *cap) when it holds fewer: 0, or -1 out
+ * of memory (arr unchanged). */
+int ttpu_plan_zeroed(void* arr, int* cap, int n, size_t size);
+
 /* Buckets (prog/bucket.c), from ttpu_plan_build once p's slots are known:
  * rewrites the views over padded storages, decides whether the call is
  * bucketed (or seeds a growing tensor) and sets out_full and the slots'
