@@ -102,6 +102,11 @@ int ttpu_env_check_indices(void) {
   return !(env && !strcmp(env, "0"));
 }
 
+int ttpu_env_bucket_poison(void) {
+  const char* v = getenv("TORCHTPU_BUCKET_POISON");
+  return v && *v && strcmp(v, "0");
+}
+
 ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder) {
   *min = 128;
   *ladder = 1;

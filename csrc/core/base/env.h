@@ -30,5 +30,9 @@ ttpu_status* ttpu_env_invalid_program_cache_size(void);
  * Sets *min (0: off) and *ladder (1 powers of two, 2 quarter steps);
  * NULL, or the error naming the variable when its value is invalid. */
 ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder);
+/* TORCHTPU_BUCKET_POISON=1: bucketed programs fill the padding they write
+ * with NaN (integers: their highest value), so that a consumer that
+ * fails to mask it shows (a testing aid). */
+int ttpu_env_bucket_poison(void);
 
 #endif /* TTPU_BASE_ENV_H_ */

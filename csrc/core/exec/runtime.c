@@ -95,6 +95,7 @@ static void prog_context_init(ttpu_runtime* rt) {
   pc->n_devices = rt->device_count;
   /* checked at creation (ttpu_runtime_create refuses a bad value) */
   ttpu_status_free(ttpu_env_buckets(&pc->bucket_min, &pc->bucket_ladder));
+  pc->bucket_poison = ttpu_env_bucket_poison();
   for (int d = 0; d < TTPU_MAX_DEVICES; ++d) pc->stats[d] = &rt->dev[d].stats;
   pc->hooks = (ttpu_prog_hooks){.host = rt,
                                 .warn = prog_warn,

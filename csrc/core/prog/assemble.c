@@ -580,6 +580,32 @@ typedef struct {
   char fmt[TTPU_CHECK_FMT_MAX];
 } lowered_check;
 
+/* Output o of a bucketed call with NaN (integers: their highest value)
+ * beyond its true size in its padded dims (TORCHTPU_BUCKET_POISON). */
+static ttpu_val poison_padding(ttpu_hlo* b, ttpu_lower* L, const ttpu_plan* p,
+                               int o, ttpu_val v) {
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (!tp) return v;
+  ttpu_type t = *tp;
+  ttpu_type ti = ttpu_type_make(TTPU_I32, t.ndim, t.dims);
+  int64_t no_dims[1] = {0};
+  ttpu_val n = ttpu_hlo_binary(
+      b, TTPU_ADD, ttpu_lower_int_scalar(L, p->dyn_at),
+      ttpu_hlo_const_i(b, TTPU_I64, p->dyn_out_n - p->dyn_n));
+  n = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_convert(b, n, TTPU_I32), ti, no_dims);
+  ttpu_val keep = TTPU_VAL_ERROR;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (!(p->out_dyn[o] >> d & 1)) continue;
+    ttpu_val in = ttpu_hlo_compare(b, TTPU_LT, ttpu_hlo_iota(b, ti, d), n);
+    keep = keep == TTPU_VAL_ERROR ? in : ttpu_hlo_binary(b, TTPU_AND, keep, in);
+  }
+  if (keep == TTPU_VAL_ERROR || ttpu_dtype_is_complex(t.dtype)) return v;
+  size_t es = ttpu_dtype_size(t.dtype);
+  int64_t hi = t.dtype == TTPU_BOOL ? 1
+               : es >= 8 ? INT64_MAX : ((int64_t)1 << (8 * es - 1)) - 1;
+  return ttpu_hlo_select(b, keep, v, ttpu_hlo_const(b, t, __builtin_nan(""), hi));
+}
+
 /* Lowers one op into F->b through its lowering context L: F->slot_val
  * holds each slot's value at the op's start (ERROR: no value, reads as
  * zeros); on success every written slot holds its storage's new value. */
@@ -608,6 +634,8 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
       if (p->out_slot[o] != sl) continue;
       const ttpu_tensor* t = &call->outputs[o];
       ttpu_val v = ttpu_hlo_convert(b, ttpu_lower_output(L, o), t->dtype);
+      if (p->poison && p->out_dyn[o] && !x->pad.mask)
+        v = poison_padding(b, L, p, o, v);
       if (p->out_full[o]) {
         geom g;
         analyse(t, &g);

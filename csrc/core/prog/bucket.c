@@ -235,6 +235,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
   p->dyn_at = -1;
   p->bucket_rule = 0;
   p->seed = 0;
+  p->poison = 0;
   p->dyn_n = p->dyn_b = p->dyn_out_n = 0;
   int any_pad = 0;
   for (int s = 0; s < p->n_slots; ++s) {
@@ -373,6 +374,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
     p->dyn_out_n = out_n;
     p->dyn_at = p->n_i;
     p->i[p->n_i++] = n;
+    p->poison = pc->bucket_poison;
     for (int k = 0; k < nt; ++k) {
       int64_t* sz = (int64_t*)p->rtens[k].sizes;
       for (int j = 0; j < p->rtens[k].ndim; ++j)

@@ -67,6 +67,7 @@ typedef struct ttpu_prog_ctx {
    * bucket, and the ladder (1 powers of two, 2 quarter steps). */
   int64_t bucket_min;
   int bucket_ladder;
+  int bucket_poison; /* padding written as NaN (TORCHTPU_BUCKET_POISON) */
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth;
   int n_growth;

@@ -325,6 +325,8 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   rc |= key_push(p, p->dyn_at);
   if (p->dyn_at >= 0 || p->seed) {
     rc |= key_push(p, p->seed);
+    rc |= key_push(p, p->poison);
+    rc |= key_push(p, p->dyn_out_n - p->dyn_n);
     rc |= key_push(p, p->dyn_b);
     for (int t = 0; t < nt && p->dyn_at >= 0; ++t) rc |= key_push(p, p->tensor_dyn[t]);
     for (int o = 0; o < no; ++o) rc |= key_push(p, p->out_dyn[o]);
@@ -585,6 +587,23 @@ void ttpu_plan_note_recompile(ttpu_prog_ctx* pc, const ttpu_plan* p) {
                "(TORCHTPU_RECOMPILE_WARN=N sets the threshold, 0 silences)",
                name, prev->same_change, what);
     }
+  }
+  /* What a bucketed program serves (prog/bucket.c). */
+  size_t len = strlen(pc->last_reason);
+  if (p->dyn_at >= 0 && len < sizeof(pc->last_reason)) {
+    int t = 0;
+    while (t < p->call->n_tensors && !p->tensor_dyn[t]) ++t;
+    int d = 0;
+    while (t < p->call->n_tensors && d < 31 && !(p->tensor_dyn[t] >> d & 1)) ++d;
+    snprintf(pc->last_reason + len, sizeof(pc->last_reason) - len,
+             "; bucketed: input %d dim %d holds sizes up to %lld (now %lld)",
+             t, d, (long long)p->dyn_b, (long long)p->dyn_n);
+  } else if (p->seed && len < sizeof(pc->last_reason)) {
+    int d = 0;
+    while (d < 31 && !(p->out_dyn[0] >> d & 1)) ++d;
+    snprintf(pc->last_reason + len, sizeof(pc->last_reason) - len,
+             "; output 0 dim %d grows: stored padded to %lld (now %lld)", d,
+             (long long)p->dyn_b, (long long)p->dyn_out_n);
   }
   prev->at_op = pc->ops_run;
   free(prev->key);

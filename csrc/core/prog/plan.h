@@ -75,6 +75,8 @@ typedef struct {
   int bucket_rule;
   int64_t dyn_n, dyn_b, dyn_out_n;
   int dyn_at;
+  /* Bucketed outputs fill their padding with NaN (a testing aid). */
+  int poison;
   /* An exact call whose output 0 is padded on write: the first program of
    * a growing tensor (seeded by the growth detector). */
   int seed;
