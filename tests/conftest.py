@@ -13,3 +13,7 @@ if "TORCHTPU_CACHE_DIR" not in os.environ or _fresh:
     os.environ["TORCHTPU_TEST_CACHES"] = "conftest"
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ or _fresh:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-inductor-")
+
+# Padding that bucketed programs write holds NaN in tests, so that an op
+# that fails to mask it gives a visibly wrong result (docs/design/shapes.md).
+os.environ.setdefault("TORCHTPU_BUCKET_POISON", "1")

@@ -228,7 +228,7 @@ static int reduces_other_dims(const ttpu_op_call* c, int mask, int ndim,
   return 1;
 }
 
-ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
+ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
   p->user_call = c;
@@ -251,7 +251,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
   }
   int rule = ttpu_op_bucket_rule(c->op);
   int seed_dim = -1;
-  if (!any_pad && runs_now && pc->bucket_min > 0 && rule == TTPU_B_CAT &&
+  if (!any_pad && pc->bucket_min > 0 && rule == TTPU_B_CAT &&
       no == 1 && c->outputs[0].buffer && p->out_full[0] &&
       !ttpu_dtype_is_complex(c->outputs[0].dtype) &&
       is_contiguous(&c->outputs[0]) && p->slots[p->out_slot[0]].written &&
@@ -308,7 +308,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
 
   /* Bucketed? One true size n over every spanning input dim. */
   int64_t n = -1;
-  int ok = runs_now && pc->bucket_min > 0 && rule != TTPU_B_NONE;
+  int ok = pc->bucket_min > 0 && rule != TTPU_B_NONE;
   for (int k = 0; k < nt && ok; ++k) {
     if (!p->tensor_dyn[k]) continue;
     int64_t m = p->slots[p->tensor_slot[k]].pad.n;
@@ -316,10 +316,14 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
     else if (m != n) ok = 0;
   }
   ok = ok && n > 1;
+  /* A dim of the true size that holds no bucket would meet a padded one
+   * (elementwise, contracted): not bucketed. cat's other dims are the
+   * first operand's, fixed, whatever their sizes. */
   for (int k = 0; k < nt && ok; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
-    if (t->buffer && has_size(t, p->tensor_dyn[k], n)) ok = 0;
+    if (rule != TTPU_B_CAT && t->buffer && has_size(t, p->tensor_dyn[k], n))
+      ok = 0;
   }
   for (int a = 0; a < c->n_args && ok; ++a) {
     const ttpu_arg* g = &c->args[a];
@@ -363,7 +367,6 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now) {
       int m = 0;
       for (int j = 0; j < t->ndim; ++j)
         if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == n) m |= 1 << j;
-      if (cat_dim >= 0 && has_size(t, m, n)) ok = 0;
       p->out_dyn[o] = m;
     }
   }

@@ -255,7 +255,7 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   }
   /* Views over padded storages, and buckets (prog/bucket.c). */
   {
-    ttpu_status* s = ttpu_plan_buckets(pc, p, !(w && w->static_offsets));
+    ttpu_status* s = ttpu_plan_buckets(pc, p);
     if (s) return s;
     call = p->call;
   }
@@ -302,11 +302,16 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
    * window's or a graph's views keep theirs in the signature: their
    * programs repeat with the same offsets, and constant slices let XLA
    * fuse more). */
+  /* A view over a padded storage keeps its offset at run time even in a
+   * window: it moves with the true size (the last row of a growing
+   * tensor), and the window must repeat across a bucket. */
   int static_off = w && w->static_offsets;
+#define STATIC_OFF(slot) (static_off && ((slot) < 0 || !p->slots[slot].pad.mask))
   for (int t = 0; t < nt; ++t)
-    p->tensor_off[t] = static_off ? -1 : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
+    p->tensor_off[t] = STATIC_OFF(p->tensor_slot[t]) ? -1 : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
   for (int o = 0; o < no; ++o)
-    p->out_off[o] = static_off || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], p->out_slot[o], 1);
+    p->out_off[o] = STATIC_OFF(p->out_slot[o]) || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], p->out_slot[o], 1);
+#undef STATIC_OFF
   if (p->n_f) p->f_param = p->n_params++;
   if (p->n_i) p->i_param = p->n_params++;
   if (def->flags & TTPU_OP_RANDOM) p->rng_param = p->n_params++;

@@ -198,9 +198,8 @@ int ttpu_plan_zeroed(void* arr, int* cap, int n, size_t size);
 /* Buckets (prog/bucket.c), from ttpu_plan_build once p's slots are known:
  * rewrites the views over padded storages, decides whether the call is
  * bucketed (or seeds a growing tensor) and sets out_full and the slots'
- * bytes accordingly. `runs_now`: a call planned on its own (strict), not
- * into a window. */
-ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p, int runs_now);
+ * bytes accordingly. */
+ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p);
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */

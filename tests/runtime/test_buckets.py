@@ -1,0 +1,246 @@
+"""Buckets (docs/design/shapes.md): a tensor that grows (a cat in a loop) is
+stored padded to a bucket of sizes, and the ops that read it compile one
+program per bucket instead of one per size. Users see exact shapes and
+values: each result here is compared with the CPU's at sizes inside a
+bucket, at its edges (65 and 128 for the default bucket of 128) and just
+past it (129). The suite runs with TORCHTPU_BUCKET_POISON=1 (conftest), so
+padding holds NaN and a consumer that fails to mask it shows.
+
+Compile counts are deterministic and asserted; times are not."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+from torchtpu import debug
+
+from _proc import check, run_script
+
+DEV = "tpu"
+SIZES = [65, 100, 128, 129]
+
+
+def compiles():
+    torch.tpu.synchronize()
+    return debug.metrics()["compiles"]
+
+
+def grown(base, dim, n):
+    """base.narrow(dim, 0, n) on tpu, built by three cats along dim, as a
+    decode loop grows its tensors: the growth detector stores it padded."""
+    t = base.narrow(dim, 0, n - 3).to(DEV)
+    for k in range(n - 3, n):
+        t = torch.cat([t, base.narrow(dim, k, 1).to(DEV)], dim=dim)
+    return t
+
+
+def close(got, want, tol=1e-5):
+    got = got.cpu()
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype
+    if want.dtype.is_floating_point:
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    else:
+        assert torch.equal(got, want)
+
+
+W = torch.randn(8, 5)
+IDX = torch.tensor([0, 3, 1])
+
+# f(x) for x of shape [2, n, 8], grown along dim 1.
+OPS = {
+    "elementwise": lambda x: (x * 2 + 1).exp(),
+    "sum over n": lambda x: x.sum(1),
+    "sum over other": lambda x: x.sum(2),
+    "sum all": lambda x: x.sum(),
+    "mean over other": lambda x: x.mean(2),
+    "mean over n": lambda x: x.mean(1),
+    "var over n": lambda x: x.var(1),
+    "amax over n": lambda x: x.amax(1),
+    "amin over n": lambda x: x.amin(1),
+    "max over n": lambda x: x.max(1).values,
+    "argmax over n": lambda x: x.argmax(1),
+    "argmin over n": lambda x: x.argmin(1),
+    "softmax over n": lambda x: x.softmax(1),
+    "log_softmax over n": lambda x: x.log_softmax(1),
+    "softmax over other": lambda x: x.softmax(2),
+    "logsumexp over n": lambda x: x.logsumexp(1),
+    "cumsum along n": lambda x: x.cumsum(1),
+    "prod over n": lambda x: (x * 0.1 + 1).prod(1),
+    "matmul contracting n": lambda x: x.transpose(1, 2) @ x,
+    "matmul with n free": lambda x: x @ W.to(x.device),
+    "layer_norm": lambda x: F.layer_norm(x, (8,)),
+    "last row": lambda x: x[:, -1:] * 3,
+    "middle rows": lambda x: x[:, 3:5] + 1,
+    "transpose copy": lambda x: x.transpose(1, 2).contiguous(),
+    "flip (no rule)": lambda x: x.flip(1),
+    "sort (no rule)": lambda x: x.sort(1).values,
+    "flatten (unpadded)": lambda x: x.reshape(-1) * 2,
+    "index_select along n": lambda x: x.index_select(1, IDX.to(x.device)),
+    "all over n": lambda x: (x > -10).all(1),
+    "any over n": lambda x: (x > 2).any(1),
+    "where": lambda x: torch.where(x > 0, x, -x),
+    "cat again": lambda x: torch.cat([x, x[:, :1]], 1),
+}
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("name", list(OPS))
+def test_ops_on_grown_tensor_match_cpu(name, n):
+    torch.manual_seed(n)
+    base = torch.randn(2, n + 5, 8)
+    x = grown(base, 1, n)
+    want = OPS[name](base.narrow(1, 0, n))
+    close(OPS[name](x), want)
+    close(x, base.narrow(1, 0, n))
+
+
+def attention_step(k, v, q):
+    s = (q @ k.transpose(-1, -2)) * 0.25
+    return s.softmax(-1) @ v
+
+
+def test_decode_loop_compiles_one_program_per_bucket():
+    """A KV cache grown by cat along the sequence with attention over it:
+    after the first sizes, every size in the bucket runs with no compile;
+    the next bucket compiles once more. Values equal the CPU's at every
+    step."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 1, 16)
+    k = torch.randn(1, 4, 60, 16)
+    v = torch.randn(1, 4, 60, 16)
+    kt, vt, qt = k.to(DEV), v.to(DEV), q.to(DEV)
+    counts = {}
+    for n in range(61, 140):
+        new_k, new_v = torch.randn(1, 4, 1, 16), torch.randn(1, 4, 1, 16)
+        k, v = torch.cat([k, new_k], 2), torch.cat([v, new_v], 2)
+        kt, vt = torch.cat([kt, new_k.to(DEV)], 2), torch.cat([vt, new_v.to(DEV)], 2)
+        got = attention_step(kt, vt, qt)
+        close(got, attention_step(k, v, q))
+        counts[n] = compiles()
+    # 61..64: exact programs and the growth detector; 65..128: one bucket
+    assert counts[128] - counts[70] == 0
+    # 129 opens the bucket of 256: a few programs, then none
+    assert counts[139] - counts[131] == 0
+    assert 0 < counts[131] - counts[128] <= 12
+
+
+def test_inplace_writes_through_views_of_a_padded_storage():
+    torch.manual_seed(1)
+    base = torch.randn(2, 110, 8)
+    x = grown(base, 1, 100)
+    want = base.narrow(1, 0, 100).clone()
+    x[:, :5].add_(1)
+    want[:, :5].add_(1)
+    x[:, -1].mul_(3)
+    want[:, -1].mul_(3)
+    x.add_(2)
+    want.add_(2)
+    x.transpose(0, 1)[7].zero_()
+    want.transpose(0, 1)[7].zero_()
+    close(x, want)
+    close(x.sum(1), want.sum(1))
+
+
+def test_integer_and_bool_growth():
+    """generate()'s input_ids and attention mask: int64 rows grown by one
+    token, read by embedding, comparisons and reductions."""
+    torch.manual_seed(2)
+    weight = torch.randn(50, 8)
+    ids = torch.randint(0, 50, (1, 110))
+    mask = torch.ones(1, 110, dtype=torch.int64)
+    t_ids, t_mask = grown(ids, 1, 100), grown(mask, 1, 100)
+    close(t_ids, ids[:, :100])
+    close(F.embedding(t_ids, weight.to(DEV)), F.embedding(ids[:, :100], weight))
+    close((t_ids == 7).any(1), (ids[:, :100] == 7).any(1))
+    close(t_mask.cumsum(-1) - 1, mask[:, :100].cumsum(-1) - 1)
+    close(t_mask.sum(-1), mask[:, :100].sum(-1))
+    close(t_ids[:, -1], ids[:, 99])
+    close(torch.isin(t_ids, torch.tensor([3, 9]).to(DEV)), torch.isin(ids[:, :100], torch.tensor([3, 9])))
+
+
+def test_backward_through_a_padded_tensor():
+    torch.manual_seed(3)
+    base = torch.randn(2, 110, 8)
+    w = torch.randn(8, requires_grad=True)
+    wt = w.detach().to(DEV).requires_grad_()
+    x = grown(base, 1, 100)
+    loss_t = ((x * wt).softmax(1) * x).sum()
+    xc = base[:, :100]
+    loss = ((xc * w).softmax(1) * xc).sum()
+    loss_t.backward()
+    loss.backward()
+    close(loss_t.detach(), loss.detach(), 1e-4)
+    close(wt.grad, w.grad, 1e-4)
+
+
+def test_compile_log_says_what_a_program_serves():
+    torch.manual_seed(4)
+    base = torch.randn(3, 120, 5)
+    x = grown(base, 1, 90)
+    (x * 1.5).exp()
+    reasons = [r["reason"] for r in debug.compiles()]
+    assert any("grows: stored padded to 128" in r for r in reasons), reasons[-10:]
+    assert any("holds sizes up to 128" in r for r in reasons), reasons[-10:]
+
+
+def test_download_and_copies_of_a_padded_tensor():
+    torch.manual_seed(5)
+    base = torch.randn(4, 100, 3, dtype=torch.float64)
+    x = grown(base, 1, 77)
+    close(x, base[:, :77])
+    close(x.to(torch.float32), base[:, :77].float())
+    close(x.clone(), base[:, :77])
+    close(x.t() if x.dim() == 2 else x.permute(2, 0, 1), base[:, :77].permute(2, 0, 1))
+    assert x.tolist() == base[:, :77].tolist()
+
+
+def test_setting_off_and_bad_values():
+    code = """
+        import torch, torchtpu
+        from torchtpu import debug
+        x = torch.zeros(1, 70).to("tpu")
+        c0 = debug.metrics()["compiles"]
+        for i in range(20):
+            x = torch.cat([x, torch.ones(1, 1).to("tpu")], 1)
+            (x * 2).sum().item()
+        print("COMPILES", debug.metrics()["compiles"] - c0)
+    """
+    off = run_script(code, TORCHTPU_BUCKETS="off", TORCHTPU_DISK_CACHE="0")
+    check(off, "COMPILES")
+    on = run_script(code, TORCHTPU_DISK_CACHE="0")
+    check(on, "COMPILES")
+    n_off = int(off.stdout.split("COMPILES")[1])
+    n_on = int(on.stdout.split("COMPILES")[1])
+    assert n_off >= 60  # cat, mul and sum at each of 20 sizes
+    assert n_on <= 15
+    bad = run_script("import torch, torchtpu\ntorch.ones(1).to('tpu')\n",
+                     TORCHTPU_BUCKETS="pow3")
+    assert bad.returncode != 0
+    assert "TORCHTPU_BUCKETS=pow3: expected off, pow2 or quarter" in bad.stderr
+
+
+def test_fused_mode_decode_loop():
+    """Fused eager mode: the window of a decode step repeats across the
+    bucket, so it compiles once per bucket, not once per token."""
+    code = """
+        import torch, torchtpu
+        from torchtpu import debug
+        torch.manual_seed(0)
+        q = torch.randn(1, 4, 1, 16)
+        k = torch.randn(1, 4, 60, 16)
+        kt, qt = k.to("tpu"), q.to("tpu")
+        counts = {}
+        for n in range(61, 135):
+            new = torch.randn(1, 4, 1, 16)
+            k = torch.cat([k, new], 2)
+            kt = torch.cat([kt, new.to("tpu")], 2)
+            s = ((q @ k.transpose(-1, -2)) * 0.25).softmax(-1) @ k
+            st = ((qt @ kt.transpose(-1, -2)) * 0.25).softmax(-1) @ kt
+            torch.testing.assert_close(st.cpu(), s, rtol=1e-5, atol=1e-5)
+            counts[n] = debug.metrics()["compiles"]
+        assert counts[128] - counts[70] == 0, counts
+        assert counts[134] - counts[128] <= 3, counts
+        print("ok")
+    """
+    check(run_script(code, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"))
