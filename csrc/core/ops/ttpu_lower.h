@@ -132,6 +132,8 @@ enum {
   TTPU_B_LAST_DIMS,    /* normalizes its last len(argument 1) dims: only
                           when none of them is padded */
   TTPU_B_CAT,          /* cat along the padded dim of its first operand */
+  TTPU_B_MATMUL,       /* mm, bmm, addmm, baddbmm: FILL_ZERO, and its dims
+                          known (the factors after any bias argument) */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

@@ -454,7 +454,7 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   ttpu_val v = read_view(F, L, p->tensor_slot[i], &p->call->tensors[i],
                          p->tensor_off[i]);
   if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
-  int rule = p->bucket_rule;
+  int rule = p->bucket_rule == TTPU_B_MATMUL ? TTPU_B_FILL_ZERO : p->bucket_rule;
   if (rule != TTPU_B_FILL_ZERO && rule != TTPU_B_FILL_ONE &&
       rule != TTPU_B_FILL_LOWEST && rule != TTPU_B_FILL_HIGHEST)
     return v;

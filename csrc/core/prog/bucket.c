@@ -204,6 +204,93 @@ static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
 
 /* ------------------------------------------------------------ decide */
 
+/* Which output dims hold the bucket, for calls whose dims line up in a
+ * known way: a mask, -1 when an exact dim of the true size would meet a
+ * padded one there (not bucketed), -2 when the call is not of such a
+ * shape (the caller then refuses any exact dim of the true size).
+ *
+ * Broadcast-shaped calls (every output has the broadcast shape of the
+ * inputs: elementwise ops, softmax, cumsum): dims line up from the right. */
+static int broadcast_dyn(const ttpu_plan* p, const ttpu_op_call* c,
+                         int64_t n) {
+  int nt = c->n_tensors, no = c->n_outputs;
+  if (no < 1 || p->out_slot[0] < 0) return -2;
+  const ttpu_tensor* o0 = &p->rtens[nt];
+  int R = o0->ndim;
+  for (int o = 1; o < no; ++o) {
+    const ttpu_tensor* t = &p->rtens[nt + o];
+    if (p->out_slot[o] < 0) continue;
+    if (t->ndim != R) return -2;
+    for (int j = 0; j < R; ++j)
+      if (t->sizes[j] != o0->sizes[j]) return -2;
+  }
+  int64_t bsz[TTPU_MAX_DIMS];
+  for (int j = 0; j < R; ++j) bsz[j] = 1;
+  int dyn = 0, inputs = 0;
+  for (int k = 0; k < nt; ++k) {
+    const ttpu_tensor* t = &p->rtens[k];
+    if (!t->buffer) continue;
+    if (t->ndim > R) return -2;
+    inputs++;
+    for (int j = 0; j < t->ndim; ++j) {
+      int at = R - t->ndim + j;
+      int64_t s = c->tensors[k].sizes[j];
+      if (p->tensor_dyn[k] >> j & 1) dyn |= 1 << at;
+      if (s == 1) continue;
+      if (bsz[at] == 1) bsz[at] = s;
+      else if (bsz[at] != s) return -2;
+    }
+  }
+  if (!inputs) return -2;
+  for (int j = 0; j < R; ++j)
+    if (bsz[j] != o0->sizes[j]) return -2;
+  for (int k = 0; k < nt; ++k) {
+    const ttpu_tensor* t = &p->rtens[k];
+    if (!t->buffer) continue;
+    for (int j = 0; j < t->ndim; ++j)
+      if (!(p->tensor_dyn[k] >> j & 1) && c->tensors[k].sizes[j] == n &&
+          dyn >> (R - t->ndim + j) & 1)
+        return -1;
+  }
+  return dyn;
+}
+
+/* mm, bmm, addmm, baddbmm: the factors are the tensors of arguments
+ * `first` and first + 1 (after a bias), contracted over a's last dim and
+ * b's second to last; a bias lines up with the output from the right. */
+static int matmul_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  const char* name = ttpu_op_name(c->op);
+  int first = !strncmp(name, "addmm", 5) || !strncmp(name, "baddbmm", 7);
+  if (c->n_args < first + 2 || c->args[first].kind != TTPU_ARG_TENSOR ||
+      c->args[first + 1].kind != TTPU_ARG_TENSOR || c->n_outputs != 1)
+    return -2;
+  int ia = c->args[first].tensor, ib = c->args[first + 1].tensor;
+  int nd = c->tensors[ia].ndim;
+  if ((nd != 2 && nd != 3) || c->tensors[ib].ndim != nd ||
+      p->rtens[c->n_tensors].ndim != nd)
+    return -2;
+  int da = p->tensor_dyn[ia], db = p->tensor_dyn[ib];
+  if ((da >> (nd - 1) & 1) != (db >> (nd - 2) & 1)) return -1;
+  int out = 0;
+  if (da >> (nd - 2) & 1) out |= 1 << (nd - 2);
+  if (db >> (nd - 1) & 1) out |= 1 << (nd - 1);
+  if (nd == 3) {
+    if ((da & 1) != (db & 1)) return -1;
+    out |= da & 1;
+  }
+  if (first && c->args[0].kind == TTPU_ARG_TENSOR) {
+    int ic = c->args[0].tensor;
+    const ttpu_tensor* t = &c->tensors[ic];
+    if (t->ndim > nd) return -2;
+    for (int j = 0; j < t->ndim; ++j) {
+      int at = nd - t->ndim + j;
+      int spans = p->tensor_dyn[ic] >> j & 1;
+      if (spans != (t->sizes[j] != 1 && (out >> at & 1))) return -1;
+    }
+  }
+  return out;
+}
+
 static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
   for (int j = 0; j < t->ndim; ++j)
     if (!(skip_mask >> j & 1) && t->sizes[j] == n) return 1;
@@ -317,12 +404,18 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   }
   ok = ok && n > 1;
   /* A dim of the true size that holds no bucket would meet a padded one
-   * (elementwise, contracted): not bucketed. cat's other dims are the
-   * first operand's, fixed, whatever their sizes. */
+   * (elementwise, contracted): not bucketed. Where the op's dims line up
+   * in a known way only the dims that meet count; elsewhere any such dim
+   * refuses. cat's other dims are the first operand's, fixed. */
+  int known = -2;
+  if (ok && rule == TTPU_B_MATMUL) known = matmul_dyn(p, c);
+  else if (ok && rule != TTPU_B_CAT) known = broadcast_dyn(p, c, n);
+  if (known == -1) ok = 0;
   for (int k = 0; k < nt && ok; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
-    if (rule != TTPU_B_CAT && t->buffer && has_size(t, p->tensor_dyn[k], n))
+    if (rule != TTPU_B_CAT && known < 0 && t->buffer &&
+        has_size(t, p->tensor_dyn[k], n))
       ok = 0;
   }
   for (int a = 0; a < c->n_args && ok; ++a) {
@@ -358,7 +451,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (s < 0) continue;
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
     else if (p->slots[s].pad.mask) {
-      if (p->slots[s].unpad || has_size(t, p->out_dyn[o], n) ||
+      if (p->slots[s].unpad || (known < 0 && has_size(t, p->out_dyn[o], n)) ||
+          (known >= 0 && p->out_dyn[o] != known) ||
           (p->out_dyn[o] && p->slots[s].pad.n != n) || cat_dim >= 0)
         ok = 0;
     } else if (!p->out_full[o] || p->slots[s].read) {
@@ -367,7 +461,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       int m = 0;
       for (int j = 0; j < t->ndim; ++j)
         if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == n) m |= 1 << j;
-      p->out_dyn[o] = m;
+      p->out_dyn[o] = known >= 0 ? known : m;
     }
   }
   if (ok) {
