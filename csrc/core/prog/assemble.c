@@ -446,6 +446,25 @@ static ttpu_val write_view(ttpu_hlo* b, ttpu_val flat, ttpu_val v,
   return ttpu_hlo_put(b, flat, idx, v, TTPU_SCATTER_SET);
 }
 
+/* Where a value of type ti (i32, a bucketed call's shape) holds true
+ * elements along the dims of `mask`: index < n, or for a flattened dim
+ * (p->dyn_merge > 1) index mod bucket < n; TTPU_VAL_ERROR for no dims. */
+static ttpu_val true_part(ttpu_hlo* b, ttpu_type ti, int mask, ttpu_val n,
+                          const ttpu_plan* p) {
+  int64_t no_dims[1] = {0};
+  ttpu_val nb = ttpu_hlo_broadcast_in_dim(b, n, ti, no_dims);
+  ttpu_val keep = TTPU_VAL_ERROR;
+  for (int d = 0; d < ti.ndim; ++d) {
+    if (!(mask >> d & 1)) continue;
+    ttpu_val io = ttpu_hlo_iota(b, ti, d);
+    if (p->dyn_merge > 1)
+      io = ttpu_hlo_binary(b, TTPU_REM, io, ttpu_hlo_const(b, ti, 0, p->dyn_b));
+    ttpu_val in = ttpu_hlo_compare(b, TTPU_LT, io, nb);
+    keep = keep == TTPU_VAL_ERROR ? in : ttpu_hlo_binary(b, TTPU_AND, keep, in);
+  }
+  return keep;
+}
+
 /* The op's lowering context asks for call tensor i (one with a storage)
  * here, the first time its lowering reads it. */
 static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
@@ -464,15 +483,8 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   if (!tp) return v;
   ttpu_type t = *tp;
   ttpu_type ti = ttpu_type_make(TTPU_I32, t.ndim, t.dims);
-  int64_t no_dims[1] = {0};
   ttpu_val n = ttpu_hlo_convert(b, ttpu_lower_int_scalar(L, p->dyn_at), TTPU_I32);
-  ttpu_val nb = ttpu_hlo_broadcast_in_dim(b, n, ti, no_dims);
-  ttpu_val keep = TTPU_VAL_ERROR;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (!(p->tensor_dyn[i] >> d & 1)) continue;
-    ttpu_val in = ttpu_hlo_compare(b, TTPU_LT, ttpu_hlo_iota(b, ti, d), nb);
-    keep = keep == TTPU_VAL_ERROR ? in : ttpu_hlo_binary(b, TTPU_AND, keep, in);
-  }
+  ttpu_val keep = true_part(b, ti, p->tensor_dyn[i], n, p);
   if (keep == TTPU_VAL_ERROR) return v;
   double f = 0;
   int64_t k = 0;
@@ -546,6 +558,20 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
       int dyn = ttpu_plan_rewritten(p) ? p->out_dyn[o] : 0;
       pad->mask = stored_mask(t, dyn);
       pad->n = x->pad.mask ? x->pad.n : p->dyn_out_n;
+      if (dyn && p->dyn_merge > 1 && !x->pad.mask && t->ndim < TTPU_MAX_DIMS) {
+        /* a flattened dim is stored as [merge, bucket] (contiguous) */
+        int k = 0;
+        for (int d = 0; d < t->ndim; ++d) {
+          if (dyn >> d & 1) {
+            dims[k++] = p->dyn_merge;
+            pad->mask = 1 << k;
+            dims[k++] = p->dyn_b;
+          } else {
+            dims[k++] = t->sizes[d];
+          }
+        }
+        *nd = k;
+      }
       if (p->seed && dyn) { /* padded on write: contiguous */
         for (int d = 0; d < t->ndim; ++d)
           if (dyn >> d & 1) dims[d] = p->dyn_b;
@@ -588,17 +614,10 @@ static ttpu_val poison_padding(ttpu_hlo* b, ttpu_lower* L, const ttpu_plan* p,
   if (!tp) return v;
   ttpu_type t = *tp;
   ttpu_type ti = ttpu_type_make(TTPU_I32, t.ndim, t.dims);
-  int64_t no_dims[1] = {0};
   ttpu_val n = ttpu_hlo_binary(
       b, TTPU_ADD, ttpu_lower_int_scalar(L, p->dyn_at),
       ttpu_hlo_const_i(b, TTPU_I64, p->dyn_out_n - p->dyn_n));
-  n = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_convert(b, n, TTPU_I32), ti, no_dims);
-  ttpu_val keep = TTPU_VAL_ERROR;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (!(p->out_dyn[o] >> d & 1)) continue;
-    ttpu_val in = ttpu_hlo_compare(b, TTPU_LT, ttpu_hlo_iota(b, ti, d), n);
-    keep = keep == TTPU_VAL_ERROR ? in : ttpu_hlo_binary(b, TTPU_AND, keep, in);
-  }
+  ttpu_val keep = true_part(b, ti, p->out_dyn[o], ttpu_hlo_convert(b, n, TTPU_I32), p);
   if (keep == TTPU_VAL_ERROR || ttpu_dtype_is_complex(t.dtype)) return v;
   size_t es = ttpu_dtype_size(t.dtype);
   int64_t hi = t.dtype == TTPU_BOOL ? 1
@@ -646,6 +665,15 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
         for (int k = 0; k + 1 < g.m; ++k) contiguous &= g.idx[k] < g.idx[k + 1];
         cur = contiguous ? v : to_stride_order(b, v, t, &g);
         if (ttpu_dtype_is_complex(t->dtype)) cur = complex_to_pairs(b, cur);
+        if (p->dyn_merge > 1 && ttpu_plan_rewritten(p) && p->out_dyn[o] &&
+            !x->pad.mask) {
+          ttpu_dtype wdt;
+          int wnd;
+          int64_t wdims[TTPU_MAX_DIMS];
+          ttpu_pad wpad;
+          ttpu_lower_written_phys(p, sl, &wdt, &wnd, wdims, &wpad);
+          cur = ttpu_hlo_reshape(b, cur, wnd, wdims);
+        }
         if (p->seed && ttpu_plan_rewritten(p) && p->out_dyn[o]) {
           /* a growing tensor's first padded version (prog/bucket.c) */
           int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS] = {0},

@@ -47,8 +47,9 @@ static int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n) {
  * around a dim of the storage. */
 static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
                     const int64_t* cap, const ttpu_pad* pad, int64_t* strides,
-                    int64_t* offset, int* span) {
+                    int64_t* offset, int* span, int64_t* merge) {
   *span = 0;
+  *merge = 1;
   if (ttpu_dtype_is_complex(t->dtype) || ttpu_dtype_is_complex(pd) ||
       ttpu_dtype_size(t->dtype) != ttpu_dtype_size(pd))
     return 0;
@@ -87,6 +88,29 @@ static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
     int64_t q = s / ls[d];
     if (pad->mask >> d & 1) {
       if (q != 1 || on[d]) return 0;
+      if (t->sizes[j] > L[d] && hi[d] == 0 && t->sizes[j] % L[d] == 0) {
+        /* One view dim over the padded dim and whole outer dims (a
+         * flatten of [b, n, ...] into [b*n, ...]): in the padded layout
+         * its rows are b runs of n at a period of the bucket. Only a
+         * bucketed call can read it so (*merge: b; one such dim per
+         * view); any other unpads the storage. */
+        int64_t m = t->sizes[j] / L[d], acc = 1;
+        int d0 = d;
+        while (d0 > 0 && acc < m) {
+          --d0;
+          if (pad->mask >> d0 & 1 || on[d0] || hi[d0] != 0) return 0;
+          acc *= L[d0];
+        }
+        if (acc != m || *merge != 1) return 0;
+        *merge = m;
+        *span |= 1 << j;
+        for (int x = d0; x <= d; ++x) {
+          on[x]++;
+          hi[x] = L[x] - 1;
+        }
+        strides[j] = cs[d];
+        continue;
+      }
       if (t->sizes[j] == L[d] && hi[d] == 0) *span |= 1 << j;
     }
     on[d]++;
@@ -160,36 +184,29 @@ static uint64_t mix(uint64_t h, int64_t v) {
   return (h ^ (uint64_t)v) * 1099511628211ull;
 }
 
-/* The dim of output 0 found growing for calls like c, or -1. */
-static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
-  const ttpu_tensor* o = &c->outputs[0];
+/* The dim found growing for tensors of signature h, now of dims, or -1. */
+static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims) {
   if (!pc->growth) {
     pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
     if (!pc->growth) return -1;
     pc->n_growth = GROWTH_CAP;
   }
-  uint64_t h = 1469598103934665603ull;
-  h = mix(h, c->op);
-  h = mix(h, o->dtype);
-  h = mix(h, o->ndim);
-  for (int a = 0; a < c->n_args; ++a)
-    if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
   struct ttpu_growth* g = &pc->growth[h % GROWTH_CAP];
   if (g->sig != h) {
     memset(g, 0, sizeof(*g));
     g->sig = h;
-    g->ndim = o->ndim;
+    g->ndim = ndim;
     g->dim = -1;
-    memcpy(g->last, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
+    memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
     return -1;
   }
   int changed = -1, n_changed = 0;
-  for (int d = 0; d < o->ndim; ++d)
-    if (o->sizes[d] != g->last[d]) {
+  for (int d = 0; d < ndim; ++d)
+    if (dims[d] != g->last[d]) {
       changed = d;
       n_changed++;
     }
-  memcpy(g->last, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
+  memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
   if (n_changed > 1) { /* another tensor of the same kind: start over */
     g->dim = -1;
     g->changes = 0;
@@ -200,6 +217,18 @@ static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
     if (g->changes >= 2) g->dynamic = 1 + changed;
   }
   return g->dynamic - 1;
+}
+
+/* The dim of output 0 found growing for calls like c, or -1. */
+static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
+  const ttpu_tensor* o = &c->outputs[0];
+  uint64_t h = 1469598103934665603ull;
+  h = mix(h, c->op);
+  h = mix(h, o->dtype);
+  h = mix(h, o->ndim);
+  for (int a = 0; a < c->n_args; ++a)
+    if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
+  return watch(pc, h, o->ndim, o->sizes);
 }
 
 /* ------------------------------------------------------------ decide */
@@ -324,6 +353,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   p->seed = 0;
   p->poison = 0;
   p->dyn_n = p->dyn_b = p->dyn_out_n = 0;
+  p->dyn_merge = 1;
   int any_pad = 0;
   for (int s = 0; s < p->n_slots; ++s) {
     ttpu_slot* sl = &p->slots[s];
@@ -369,6 +399,13 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   }
   /* Map every view over a padded storage; a storage with a view that
    * does not map is unpadded for this call instead. */
+  /* merged[k]: the view flattens its padded dim with outer dims (its
+   * merge, else 1) */
+  int64_t stack_merged[32];
+  int64_t* merged = nt + no <= 32 ? stack_merged
+                                   : calloc((size_t)(nt + no), sizeof(int64_t));
+  if (!merged) return ttpu_status_oom();
+  for (int k = 0; k < nt + no; ++k) merged[k] = 1;
   for (int pass = 0; pass < 2; ++pass)
     for (int k = 0; k < nt + no; ++k) {
       int s = k < nt ? p->tensor_slot[k] : p->out_slot[k - nt];
@@ -376,53 +413,63 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       ttpu_slot* sl = &p->slots[s];
       const ttpu_tensor* src = k < nt ? &c->tensors[k] : &c->outputs[k - nt];
       ttpu_tensor* t = &p->rtens[k];
-      int64_t st[TTPU_MAX_DIMS], off = 0;
+      int64_t st[TTPU_MAX_DIMS], off = 0, merge = 1;
       int span = 0;
       if (pass == 0) {
         if (!map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims,
-                      &sl->pad, st, &off, &span))
+                      &sl->pad, st, &off, &span, &merge))
           sl->unpad = 1;
         continue;
       }
       if (sl->unpad) continue;
       map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims, &sl->pad, st,
-               &off, &span);
+               &off, &span, &merge);
       memcpy((int64_t*)t->strides, st, sizeof(int64_t) * (size_t)t->ndim);
       t->offset = off;
+      merged[k] = merge;
       if (k < nt) p->tensor_dyn[k] = span;
       else p->out_dyn[k - nt] = span;
     }
 
-  /* Bucketed? One true size n over every spanning input dim. */
-  int64_t n = -1;
+  /* Bucketed? One true size n over every spanning input dim, and one
+   * merge (a flattened view's count of runs, 1 for none) over all of them:
+   * a spanning dim of a view holds merge * n elements. */
+  int64_t n = -1, M = 0;
   int ok = pc->bucket_min > 0 && rule != TTPU_B_NONE;
-  for (int k = 0; k < nt && ok; ++k) {
-    if (!p->tensor_dyn[k]) continue;
+  for (int k = 0; k < nt + no && ok; ++k) {
+    int span = k < nt ? p->tensor_dyn[k] : p->out_dyn[k - nt];
+    if (!span) continue;
+    if (merged[k] > 1 && (span & (span - 1))) ok = 0;
+    if (M == 0) M = merged[k];
+    else if (merged[k] != M) ok = 0;
+    if (k >= nt) continue;
     int64_t m = p->slots[p->tensor_slot[k]].pad.n;
     if (n < 0) n = m;
     else if (m != n) ok = 0;
   }
-  ok = ok && n > 1;
+  if (M == 0) M = 1;
+  ok = ok && n > 1 && (M == 1 || rule != TTPU_B_CAT);
+  int64_t nn = n * M; /* a spanning dim's size */
   /* A dim of the true size that holds no bucket would meet a padded one
    * (elementwise, contracted): not bucketed. Where the op's dims line up
    * in a known way only the dims that meet count; elsewhere any such dim
    * refuses. cat's other dims are the first operand's, fixed. */
   int known = -2;
   if (ok && rule == TTPU_B_MATMUL) known = matmul_dyn(p, c);
-  else if (ok && rule != TTPU_B_CAT) known = broadcast_dyn(p, c, n);
+  else if (ok && rule != TTPU_B_CAT) known = broadcast_dyn(p, c, nn);
   if (known == -1) ok = 0;
   for (int k = 0; k < nt && ok; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
     if (rule != TTPU_B_CAT && known < 0 && t->buffer &&
-        has_size(t, p->tensor_dyn[k], n))
+        has_size(t, p->tensor_dyn[k], nn))
       ok = 0;
   }
   for (int a = 0; a < c->n_args && ok; ++a) {
     const ttpu_arg* g = &c->args[a];
-    if ((g->kind == TTPU_ARG_INT) && g->i == n) ok = 0;
+    if ((g->kind == TTPU_ARG_INT) && (g->i == n || g->i == nn)) ok = 0;
     if (g->kind == TTPU_ARG_INTS)
-      for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n;
+      for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n && g->ints[k] != nn;
   }
   if (ok && (rule == TTPU_B_OTHER_DIMS || rule == TTPU_B_LAST_DIMS))
     ok = nt > 0 && reduces_other_dims(c, p->tensor_dyn[0], c->tensors[0].ndim,
@@ -451,7 +498,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (s < 0) continue;
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
     else if (p->slots[s].pad.mask) {
-      if (p->slots[s].unpad || (known < 0 && has_size(t, p->out_dyn[o], n)) ||
+      if (p->slots[s].unpad || (known < 0 && has_size(t, p->out_dyn[o], nn)) ||
           (known >= 0 && p->out_dyn[o] != known) ||
           (p->out_dyn[o] && p->slots[s].pad.n != n) || cat_dim >= 0)
         ok = 0;
@@ -460,10 +507,35 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     } else {
       int m = 0;
       for (int j = 0; j < t->ndim; ++j)
-        if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == n) m |= 1 << j;
+        if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == nn) m |= 1 << j;
       p->out_dyn[o] = known >= 0 ? known : m;
+      /* a merged output is stored split: [.., merge, bucket, ..] */
+      if (M > 1 && (!is_contiguous(&c->outputs[o]) ||
+                    (p->out_dyn[o] & (p->out_dyn[o] - 1))))
+        ok = 0;
     }
   }
+  if (!ok) {
+    /* A flattened view is readable only by a bucketed call: its storage is
+     * unpadded for this one, and its views keep their own geometry. */
+    for (int k = 0; k < nt + no; ++k) {
+      if (merged[k] == 1) continue;
+      int s = k < nt ? p->tensor_slot[k] : p->out_slot[k - nt];
+      p->slots[s].unpad = 1;
+    }
+    for (int k = 0; k < nt + no; ++k) {
+      int s = k < nt ? p->tensor_slot[k] : p->out_slot[k - nt];
+      if (s < 0 || !p->slots[s].unpad) continue;
+      const ttpu_tensor* src = k < nt ? &c->tensors[k] : &c->outputs[k - nt];
+      memcpy((int64_t*)p->rtens[k].strides, src->strides,
+             sizeof(int64_t) * (size_t)src->ndim);
+      p->rtens[k].offset = src->offset;
+      if (k < nt) p->tensor_dyn[k] = 0;
+      else p->out_dyn[k - nt] = 0;
+    }
+  }
+  if (merged != stack_merged) free(merged);
+  p->dyn_merge = ok ? M : 1;
   if (ok) {
     p->bucket_rule = rule;
     p->dyn_n = n;
@@ -475,7 +547,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     for (int k = 0; k < nt; ++k) {
       int64_t* sz = (int64_t*)p->rtens[k].sizes;
       for (int j = 0; j < p->rtens[k].ndim; ++j)
-        if (p->tensor_dyn[k] >> j & 1) sz[j] = B;
+        if (p->tensor_dyn[k] >> j & 1) sz[j] = B * M;
     }
     for (int o = 0; o < no; ++o) {
       ttpu_tensor* t = &p->rtens[nt + o];
@@ -483,7 +555,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       if (s < 0) continue;
       int64_t* sz = (int64_t*)t->sizes;
       for (int j = 0; j < t->ndim; ++j)
-        if (p->out_dyn[o] >> j & 1) sz[j] = cat_dim >= 0 ? outB : B;
+        if (p->out_dyn[o] >> j & 1) sz[j] = cat_dim >= 0 ? outB : B * M;
       if (!p->slots[s].pad.mask) { /* fresh: dense in its own order */
         dense_like(&c->outputs[o], t->sizes, (int64_t*)t->strides);
         t->offset = 0;

@@ -75,6 +75,10 @@ typedef struct {
   int bucket_rule;
   int64_t dyn_n, dyn_b, dyn_out_n;
   int dyn_at;
+  /* A bucketed call over flattened views (prog/bucket.c): each dynamic
+   * dim holds dyn_merge runs of the bucket, the first dyn_n of each true;
+   * 1 otherwise. */
+  int64_t dyn_merge;
   /* Bucketed outputs fill their padding with NaN (a testing aid). */
   int poison;
   /* An exact call whose output 0 is padded on write: the first program of
