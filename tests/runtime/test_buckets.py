@@ -218,6 +218,13 @@ def test_setting_off_and_bad_values():
     n_on = int(on.stdout.split("COMPILES")[1])
     assert n_off >= 60  # cat, mul and sum at each of 20 sizes
     assert n_on <= 15
+    # quarter steps from 64: 70..90 cross the buckets 80 and 96
+    quarter = run_script(code + """
+        assert x.shape[1] == 90 and (x.cpu()[:, 70:] == 1).all()
+        print("ok")
+    """, TORCHTPU_BUCKETS="quarter:64", TORCHTPU_DISK_CACHE="0")
+    n_quarter = int(check(quarter).split("COMPILES")[1].split()[0])
+    assert n_on < n_quarter <= n_on + 10
     bad = run_script("import torch, torchtpu\ntorch.ones(1).to('tpu')\n",
                      TORCHTPU_BUCKETS="pow3")
     assert bad.returncode != 0

@@ -167,7 +167,9 @@ ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
                                       ttpu_pjrt_buffer* ibuf) {
   const ttpu_prog_store* ps = g->stores;
   int n_st = ttpu_window_store_count(w);
-  ttpu_graph_replay* r = calloc(1, sizeof(*r));
+  int padded = 0;
+  for (int k = 0; k < n_st; ++k) padded |= ttpu_window_store_padded(w, k);
+  ttpu_graph_replay* r = padded ? NULL : calloc(1, sizeof(*r));
   if (r) r->st = calloc((size_t)n_st + 1, sizeof(*r->st));
   if (r && !e) r->key = malloc(n_key * sizeof(int64_t) + 1);
   if (!r || !r->st || (!e && !r->key)) {

@@ -1011,6 +1011,10 @@ ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
 
 int ttpu_window_store_count(const ttpu_window* w) { return w->n_st; }
 
+int ttpu_window_store_padded(const ttpu_window* w, int k) {
+  return w->st[k].pad0.mask || w->st[k].pad.mask;
+}
+
 ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0) {
   if (has_value0) *has_value0 = w->st[k].has_value0;
   return w->st[k].buf;

@@ -48,6 +48,11 @@ ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
 /* Frees the window, at ttpu_runtime_destroy. */
 void ttpu_window_destroy(ttpu_runtime* rt);
 
+/* Whether store k was padded at the window's start or is at its end
+ * (prog/bucket.c): a graph is then not captured for replay, since its
+ * program's run-time sizes are the recording's. */
+int ttpu_window_store_padded(const ttpu_window* w, int k);
+
 /* The window's storages, for a graph's capture: how many, and storage k
  * with whether it held a value when the window began. */
 int ttpu_window_store_count(const ttpu_window* w);
