@@ -219,9 +219,10 @@ def test_setting_off_and_bad_values():
             (x * 2).sum().item()
         print("COMPILES", debug.metrics()["compiles"] - c0)
     """
-    off = run_script(code, TORCHTPU_BUCKETS="off", TORCHTPU_DISK_CACHE="0")
+    strict = {"TORCHTPU_EAGER_MODE": "strict", "TORCHTPU_DISK_CACHE": "0"}
+    off = run_script(code, TORCHTPU_BUCKETS="off", **strict)
     check(off, "COMPILES")
-    on = run_script(code, TORCHTPU_DISK_CACHE="0")
+    on = run_script(code, **strict)
     check(on, "COMPILES")
     n_off = int(off.stdout.split("COMPILES")[1])
     n_on = int(on.stdout.split("COMPILES")[1])
@@ -231,7 +232,7 @@ def test_setting_off_and_bad_values():
     quarter = run_script(code + """
         assert x.shape[1] == 90 and (x.cpu()[:, 70:] == 1).all()
         print("ok")
-    """, TORCHTPU_BUCKETS="quarter:64", TORCHTPU_DISK_CACHE="0")
+    """, TORCHTPU_BUCKETS="quarter:64", **strict)
     n_quarter = int(check(quarter).split("COMPILES")[1].split()[0])
     assert n_on < n_quarter <= n_on + 10
     bad = run_script("import torch, torchtpu\ntorch.ones(1).to('tpu')\n",
