@@ -85,15 +85,6 @@ OPS = {
     "any over n": lambda x: (x > 2).any(1),
     "where": lambda x: torch.where(x > 0, x, -x),
     "cat again": lambda x: torch.cat([x, x[:, :1]], 1),
-    "cat along a fixed dim": lambda x: torch.cat([x, -x], 2),
-    "cat with an empty tensor": lambda x: torch.cat([torch.empty(0, device=x.device), x], 1),
-    "shifted rows": lambda x: x[:, 1:].contiguous() * 2,
-    "shifted rows, sum": lambda x: x[:, 2:].sum(1),
-    "pad at the end": lambda x: F.pad(x.transpose(1, 2), (0, 2), value=-7.0),
-    "causal attention": lambda x: F.scaled_dot_product_attention(
-        x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), is_causal=True),
-    "attention, heads merged": lambda x: (x.unsqueeze(1).expand(2, 3, -1, 8).reshape(6, -1, 8)
-                                          @ x.unsqueeze(1).expand(2, 3, -1, 8).reshape(6, -1, 8).transpose(1, 2)),
 }
 
 
@@ -265,43 +256,3 @@ def test_fused_mode_decode_loop():
         print("ok")
     """
     check(run_script(code, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"))
-
-
-def test_factories_of_a_growing_size():
-    """arange and ones/zeros (fills of a fresh storage) of a size that keeps
-    changing come out padded to the bucket: positions, causal masks."""
-    counts = {}
-    for n in (70, 76, 82, 88, 100, 110, 120):
-        pos = torch.arange(0, n, device=DEV)
-        close(pos, torch.arange(0, n))
-        mask = torch.ones(n, n, dtype=torch.bool, device=DEV).tril()
-        close(mask, torch.ones(n, n, dtype=torch.bool).tril())
-        z = torch.zeros(2, n, device=DEV) + pos
-        close(z, torch.zeros(2, n) + torch.arange(0, n))
-        counts[n] = compiles()
-    assert counts[120] - counts[82] == 0, counts
-
-
-def test_varying_length_batches_from_the_host():
-    """Integer batches uploaded at varying lengths (token ids) are stored
-    padded once their length keeps changing; the model's forward and a
-    cross-entropy loss over them are bucketed."""
-    torch.manual_seed(6)
-    emb = torch.nn.Embedding(50, 8)
-    lin = torch.nn.Linear(8, 50)
-    emb_t, lin_t = torch.nn.Embedding(50, 8).to(DEV), torch.nn.Linear(8, 50).to(DEV)
-    emb_t.load_state_dict(emb.state_dict())
-    lin_t.load_state_dict(lin.state_dict())
-
-    def loss_of(ids, e, l):
-        logits = l(e(ids))
-        labels = F.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()
-        return F.cross_entropy(logits.view(-1, 50), labels.view(-1), ignore_index=-100)
-
-    counts = []
-    for n in (64, 70, 76, 82, 88, 94, 100):
-        ids = torch.randint(0, 50, (2, n))
-        with torch.no_grad():
-            close(loss_of(ids.to(DEV), emb_t, lin_t), loss_of(ids, emb, lin), 1e-5)
-        counts.append(compiles())
-    assert counts[-1] - counts[3] == 0, counts

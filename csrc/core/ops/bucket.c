@@ -169,11 +169,6 @@ static const rule_def kRules[] = {
     {"native_layer_norm", TTPU_B_LAST_DIMS},
     /* Along a padded dim: the next operand at the first's true size. */
     {"cat", TTPU_B_CAT},
-    {"constant_pad_nd", TTPU_B_PAD},
-    {"nll_loss_forward", TTPU_B_NLL},
-    {"nll_loss_backward", TTPU_B_NLL},
-    {"embedding_dense_backward", TTPU_B_FILL_ZERO},
-    {"arange.start_out", TTPU_B_FACTORY},
 };
 
 static int* g_rules;

@@ -71,7 +71,6 @@ typedef struct ttpu_prog_ctx {
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth;
   int n_growth;
-  uint64_t growth_clock;
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */
