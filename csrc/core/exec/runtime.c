@@ -93,8 +93,8 @@ static void prog_context_init(ttpu_runtime* rt) {
   pc->opts = &rt->opts;
   pc->owner = rt;
   pc->n_devices = rt->device_count;
-  /* checked at creation (ttpu_runtime_create refuses a bad value) */
-  ttpu_status_free(ttpu_env_buckets(&pc->bucket_min, &pc->bucket_ladder));
+  /* bucket_min and bucket_ladder: read (and checked) by
+   * ttpu_runtime_create */
   pc->bucket_poison = ttpu_env_bucket_poison();
   for (int d = 0; d < TTPU_MAX_DEVICES; ++d) pc->stats[d] = &rt->dev[d].stats;
   pc->hooks = (ttpu_prog_hooks){.host = rt,
@@ -262,12 +262,8 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
-  {
-    int64_t min;
-    int ladder;
-    s = ttpu_env_buckets(&min, &ladder);
-    if (s) goto fail;
-  }
+  s = ttpu_env_buckets(&rt->prog.bucket_min, &rt->prog.bucket_ladder);
+  if (s) goto fail;
   if (ttpu_pjrt_client_caps(rt->client)->host_code) {
     s = rt->opts.cpu_opt_level < -1
             ? ttpu_env_invalid_cpu_opt_level()

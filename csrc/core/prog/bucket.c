@@ -154,26 +154,12 @@ static int is_contiguous(const ttpu_tensor* t) {
   return 1;
 }
 
-/* Dense, offset 0, exactly `bytes`. */
-static int covers(const ttpu_tensor* t, size_t bytes) {
-  if (t->offset != 0) return 0;
-  int64_t n = 1;
-  for (int j = 0; j < t->ndim; ++j) n *= t->sizes[j];
-  if ((size_t)n * ttpu_dtype_size(t->dtype) != bytes) return 0;
-  int64_t st[TTPU_MAX_DIMS];
-  dense_like(t, t->sizes, st);
-  for (int j = 0; j < t->ndim; ++j)
-    if (t->sizes[j] > 1 && st[j] != t->strides[j]) return 0;
-  return 1;
-}
-
 /* ------------------------------------------------------------ growth */
 
 #define GROWTH_CAP 64
 
 struct ttpu_growth {
   uint64_t sig;
-  int ndim;
   int64_t last[TTPU_MAX_DIMS];
   int dim;      /* the dim that changed last, -1 */
   int changes;  /* times in a row it changed */
@@ -189,13 +175,11 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims) {
   if (!pc->growth) {
     pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
     if (!pc->growth) return -1;
-    pc->n_growth = GROWTH_CAP;
   }
   struct ttpu_growth* g = &pc->growth[h % GROWTH_CAP];
   if (g->sig != h) {
     memset(g, 0, sizeof(*g));
     g->sig = h;
-    g->ndim = ndim;
     g->dim = -1;
     memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
     return -1;
@@ -347,7 +331,6 @@ static int reduces_other_dims(const ttpu_op_call* c, int mask, int ndim,
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
-  p->user_call = c;
   p->dyn_at = -1;
   p->bucket_rule = 0;
   p->seed = 0;
@@ -587,7 +570,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     int s = p->out_slot[o];
     if (s < 0 || p->seed) continue;
     if (p->slots[s].pad.mask && !p->slots[s].unpad) {
-      p->out_full[o] = covers(&p->rtens[nt + o], p->slots[s].bytes);
+      p->out_full[o] = ttpu_plan_covers(&p->rtens[nt + o], p->slots[s].bytes);
       int64_t numel = 1;
       for (int j = 0; j < p->rtens[nt + o].ndim; ++j) numel *= p->rtens[nt + o].sizes[j];
       if (!p->out_full[o] && numel > 0) p->slots[s].read = 1;

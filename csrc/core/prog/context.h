@@ -69,8 +69,7 @@ typedef struct ttpu_prog_ctx {
   int bucket_ladder;
   int bucket_poison; /* padding written as NaN (TORCHTPU_BUCKET_POISON) */
   /* The growth detector's memory (prog/bucket.c). */
-  struct ttpu_growth* growth;
-  int n_growth;
+  struct ttpu_growth* growth; /* NULL until first used */
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */

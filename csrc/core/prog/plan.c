@@ -93,11 +93,10 @@ static int64_t numel_of(const ttpu_tensor* t) {
   return n;
 }
 
-/* Dense, non-overlapping, offset 0, and exactly the storage's bytes. */
-static int covers_storage(const ttpu_tensor* t) {
+int ttpu_plan_covers(const ttpu_tensor* t, size_t bytes) {
   if (t->offset != 0) return 0;
   int64_t n = numel_of(t);
-  if ((size_t)n * ttpu_dtype_size(t->dtype) != t->buffer->nbytes) return 0;
+  if ((size_t)n * ttpu_dtype_size(t->dtype) != bytes) return 0;
   if (n <= 1) return 1;
   /* dims with size > 1 sorted by stride must tile [0, n) exactly */
   int64_t expect = 1;
@@ -250,7 +249,7 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
     int sl = slot_of(p, x->buffer, w);
     p->out_slot[o] = sl;
     p->slots[sl].written = 1;
-    p->out_full[o] = covers_storage(x);
+    p->out_full[o] = ttpu_plan_covers(x, x->buffer->nbytes);
     if (!p->out_full[o] && numel_of(x) > 0) p->slots[sl].read = 1;
   }
   /* Views over padded storages, and buckets (prog/bucket.c). */

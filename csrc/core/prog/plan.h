@@ -19,9 +19,9 @@ typedef struct {
   ttpu_dtype phys_dtype;
   int phys_ndim;
   int64_t phys_dims[TTPU_MAX_DIMS];
-  /* How the storage is padded when the op starts (mask 0: not), and
-   * after it (w_pad, when written). */
-  ttpu_pad pad, w_pad;
+  /* How the storage is padded when the op starts (mask 0: not); after it
+   * says ttpu_lower_written_phys. */
+  ttpu_pad pad;
   /* The bytes of the storage's version in the program: its nbytes, or a
    * padded version's (prog/bucket.c). */
   size_t bytes;
@@ -64,9 +64,8 @@ typedef struct {
    * padded layouts (over `rtens`, `rgeom`); a bucketed call has its
    * dynamic dims at the bucket's size there, tensor_dyn/out_dyn say which
    * dims those are (view dims), dyn_n is their true size, at dyn_at in
-   * the int pack (-1: the call is not bucketed), and each output with
-   * out_dyn set leaves its storage padded with w_pad.n = dyn_out_n. */
-  const ttpu_op_call* user_call;
+   * the int pack (-1: the call is not bucketed), and each fresh output
+   * with out_dyn set leaves its storage padded with true size dyn_out_n. */
   ttpu_op_call* rcall;
   ttpu_tensor* rtens;
   int64_t* rgeom;
@@ -193,6 +192,10 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
  * padded (prog/assemble.c). */
 void ttpu_lower_written_phys(const ttpu_plan* p, int slot, ttpu_dtype* dt,
                              int* nd, int64_t* dims, ttpu_pad* pad);
+
+/* Whether the view t is dense, non-overlapping, at offset 0 and exactly
+ * `bytes` long: a whole write of a storage of that many bytes. */
+int ttpu_plan_covers(const ttpu_tensor* t, size_t bytes);
 
 /* Makes *arr (a pointer to an array) hold at least n zeroed elements of
  * `size` bytes, growing it (and *cap) when it holds fewer: 0, or -1 out
