@@ -85,6 +85,15 @@ OPS = {
     "any over n": lambda x: (x > 2).any(1),
     "where": lambda x: torch.where(x > 0, x, -x),
     "cat again": lambda x: torch.cat([x, x[:, :1]], 1),
+    "cat along a fixed dim": lambda x: torch.cat([x, -x], 2),
+    "cat with an empty tensor": lambda x: torch.cat([torch.empty(0, device=x.device), x], 1),
+    "shifted rows": lambda x: x[:, 1:].contiguous() * 2,
+    "shifted rows, sum": lambda x: x[:, 2:].sum(1),
+    "pad at the end": lambda x: F.pad(x.transpose(1, 2), (0, 2), value=-7.0),
+    "causal attention": lambda x: F.scaled_dot_product_attention(
+        x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), is_causal=True),
+    "attention, heads merged": lambda x: (x.unsqueeze(1).expand(2, 3, -1, 8).reshape(6, -1, 8)
+                                          @ x.unsqueeze(1).expand(2, 3, -1, 8).reshape(6, -1, 8).transpose(1, 2)),
 }
 
 
@@ -230,6 +239,101 @@ def test_setting_off_and_bad_values():
                      TORCHTPU_BUCKETS="pow3")
     assert bad.returncode != 0
     assert "TORCHTPU_BUCKETS=pow3: expected off, pow2 or quarter" in bad.stderr
+    for value in ("128,64", "64,,128", "64,x", "1,64"):
+        bad = run_script("import torch, torchtpu\ntorch.ones(1).to('tpu')\n",
+                         TORCHTPU_BUCKETS=value)
+        assert bad.returncode != 0, value
+        assert f"TORCHTPU_BUCKETS={value}: expected" in bad.stderr
+        assert "ascending" in bad.stderr
+
+
+_TRAIN = """
+    import torch, torchtpu
+    import torch.nn.functional as F
+    from torchtpu import debug
+
+    class Block(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.qkv = torch.nn.Linear(d, 3 * d)
+            self.proj = torch.nn.Linear(d, d)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.SiLU(),
+                                           torch.nn.Linear(2 * d, d))
+            self.norm = torch.nn.LayerNorm(d)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(self.norm(x)).view(b, n, 3, 2, d // 2).permute(2, 0, 3, 1, 4)
+            mask = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+            a = (q @ k.transpose(-1, -2)) / 4.0
+            a = a.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+            x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+            return x + self.mlp(x)
+
+    class LM(torch.nn.Module):
+        def __init__(self, vocab=64, d=32):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, d)
+            self.pos = torch.nn.Embedding(256, d)
+            self.block = Block(d)
+            self.head = torch.nn.Linear(d, vocab)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1], device=ids.device)
+            h = self.block(self.emb(ids) + self.pos(pos))
+            logits = self.head(h)
+            labels = F.pad(ids, (0, 1), value=-100)[..., 1:]
+            return F.cross_entropy(logits.reshape(-1, 64), labels.reshape(-1), ignore_index=-100)
+
+    def train(model, lengths, dev):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(3)
+        losses, counts = [], []
+        for n in lengths:
+            loss = model(torch.randint(0, 64, (2, n), generator=g).to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            counts.append(debug.metrics()["compiles"])
+        return losses, counts
+
+    torch.manual_seed(0)
+    cpu = LM()
+    tpu = LM().to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    lengths = LENGTHS
+    ref, _ = train(cpu, lengths, "cpu")
+    got, counts = train(tpu, lengths, "tpu")
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(ref), rtol=1e-4, atol=1e-4)
+    print("COUNTS", counts)
+"""
+
+_VARIED = [64, 70, 76, 100, 120]
+
+
+def _train_counts(lengths, **env):
+    out = check(run_script(_TRAIN.replace("LENGTHS", repr(lengths)), timeout=600,
+                           TORCHTPU_EAGER_MODE=env.pop("mode", "strict"),
+                           TORCHTPU_DISK_CACHE="0", **env), "COUNTS")
+    return eval(out.split("COUNTS")[1].strip().splitlines()[0])
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_training_over_varying_lengths(mode):
+    """Training on batches of varying length: once the length has changed,
+    token batches are stored padded and the step compiles nothing more
+    for lengths in the bucket; with explicit sizes (lengths declared
+    varying) batches are padded from the first step, so varying lengths
+    compile no more programs than one length does. Losses equal the CPU's."""
+    one = _train_counts([70] * len(_VARIED), mode=mode)
+    auto = _train_counts(_VARIED, mode=mode)
+    declared = _train_counts(_VARIED, mode=mode, TORCHTPU_BUCKETS="128,256")
+    assert one[-1] == one[2], one
+    assert auto[-1] == auto[2], auto  # nothing after the second length
+    assert auto[-1] <= 2 * one[-1], (auto, one)
+    assert declared[-1] == declared[1], declared
+    assert declared[-1] <= one[-1], (declared, one)
 
 
 def test_fused_mode_decode_loop():
@@ -256,3 +360,70 @@ def test_fused_mode_decode_loop():
         print("ok")
     """
     check(run_script(code, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"))
+
+
+def test_factories_of_a_growing_size():
+    """arange and ones/zeros (fills of a fresh storage) of the length of
+    token batches that vary come out padded to the bucket: positions,
+    causal masks. (A process of its own: batches that vary leave the
+    growth detector primed.)"""
+    check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        counts = {}
+        for n in (70, 76, 82, 88, 100, 110, 120):
+            ids = torch.randint(0, 9, (2, n))
+            assert torch.equal(ids.to("tpu").cpu(), ids)
+            pos = torch.arange(0, n, device="tpu")
+            assert torch.equal(pos.cpu(), torch.arange(0, n))
+            mask = torch.ones(n, n, dtype=torch.bool, device="tpu").tril()
+            assert torch.equal(mask.cpu(), torch.ones(n, n, dtype=torch.bool).tril())
+            z = torch.zeros(2, n, device="tpu") + pos
+            assert torch.equal(z.cpu(), torch.zeros(2, n) + torch.arange(0, n))
+            counts[n] = debug.metrics()["compiles"]
+        assert counts[120] - counts[82] == 0, counts
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))
+
+
+def test_fills_of_differing_shapes_stay_exact():
+    """Fills of fresh storages whose shapes differ (an optimizer's
+    zeros_like of each parameter) are not taken for growth: without token
+    batches that vary, they stay exact, and so do the ops over them."""
+    debug.compiles(clear=True)
+    for n in (70, 76, 82, 88, 100):
+        z = torch.zeros(3, n, device=DEV)
+        close(z + 1, torch.ones(3, n))
+    assert not any("bucketed" in c["reason"] for c in debug.compiles()), debug.compiles()
+
+
+def test_varying_length_batches_from_the_host():
+    """Integer batches uploaded at varying lengths (token ids) are stored
+    padded once their length changes; the model's forward and a
+    cross-entropy loss over them are bucketed. (A process of its own.)"""
+    check(run_script("""
+        import torch, torchtpu
+        import torch.nn.functional as F
+        from torchtpu import debug
+        torch.manual_seed(6)
+        emb = torch.nn.Embedding(50, 8)
+        lin = torch.nn.Linear(8, 50)
+        emb_t, lin_t = torch.nn.Embedding(50, 8).to("tpu"), torch.nn.Linear(8, 50).to("tpu")
+        emb_t.load_state_dict(emb.state_dict())
+        lin_t.load_state_dict(lin.state_dict())
+
+        def loss_of(ids, e, l):
+            logits = l(e(ids))
+            labels = F.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()
+            return F.cross_entropy(logits.view(-1, 50), labels.view(-1), ignore_index=-100)
+
+        counts = []
+        for n in (64, 70, 76, 82, 88, 94, 100):
+            ids = torch.randint(0, 50, (2, n))
+            with torch.no_grad():
+                torch.testing.assert_close(loss_of(ids.to("tpu"), emb_t, lin_t).cpu(),
+                                           loss_of(ids, emb, lin), rtol=1e-5, atol=1e-5)
+            counts.append(debug.metrics()["compiles"])
+        assert counts[-1] - counts[2] == 0, counts
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))

@@ -107,32 +107,57 @@ int ttpu_env_bucket_poison(void) {
   return v && *v && strcmp(v, "0");
 }
 
-ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder) {
+ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder, int64_t* sizes,
+                              int* n_sizes) {
   *min = 128;
   *ladder = 1;
+  *n_sizes = 0;
   const char* env = getenv("TORCHTPU_BUCKETS");
   if (!env || !*env) return NULL;
   if (!strcmp(env, "off") || !strcmp(env, "0")) {
     *min = 0;
     return NULL;
   }
-  const char* colon = strchr(env, ':');
-  size_t len = colon ? (size_t)(colon - env) : strlen(env);
   int ok = 1;
-  if (len == 4 && !strncmp(env, "pow2", 4)) *ladder = 1;
-  else if (len == 7 && !strncmp(env, "quarter", 7)) *ladder = 2;
-  else ok = 0;
-  if (ok && colon) {
-    char* end = NULL;
-    long long n = strtoll(colon + 1, &end, 10);
-    ok = end != colon + 1 && *end == 0 && n >= 2 && n <= ((long long)1 << 40);
-    if (ok) *min = n;
+  if (*env >= '0' && *env <= '9') {
+    /* Explicit sizes, ascending: "64,128,256". */
+    const char* p = env;
+    *ladder = 3;
+    while (ok) {
+      char* end = NULL;
+      long long n = strtoll(p, &end, 10);
+      ok = end != p && n >= 2 && n <= ((long long)1 << 40) &&
+           *n_sizes < TTPU_ENV_MAX_BUCKETS &&
+           (*n_sizes == 0 || n > sizes[*n_sizes - 1]) && (*end == ',' || !*end);
+      if (!ok) break;
+      sizes[(*n_sizes)++] = n;
+      if (!*end) break;
+      p = end + 1;
+    }
+    if (ok) {
+      *min = sizes[0];
+      return NULL;
+    }
+    *n_sizes = 0;
+  } else {
+    const char* colon = strchr(env, ':');
+    size_t len = colon ? (size_t)(colon - env) : strlen(env);
+    if (len == 4 && !strncmp(env, "pow2", 4)) *ladder = 1;
+    else if (len == 7 && !strncmp(env, "quarter", 7)) *ladder = 2;
+    else ok = 0;
+    if (ok && colon) {
+      char* end = NULL;
+      long long n = strtoll(colon + 1, &end, 10);
+      ok = end != colon + 1 && *end == 0 && n >= 2 && n <= ((long long)1 << 40);
+      if (ok) *min = n;
+    }
+    if (ok) return NULL;
   }
-  if (ok) return NULL;
   return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                           "TORCHTPU_BUCKETS=%s: expected off, pow2 or quarter, "
                           "optionally with :N for the smallest bucket "
-                          "(pow2:128)", env);
+                          "(pow2:128), or up to %d sizes in ascending order "
+                          "(64,128,256)", env, TTPU_ENV_MAX_BUCKETS);
 }
 
 ttpu_status* ttpu_env_invalid_mode(void) {

@@ -25,11 +25,16 @@ ttpu_status* ttpu_env_invalid_mode(void);
 int ttpu_env_usable_cores(void);
 ttpu_status* ttpu_env_invalid_cpu_opt_level(void);
 ttpu_status* ttpu_env_invalid_program_cache_size(void);
-/* TORCHTPU_BUCKETS (docs/guides/shapes.md): "off", "pow2" (the default)
- * or "quarter", optionally ":N" for the smallest bucket (default 128).
- * Sets *min (0: off) and *ladder (1 powers of two, 2 quarter steps);
- * NULL, or the error naming the variable when its value is invalid. */
-ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder);
+/* TORCHTPU_BUCKETS (docs/guides/shapes_and_recompiles.md): "off", "pow2"
+ * (the default) or "quarter", optionally ":N" for the smallest bucket
+ * (default 128), or explicit sizes in ascending order ("64,128,256", at
+ * most TTPU_ENV_MAX_BUCKETS; beyond the last, powers of two). Sets *min
+ * (0: off), *ladder (1 powers of two, 2 quarter steps, 3 explicit) and
+ * sizes[*n_sizes]; NULL, or the error naming the variable when its value
+ * is invalid. */
+#define TTPU_ENV_MAX_BUCKETS 16
+ttpu_status* ttpu_env_buckets(int64_t* min, int* ladder, int64_t* sizes,
+                              int* n_sizes);
 /* TORCHTPU_BUCKET_POISON=1: bucketed programs fill the padding they write
  * with NaN (integers: their highest value), so that a consumer that
  * fails to mask it shows (a testing aid). */

@@ -262,7 +262,10 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
   int count = rt->opts.cpu_device_count > 0 ? rt->opts.cpu_device_count : 1;
   s = ttpu_pjrt_client_create(rt->plugin, count, &rt->client);
   if (s) goto fail;
-  s = ttpu_env_buckets(&rt->prog.bucket_min, &rt->prog.bucket_ladder);
+  _Static_assert(sizeof rt->prog.bucket_sizes / sizeof(int64_t) == TTPU_ENV_MAX_BUCKETS,
+                 "explicit bucket sizes");
+  s = ttpu_env_buckets(&rt->prog.bucket_min, &rt->prog.bucket_ladder,
+                       rt->prog.bucket_sizes, &rt->prog.n_bucket_sizes);
   if (s) goto fail;
   if (ttpu_pjrt_client_caps(rt->client)->host_code) {
     s = rt->opts.cpu_opt_level < -1
@@ -730,15 +733,41 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   ttpu_runtime* rt = b->rt;
   ttpu_pjrt_buffer* pb = NULL;
   s = ttpu_rt_check_fork(rt);
-  if (!s)
-    s = ttpu_pjrt_buffer_from_host(rt->client, b->device, data, dtype, dims,
-                                   ndim, &pb);
+  if (s) return s;
+  /* A tensor whose uploads keep changing in one dim (token ids of varying
+   * length) is stored padded to its bucket (prog/bucket.c); the host pads
+   * it for free. */
+  ttpu_pad pad = {0, 0};
+  int64_t cap[TTPU_MAX_DIMS];
+  void* padded = NULL;
+  if (ndim <= TTPU_MAX_DIMS) {
+    pthread_mutex_lock(&rt->mu);
+    int d = ttpu_bucket_upload_dim(&rt->prog, dtype, ndim, dims);
+    int64_t bucket = d >= 0 ? ttpu_bucket_size(&rt->prog, dims[d]) : 0;
+    pthread_mutex_unlock(&rt->mu);
+    if (d >= 0) {
+      size_t bytes = ttpu_dtype_size(dtype);
+      for (int k = 0; k < ndim; ++k) {
+        cap[k] = k == d ? bucket : dims[k];
+        bytes *= (size_t)cap[k];
+      }
+      padded = calloc(1, bytes ? bytes : 1);
+      if (!padded) return ttpu_status_oom();
+      pad.mask = 1 << d;
+      pad.n = dims[d];
+      ttpu_pad_expand(data, padded, ttpu_dtype_size(dtype), ndim, cap, &pad);
+    }
+  }
+  s = ttpu_pjrt_buffer_from_host(rt->client, b->device, padded ? padded : data,
+                                 dtype, padded ? cap : dims, ndim, &pb);
+  free(padded);
   if (s) return s;
   pthread_mutex_lock(&rt->mu);
   /* Recorded ops that touch b come before this upload. */
   s = ttpu_exec_touch(rt, b, 1);
   ttpu_exec_note_host_work(rt);
-  ttpu_prog_set_version(&rt->prog, b, pb, dtype, ndim, dims);
+  ttpu_prog_set_version(&rt->prog, b, pb, dtype, ndim, pad.mask ? cap : dims);
+  b->pad = pad;
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
   return s;

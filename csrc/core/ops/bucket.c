@@ -167,8 +167,15 @@ static const rule_def kRules[] = {
     {"mean.dim", TTPU_B_OTHER_DIMS},
     {"var.correction", TTPU_B_OTHER_DIMS},
     {"native_layer_norm", TTPU_B_LAST_DIMS},
+    /* grad_weight and grad_bias sum over the rows: zero rows add nothing */
+    {"native_layer_norm_backward", TTPU_B_NORM_BACKWARD},
     /* Along a padded dim: the next operand at the first's true size. */
     {"cat", TTPU_B_CAT},
+    {"constant_pad_nd", TTPU_B_PAD},
+    {"nll_loss_forward", TTPU_B_NLL},
+    {"nll_loss_backward", TTPU_B_NLL},
+    {"embedding_dense_backward", TTPU_B_FILL_ZERO},
+    {"arange.start_out", TTPU_B_FACTORY},
 };
 
 static int* g_rules;

@@ -134,6 +134,14 @@ enum {
   TTPU_B_CAT,          /* cat along the padded dim of its first operand */
   TTPU_B_MATMUL,       /* mm, bmm, addmm, baddbmm: FILL_ZERO, and its dims
                           known (the factors after any bias argument) */
+  TTPU_B_PAD,          /* constant_pad_nd: at the end of the padded dim */
+  TTPU_B_NLL,          /* nll_loss: integer inputs (targets) padded with
+                          its ignore_index (its last int argument), the
+                          others with 0 */
+  TTPU_B_FACTORY,      /* arange: its output grows with nothing else */
+  TTPU_B_NORM_BACKWARD, /* native_layer_norm_backward: FILL_ZERO, and only
+                           when none of its last len(argument 2) dims is
+                           padded */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

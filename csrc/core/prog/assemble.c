@@ -317,6 +317,12 @@ static ttpu_val read_view(const op_frame* F, ttpu_lower* L, int s,
     int64_t cnt = 1;
     for (int k = 0; k < g.m; ++k) cnt *= g.size[k];
     int64_t lo = t->offset, hi = t->offset + cnt, one = 1;
+    if (hi > total) {
+      /* a bucketed view shifted from its storage's start reads past the
+       * end: that part is padding (prog/bucket.c) */
+      int64_t plo = 0, phi = hi - total, pin = 0;
+      flat = ttpu_hlo_pad(b, flat, ttpu_hlo_const_i(b, t->dtype, 0), &plo, &phi, &pin);
+    }
     if (doff != TTPU_VAL_ERROR) flat = ttpu_hlo_dynamic_slice(b, flat, &doff, &cnt);
     else if (lo != 0 || hi != total) flat = ttpu_hlo_slice(b, flat, &lo, &hi, &one);
     int64_t sorted[TTPU_MAX_DIMS];
@@ -473,8 +479,18 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   ttpu_val v = read_view(F, L, p->tensor_slot[i], &p->call->tensors[i],
                          p->tensor_off[i]);
   if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
-  int rule = p->bucket_rule == TTPU_B_MATMUL ? TTPU_B_FILL_ZERO : p->bucket_rule;
-  if (rule != TTPU_B_FILL_ZERO && rule != TTPU_B_FILL_ONE &&
+  int rule = p->bucket_rule == TTPU_B_MATMUL || p->bucket_rule == TTPU_B_NORM_BACKWARD
+                 ? TTPU_B_FILL_ZERO : p->bucket_rule;
+  int64_t ignore_index = 0;
+  if (rule == TTPU_B_NLL) {
+    /* targets hold the ignore_index (the call's last int argument) */
+    for (int a = 0; a < p->call->n_args; ++a)
+      if (p->call->args[a].kind == TTPU_ARG_INT) ignore_index = p->call->args[a].i;
+    const ttpu_type* vt = ttpu_hlo_type(F->b, v);
+    rule = vt && (ttpu_dtype_is_float(vt->dtype) || ttpu_dtype_is_complex(vt->dtype))
+               ? TTPU_B_FILL_ZERO : TTPU_B_NLL;
+  }
+  if (rule != TTPU_B_FILL_ZERO && rule != TTPU_B_NLL && rule != TTPU_B_FILL_ONE &&
       rule != TTPU_B_FILL_LOWEST && rule != TTPU_B_FILL_HIGHEST)
     return v;
   /* The padding of a bucketed dim holds the op's identity from here on. */
@@ -495,6 +511,9 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   if (rule == TTPU_B_FILL_ONE) {
     f = 1;
     k = 1;
+  } else if (rule == TTPU_B_NLL) {
+    f = (double)ignore_index;
+    k = ignore_index;
   } else if (rule == TTPU_B_FILL_LOWEST) {
     f = -__builtin_inf();
     k = t.dtype == TTPU_BOOL || !is_signed ? 0
@@ -538,7 +557,9 @@ void ttpu_lower_written_phys(const ttpu_plan* p, int sl, ttpu_dtype* dt,
   *nd = x->phys_ndim;
   memcpy(dims, x->phys_dims, sizeof(int64_t) * TTPU_MAX_DIMS);
   *pad = x->pad;
-  if (x->unpad) return; /* written back padded as it was */
+  /* A padded storage keeps its shape and padding (the program writes its
+   * value back in that shape; prog/bucket.c) */
+  if (x->pad.mask) return;
   int have = x->has_param;
   for (int o = 0; o < call->n_outputs; ++o) {
     if (p->out_slot[o] != sl) continue;
@@ -712,6 +733,16 @@ static ttpu_status* lower_op(op_frame* F, ttpu_lower* L) {
     if (!have) { /* only empty outputs: the storage stays zeros */
       int64_t n = (int64_t)x->bytes;
       cur = ttpu_hlo_const(b, ttpu_type_make(TTPU_U8, 1, &n), 0, 0);
+    }
+    if (x->pad.mask && !x->unpad) {
+      /* a padded storage keeps its shape (ttpu_lower_written_phys) */
+      const ttpu_type* ct = ttpu_hlo_type(b, cur);
+      int same = ct && ct->dtype == x->phys_dtype && ct->ndim == x->phys_ndim;
+      for (int d = 0; same && d < x->phys_ndim; ++d) same = ct->dims[d] == x->phys_dims[d];
+      if (ct && !same) {
+        cur = flat_from(b, cur, ct->dtype, x->bytes, x->phys_dtype);
+        cur = ttpu_hlo_reshape(b, cur, x->phys_ndim, x->phys_dims);
+      }
     }
     if (x->unpad) {
       /* padded again as it came: the true elements in the padded layout */

@@ -22,9 +22,14 @@
 
 /* ------------------------------------------------------------ ladder */
 
-static int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n) {
+int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n) {
   int64_t b = pc->bucket_min;
   if (b <= 0 || n <= b) return b > 0 ? b : n;
+  if (pc->bucket_ladder == 3) {
+    for (int k = 0; k < pc->n_bucket_sizes; ++k)
+      if (pc->bucket_sizes[k] >= n) return pc->bucket_sizes[k];
+    b = pc->bucket_sizes[pc->n_bucket_sizes - 1];
+  }
   while (b < n) b *= 2;
   if (pc->bucket_ladder == 2) {
     /* quarter steps between b/2 and b, multiples of 8 */
@@ -47,9 +52,11 @@ static int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n) {
  * around a dim of the storage. */
 static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
                     const int64_t* cap, const ttpu_pad* pad, int64_t* strides,
-                    int64_t* offset, int* span, int64_t* merge) {
+                    int64_t* offset, int* span, int64_t* merge,
+                    int64_t* true_n) {
   *span = 0;
   *merge = 1;
+  *true_n = 0;
   if (ttpu_dtype_is_complex(t->dtype) || ttpu_dtype_is_complex(pd) ||
       ttpu_dtype_size(t->dtype) != ttpu_dtype_size(pd))
     return 0;
@@ -101,8 +108,9 @@ static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
           if (pad->mask >> d0 & 1 || on[d0] || hi[d0] != 0) return 0;
           acc *= L[d0];
         }
-        if (acc != m || *merge != 1) return 0;
+        if (acc != m || *merge != 1 || (*true_n && *true_n != L[d])) return 0;
         *merge = m;
+        *true_n = L[d];
         *span |= 1 << j;
         for (int x = d0; x <= d; ++x) {
           on[x]++;
@@ -111,7 +119,33 @@ static int map_view(const ttpu_tensor* t, ttpu_dtype pd, int nd,
         strides[j] = cs[d];
         continue;
       }
-      if (t->sizes[j] == L[d] && hi[d] == 0) *span |= 1 << j;
+      /* spanning: from its start (or a fixed shift) to the true end; the
+       * view's own true size is then the storage's less the shift */
+      int64_t tn = L[d] - hi[d];
+      if (t->sizes[j] == tn && tn > 1 && (!*true_n || *true_n == tn)) {
+        *span |= 1 << j;
+        *true_n = tn;
+      }
+    }
+    if (q == 1 && hi[d] == 0 && !on[d] && t->sizes[j] > L[d] &&
+        t->sizes[j] % L[d] == 0) {
+      /* whole dims d0..d merged ([b, h, n, d] -> [b*h, n, d]), none of
+       * them padded: as contiguous in the padded layout */
+      int64_t m = t->sizes[j] / L[d], acc = 1;
+      int d0 = d;
+      while (d0 > 0 && acc < m) {
+        --d0;
+        if (pad->mask >> d0 & 1 || on[d0] || hi[d0] != 0) break;
+        acc *= L[d0];
+      }
+      if (acc == m && !(pad->mask >> d0 & 1)) {
+        for (int x = d0; x <= d; ++x) {
+          on[x]++;
+          hi[x] = L[x] - 1;
+        }
+        strides[j] = cs[d];
+        continue;
+      }
     }
     on[d]++;
     hi[d] += (t->sizes[j] - 1) * q;
@@ -156,55 +190,79 @@ static int is_contiguous(const ttpu_tensor* t) {
 
 /* ------------------------------------------------------------ growth */
 
-#define GROWTH_CAP 64
+#define GROWTH_CAP 1024
+#define GROWTH_WAYS 8
+/* Factories are bucketed within this many watched calls of the last
+ * padded upload (a model step watches a few dozen). */
+#define VAR_SPAN 4096
 
 struct ttpu_growth {
   uint64_t sig;
   int64_t last[TTPU_MAX_DIMS];
-  int dim;      /* the dim that changed last, -1 */
-  int changes;  /* times in a row it changed */
-  int dynamic;  /* 1 + the dim found growing; 0 not yet */
+  int mask;     /* the dims that changed last (together, to one size) */
+  int changes;  /* times in a row they changed */
+  int dynamic;  /* the dims found growing; 0 not yet */
+  uint64_t used; /* when it was last seen (the least recently seen of a
+                    set of GROWTH_WAYS entries makes room) */
 };
 
 static uint64_t mix(uint64_t h, int64_t v) {
   return (h ^ (uint64_t)v) * 1099511628211ull;
 }
 
-/* The dim found growing for tensors of signature h, now of dims, or -1. */
-static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims) {
+/* The dims found growing (a mask) for tensors of signature h, now of
+ * dims: dims that changed, together and to one size, `need` times in a
+ * row; need 0: once where the new size's bucket wastes at most half of
+ * it, twice otherwise. */
+static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
+                 int need) {
   if (!pc->growth) {
     pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
-    if (!pc->growth) return -1;
+    if (!pc->growth) return 0;
   }
-  struct ttpu_growth* g = &pc->growth[h % GROWTH_CAP];
-  if (g->sig != h) {
+  /* A set of GROWTH_WAYS entries per signature's hash: the many fills of
+   * a model step do not push a growing cat's memory out. */
+  struct ttpu_growth* set = &pc->growth[(h % (GROWTH_CAP / GROWTH_WAYS)) * GROWTH_WAYS];
+  struct ttpu_growth* g = NULL;
+  for (int w = 0; w < GROWTH_WAYS && !g; ++w)
+    if (set[w].sig == h && set[w].used) g = &set[w];
+  _Static_assert(GROWTH_CAP % GROWTH_WAYS == 0, "growth sets");
+  uint64_t now = ++pc->growth_clock;
+  if (!g) {
+    g = &set[0];
+    for (int w = 1; w < GROWTH_WAYS; ++w)
+      if (set[w].used < g->used) g = &set[w];
     memset(g, 0, sizeof(*g));
+    g->used = now;
     g->sig = h;
-    g->dim = -1;
     memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
-    return -1;
+    return 0;
   }
-  int changed = -1, n_changed = 0;
+  g->used = now;
+  int changed = 0, same = 1;
+  int64_t to = -1;
   for (int d = 0; d < ndim; ++d)
     if (dims[d] != g->last[d]) {
-      changed = d;
-      n_changed++;
+      changed |= 1 << d;
+      if (to >= 0 && dims[d] != to) same = 0;
+      to = dims[d];
     }
   memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
-  if (n_changed > 1) { /* another tensor of the same kind: start over */
-    g->dim = -1;
+  if (changed && !same) { /* another tensor of the same kind: start over */
+    g->mask = 0;
     g->changes = 0;
     g->dynamic = 0;
-  } else if (n_changed == 1) {
-    g->changes = changed == g->dim ? g->changes + 1 : 1;
-    g->dim = changed;
-    if (g->changes >= 2) g->dynamic = 1 + changed;
+  } else if (changed) {
+    g->changes = changed == g->mask ? g->changes + 1 : 1;
+    g->mask = changed;
+    if (!need) need = ttpu_bucket_size(pc, to) <= 2 * to ? 1 : 2;
+    if (g->changes >= need) g->dynamic = changed;
   }
-  return g->dynamic - 1;
+  return g->dynamic;
 }
 
-/* The dim of output 0 found growing for calls like c, or -1. */
-static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
+/* The dims of output 0 found growing for calls like c (a mask). */
+static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need) {
   const ttpu_tensor* o = &c->outputs[0];
   uint64_t h = 1469598103934665603ull;
   h = mix(h, c->op);
@@ -212,10 +270,44 @@ static int growth_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
   h = mix(h, o->ndim);
   for (int a = 0; a < c->n_args; ++a)
     if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
-  return watch(pc, h, o->ndim, o->sizes);
+  return watch(pc, h, o->ndim, o->sizes, need);
+}
+
+int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
+                           const int64_t* dims) {
+  /* Integer and bool tensors of rank 2 or more, changing in a dim other
+   * than the first (the batch): token ids, masks and labels of varying
+   * length. Floating-point uploads are weights and features, left as
+   * they come. */
+  if (pc->bucket_min <= 0 || ndim < 2 || ttpu_dtype_is_float(dt) ||
+      ttpu_dtype_is_complex(dt))
+    return -1;
+  uint64_t h = mix(mix(mix(1469598103934665603ull, -7), dt), ndim);
+  int m = watch(pc, h, ndim, dims, 0);
+  int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
+  /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
+   * from its first upload, where its bucket wastes at most half. */
+  if (d < 0 && pc->bucket_ladder == 3 && ndim == 2 &&
+      ttpu_bucket_size(pc, dims[1]) <= 2 * dims[1])
+    d = 1;
+  if (d <= 0 || dims[d] <= 1) return -1;
+  pc->var_len = dims[d];
+  pc->var_clock = pc->growth_clock;
+  return d;
 }
 
 /* ------------------------------------------------------------ decide */
+
+/* Whether call tensor k is the `self` of an output that is written whole
+ * and read for nothing (copy_ into a fresh storage): its sizes are the
+ * output's, not an input's. */
+static int fresh_self(const ttpu_plan* p, const ttpu_op_call* c, int k) {
+  int s = p->tensor_slot[k];
+  if (s < 0 || !p->slots[s].written || p->slots[s].has_value) return 0;
+  for (int o = 0; o < c->n_outputs; ++o)
+    if (p->out_slot[o] == s && !p->out_full[o]) return 0;
+  return 1;
+}
 
 /* Which output dims hold the bucket, for calls whose dims line up in a
  * known way: a mask, -1 when an exact dim of the true size would meet a
@@ -242,7 +334,7 @@ static int broadcast_dyn(const ttpu_plan* p, const ttpu_op_call* c,
   int dyn = 0, inputs = 0;
   for (int k = 0; k < nt; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
-    if (!t->buffer) continue;
+    if (!t->buffer || fresh_self(p, c, k)) continue;
     if (t->ndim > R) return -2;
     inputs++;
     for (int j = 0; j < t->ndim; ++j) {
@@ -259,7 +351,7 @@ static int broadcast_dyn(const ttpu_plan* p, const ttpu_op_call* c,
     if (bsz[j] != o0->sizes[j]) return -2;
   for (int k = 0; k < nt; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
-    if (!t->buffer) continue;
+    if (!t->buffer || fresh_self(p, c, k)) continue;
     for (int j = 0; j < t->ndim; ++j)
       if (!(p->tensor_dyn[k] >> j & 1) && c->tensors[k].sizes[j] == n &&
           dyn >> (R - t->ndim + j) & 1)
@@ -304,17 +396,38 @@ static int matmul_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
   return out;
 }
 
+/* index_select(self, dim, index) and embedding(weight, indices): the
+ * output takes the index's dims (index_select: at `dim`), the rest are
+ * self's, copied whole; a padded self is not of this shape. */
+static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  const char* name = ttpu_op_name(c->op);
+  int sel = !strcmp(name, "index_select");
+  if (!sel && strcmp(name, "embedding")) return -2;
+  int ia = sel ? 2 : 1;
+  if (c->n_args <= ia || c->args[0].kind != TTPU_ARG_TENSOR ||
+      c->args[ia].kind != TTPU_ARG_TENSOR || c->n_outputs != 1)
+    return -2;
+  int is = c->args[0].tensor, ix = c->args[ia].tensor;
+  if (p->tensor_dyn[is]) return -2;
+  if (!sel) return p->tensor_dyn[ix];
+  if (c->args[1].kind != TTPU_ARG_INT || c->tensors[ix].ndim != 1) return -2;
+  int64_t d = c->args[1].i < 0 ? c->args[1].i + c->tensors[is].ndim : c->args[1].i;
+  if (d < 0 || d >= p->rtens[c->n_tensors].ndim) return -2;
+  return p->tensor_dyn[ix] ? 1 << d : -2;
+}
+
 static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
   for (int j = 0; j < t->ndim; ++j)
     if (!(skip_mask >> j & 1) && t->sizes[j] == n) return 1;
   return 0;
 }
 
-/* Whether the reduced dims (ints arg 1, all when absent) avoid mask. */
-static int reduces_other_dims(const ttpu_op_call* c, int mask, int ndim,
+/* Whether the reduced dims (ints argument `arg`) avoid mask; `last`: the
+ * argument is a normalized_shape, the last dims. */
+static int reduces_other_dims(const ttpu_op_call* c, int arg, int mask, int ndim,
                               int last) {
-  if (c->n_args < 2) return 0;
-  const ttpu_arg* g = &c->args[1];
+  if (c->n_args <= arg) return 0;
+  const ttpu_arg* g = &c->args[arg];
   if (g->kind != TTPU_ARG_INTS || g->n == 0) return 0;
   if (last) { /* normalized_shape: the last n dims */
     for (int j = ndim - g->n; j < ndim; ++j)
@@ -350,14 +463,35 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     }
   }
   int rule = ttpu_op_bucket_rule(c->op);
-  int seed_dim = -1;
-  if (!any_pad && pc->bucket_min > 0 && rule == TTPU_B_CAT &&
+  /* Growing outputs: a cat's (seeded: its exact program pads on write),
+   * a factory's (arange, and fills of a fresh storage: bucketed at once,
+   * since nothing but its size depends on the true size). */
+  int seed_dim = -1, factory = 0;
+  int fill = (p->def->flags & TTPU_OP_FILL) != 0;
+  if (!any_pad && pc->bucket_min > 0 &&
+      (rule == TTPU_B_CAT || rule == TTPU_B_FACTORY || fill) &&
       no == 1 && c->outputs[0].buffer && p->out_full[0] &&
       !ttpu_dtype_is_complex(c->outputs[0].dtype) &&
       is_contiguous(&c->outputs[0]) && p->slots[p->out_slot[0]].written &&
-      !p->slots[p->out_slot[0]].read)
-    seed_dim = growth_dim(pc, c);
-  if (!any_pad && seed_dim < 0) return NULL;
+      !(p->slots[p->out_slot[0]].read && p->slots[p->out_slot[0]].has_value)) {
+    /* A cat grows when it grew twice; a factory once, to the length of
+     * the uploads that vary. */
+    int m = growth_mask(pc, c, rule == TTPU_B_CAT ? 2 : 1);
+    if (rule == TTPU_B_CAT) {
+      if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
+        seed_dim = __builtin_ctz((unsigned)m);
+    } else if (pc->var_len > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
+      /* With explicit sizes (lengths declared varying), from the first
+       * call: the dims of that length. */
+      if (!m && pc->bucket_ladder == 3)
+        for (int j = 0; j < c->outputs[0].ndim; ++j)
+          if (c->outputs[0].sizes[j] == pc->var_len) m |= 1 << j;
+      factory = m;
+      for (int j = 0; j < c->outputs[0].ndim; ++j)
+        if (m >> j & 1 && c->outputs[0].sizes[j] != pc->var_len) factory = 0;
+    }
+  }
+  if (!any_pad && seed_dim < 0 && !factory) return NULL;
   if (ttpu_plan_zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
       ttpu_plan_zeroed(&p->rgeom, &p->cap_rgeom, 2 * TTPU_MAX_DIMS * (nt + no) + 1,
              sizeof(int64_t)) ||
@@ -382,13 +516,54 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   }
   /* Map every view over a padded storage; a storage with a view that
    * does not map is unpadded for this call instead. */
+  if (factory) {
+    /* A factory of a growing size: its output at the bucket's size. */
+    ttpu_tensor* t = &p->rtens[nt];
+    int64_t n = -1;
+    for (int j = 0; j < t->ndim; ++j)
+      if (factory >> j & 1) n = t->sizes[j];
+    if (n > 1) {
+      int64_t B = ttpu_bucket_size(pc, n);
+      int64_t* sz = (int64_t*)t->sizes;
+      size_t bytes = ttpu_dtype_size(t->dtype);
+      for (int j = 0; j < t->ndim; ++j) {
+        if (factory >> j & 1) sz[j] = B;
+        bytes *= (size_t)sz[j];
+      }
+      dense_like(&c->outputs[0], t->sizes, (int64_t*)t->strides);
+      for (int k = 0; k < nt; ++k) /* a fill's self: the same view */
+        if (p->tensor_slot[k] == p->out_slot[0]) {
+          memcpy((int64_t*)p->rtens[k].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+          memcpy((int64_t*)p->rtens[k].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+        }
+      p->slots[p->out_slot[0]].bytes = bytes;
+      p->out_dyn[0] = factory;
+      p->bucket_rule = TTPU_B_ELEMENTWISE;
+      p->dyn_n = p->dyn_out_n = n;
+      p->dyn_b = B;
+      p->dyn_at = p->n_i;
+      p->i[p->n_i++] = n;
+      p->poison = pc->bucket_poison;
+      p->call = p->rcall;
+      return NULL;
+    }
+    if (!any_pad) {
+      p->call = p->rcall;
+      return NULL;
+    }
+  }
   /* merged[k]: the view flattens its padded dim with outer dims (its
    * merge, else 1) */
-  int64_t stack_merged[32];
-  int64_t* merged = nt + no <= 32 ? stack_merged
-                                   : calloc((size_t)(nt + no), sizeof(int64_t));
+  int64_t stack_merged[64];
+  int64_t* merged = 2 * (nt + no) <= 64
+                        ? stack_merged
+                        : calloc((size_t)(2 * (nt + no)), sizeof(int64_t));
   if (!merged) return ttpu_status_oom();
-  for (int k = 0; k < nt + no; ++k) merged[k] = 1;
+  int64_t* span_n = merged + nt + no; /* per view: its spanning dims' size */
+  for (int k = 0; k < nt + no; ++k) {
+    merged[k] = 1;
+    span_n[k] = 0;
+  }
   for (int pass = 0; pass < 2; ++pass)
     for (int k = 0; k < nt + no; ++k) {
       int s = k < nt ? p->tensor_slot[k] : p->out_slot[k - nt];
@@ -396,20 +571,21 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       ttpu_slot* sl = &p->slots[s];
       const ttpu_tensor* src = k < nt ? &c->tensors[k] : &c->outputs[k - nt];
       ttpu_tensor* t = &p->rtens[k];
-      int64_t st[TTPU_MAX_DIMS], off = 0, merge = 1;
+      int64_t st[TTPU_MAX_DIMS], off = 0, merge = 1, tn = 0;
       int span = 0;
       if (pass == 0) {
         if (!map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims,
-                      &sl->pad, st, &off, &span, &merge))
+                      &sl->pad, st, &off, &span, &merge, &tn))
           sl->unpad = 1;
         continue;
       }
       if (sl->unpad) continue;
       map_view(src, sl->phys_dtype, sl->phys_ndim, sl->phys_dims, &sl->pad, st,
-               &off, &span, &merge);
+               &off, &span, &merge, &tn);
       memcpy((int64_t*)t->strides, st, sizeof(int64_t) * (size_t)t->ndim);
       t->offset = off;
       merged[k] = merge;
+      span_n[k] = tn;
       if (k < nt) p->tensor_dyn[k] = span;
       else p->out_dyn[k - nt] = span;
     }
@@ -426,7 +602,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (M == 0) M = merged[k];
     else if (merged[k] != M) ok = 0;
     if (k >= nt) continue;
-    int64_t m = p->slots[p->tensor_slot[k]].pad.n;
+    int64_t m = span_n[k];
     if (n < 0) n = m;
     else if (m != n) ok = 0;
   }
@@ -438,13 +614,67 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
    * in a known way only the dims that meet count; elsewhere any such dim
    * refuses. cat's other dims are the first operand's, fixed. */
   int known = -2;
-  if (ok && rule == TTPU_B_MATMUL) known = matmul_dyn(p, c);
-  else if (ok && rule != TTPU_B_CAT) known = broadcast_dyn(p, c, nn);
+  /* grow_dim: the output's padded dim grows past the input's (cat of a
+   * fixed operand, a pad at the end), to out_n */
+  int64_t out_n = n, grow_dim = -1;
+  if (ok && rule == TTPU_B_CAT) {
+    /* operands without a storage (empty: skipped by cat) do not count */
+    int first = 0;
+    while (first < nt - 1 && !p->rtens[first].buffer) ++first;
+    const ttpu_tensor* t0 = &p->rtens[first];
+    int64_t d = c->n_args > 1 && c->args[1].kind == TTPU_ARG_INT ? c->args[1].i : 0;
+    if (d < 0) d += t0->ndim;
+    int only = first < nt;
+    for (int k = first + 1; k < nt; ++k) only &= !p->rtens[k].buffer;
+    int dyn0 = first < nt ? p->tensor_dyn[first] : 0;
+    int same = no == 1 && d >= 0 && d < t0->ndim && dyn0 &&
+               (only || !(dyn0 >> d & 1)) &&
+               p->rtens[nt].ndim == p->rtens[first].ndim;
+    for (int k = first + 1; k < nt && same; ++k)
+      same = !p->rtens[k].buffer ||
+             (p->rtens[k].ndim == p->rtens[first].ndim && p->tensor_dyn[k] == dyn0);
+    if (same) {
+      /* along a fixed dim of operands padded alike, or of one operand
+       * and empty ones: as elementwise */
+      known = dyn0;
+    } else {
+      /* [padded along dim, fixed] */
+      ok = first == 0 && nt == 2 && no == 1 && d >= 0 && d < t0->ndim && M == 1 &&
+           p->tensor_dyn[0] == 1 << d && p->tensor_dyn[1] == 0 &&
+           p->rtens[1].buffer && p->rtens[1].ndim == t0->ndim;
+      if (ok) {
+        grow_dim = d;
+        out_n = n + p->rtens[1].sizes[d];
+      }
+    }
+  } else if (ok && rule == TTPU_B_PAD) {
+    /* constant_pad_nd(self, pad, value): at the end of the padded dim */
+    const ttpu_tensor* t0 = &p->rtens[0];
+    int dyn = p->tensor_dyn[0], np = c->args[1].kind == TTPU_ARG_INTS ? c->args[1].n : -1;
+    ok = M == 1 && dyn && !(dyn & (dyn - 1)) && np >= 0 && np % 2 == 0 &&
+         np / 2 <= t0->ndim;
+    for (int i = 0; ok && i < np / 2; ++i) {
+      int d = t0->ndim - 1 - i;
+      if (!(dyn >> d & 1)) continue;
+      ok = c->args[1].ints[2 * i] == 0 && c->args[1].ints[2 * i + 1] >= 0;
+      grow_dim = d;
+      out_n = n + c->args[1].ints[2 * i + 1];
+    }
+    if (ok && grow_dim < 0) { /* the padded dim is not padded further */
+      for (int d = 0; d < t0->ndim; ++d)
+        if (dyn >> d & 1) grow_dim = d;
+    }
+  } else if (ok && rule == TTPU_B_MATMUL) {
+    known = matmul_dyn(p, c);
+  } else if (ok) {
+    known = gather_dyn(p, c);
+    if (known == -2) known = broadcast_dyn(p, c, nn);
+  }
   if (known == -1) ok = 0;
   for (int k = 0; k < nt && ok; ++k) {
     const ttpu_tensor* t = &p->rtens[k];
     if (ttpu_dtype_is_complex(t->dtype)) ok = 0;
-    if (rule != TTPU_B_CAT && known < 0 && t->buffer &&
+    if (grow_dim < 0 && known < 0 && t->buffer && !fresh_self(p, c, k) &&
         has_size(t, p->tensor_dyn[k], nn))
       ok = 0;
   }
@@ -455,22 +685,11 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n && g->ints[k] != nn;
   }
   if (ok && (rule == TTPU_B_OTHER_DIMS || rule == TTPU_B_LAST_DIMS))
-    ok = nt > 0 && reduces_other_dims(c, p->tensor_dyn[0], c->tensors[0].ndim,
+    ok = nt > 0 && reduces_other_dims(c, 1, p->tensor_dyn[0], c->tensors[0].ndim,
                                       rule == TTPU_B_LAST_DIMS);
-  int64_t out_n = n, cat_dim = -1;
-  if (ok && rule == TTPU_B_CAT) {
-    /* [padded along dim, fixed] */
-    const ttpu_tensor* t0 = &p->rtens[0];
-    int64_t d = c->n_args > 1 && c->args[1].kind == TTPU_ARG_INT ? c->args[1].i : 0;
-    if (d < 0) d += t0->ndim;
-    ok = nt == 2 && no == 1 && d >= 0 && d < t0->ndim &&
-         p->tensor_dyn[0] == 1 << d && p->tensor_dyn[1] == 0 &&
-         p->rtens[1].buffer && p->rtens[1].ndim == t0->ndim;
-    if (ok) {
-      cat_dim = d;
-      out_n = n + p->rtens[1].sizes[d];
-    }
-  }
+  if (ok && rule == TTPU_B_NORM_BACKWARD) /* grad_out and input alike */
+    ok = nt > 1 && p->tensor_dyn[0] == p->tensor_dyn[1] &&
+         reduces_other_dims(c, 2, p->tensor_dyn[0], c->tensors[0].ndim, 1);
   int64_t B = ok ? ttpu_bucket_size(pc, n) : 0;
   int64_t outB = ok ? ttpu_bucket_size(pc, out_n) : 0;
   /* Outputs: in place over a mapped padded storage (its spanning dims),
@@ -483,14 +702,18 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     else if (p->slots[s].pad.mask) {
       if (p->slots[s].unpad || (known < 0 && has_size(t, p->out_dyn[o], nn)) ||
           (known >= 0 && p->out_dyn[o] != known) ||
-          (p->out_dyn[o] && p->slots[s].pad.n != n) || cat_dim >= 0)
+          (p->out_dyn[o] && (span_n[nt + o] != n ||
+                             p->slots[s].pad.n != n)) ||
+          grow_dim >= 0)
         ok = 0;
-    } else if (!p->out_full[o] || p->slots[s].read) {
+    } else if (!p->out_full[o] || (p->slots[s].read && p->slots[s].has_value)) {
+      /* (a storage read for its value: not fresh; has_param is set only
+       * after this) */
       ok = 0;
     } else {
       int m = 0;
       for (int j = 0; j < t->ndim; ++j)
-        if (cat_dim >= 0 ? j == cat_dim : t->sizes[j] == nn) m |= 1 << j;
+        if (grow_dim >= 0 ? j == grow_dim : t->sizes[j] == nn) m |= 1 << j;
       p->out_dyn[o] = known >= 0 ? known : m;
       /* a merged output is stored split: [.., merge, bucket, ..] */
       if (M > 1 && (!is_contiguous(&c->outputs[o]) ||
@@ -538,13 +761,25 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       if (s < 0) continue;
       int64_t* sz = (int64_t*)t->sizes;
       for (int j = 0; j < t->ndim; ++j)
-        if (p->out_dyn[o] >> j & 1) sz[j] = cat_dim >= 0 ? outB : B * M;
+        if (p->out_dyn[o] >> j & 1) sz[j] = grow_dim >= 0 ? outB : B * M;
       if (!p->slots[s].pad.mask) { /* fresh: dense in its own order */
         dense_like(&c->outputs[o], t->sizes, (int64_t*)t->strides);
         t->offset = 0;
         size_t bytes = ttpu_dtype_size(t->dtype);
         for (int j = 0; j < t->ndim; ++j) bytes *= (size_t)t->sizes[j];
         p->slots[s].bytes = bytes;
+        /* its self, the same view, takes the same geometry */
+        for (int k = 0; k < nt; ++k) {
+          const ttpu_tensor* u = &c->tensors[k];
+          if (p->tensor_slot[k] != s || !fresh_self(p, c, k) ||
+              u->ndim != t->ndim || u->offset != c->outputs[o].offset ||
+              memcmp(u->sizes, c->outputs[o].sizes, sizeof(int64_t) * (size_t)u->ndim) ||
+              memcmp(u->strides, c->outputs[o].strides, sizeof(int64_t) * (size_t)u->ndim))
+            continue;
+          memcpy((int64_t*)p->rtens[k].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+          memcpy((int64_t*)p->rtens[k].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+          p->rtens[k].offset = 0;
+        }
       }
     }
   } else {

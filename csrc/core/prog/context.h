@@ -64,12 +64,22 @@ typedef struct ttpu_prog_ctx {
                const void* options, size_t options_len);
   void* sink_user;
   /* Buckets (prog/bucket.c; set by the owner): 0 off, else the smallest
-   * bucket, and the ladder (1 powers of two, 2 quarter steps). */
+   * bucket, and the ladder (1 powers of two, 2 quarter steps, 3 the
+   * explicit sizes, then powers of two). */
   int64_t bucket_min;
   int bucket_ladder;
+  int64_t bucket_sizes[16];
+  int n_bucket_sizes;
   int bucket_poison; /* padding written as NaN (TORCHTPU_BUCKET_POISON) */
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth; /* NULL until first used */
+  uint64_t growth_clock;
+  /* The true length of the last upload stored padded (0: none yet): only
+   * factories of that size, soon after it, are bucketed, so that fills of
+   * differing shapes (an optimizer's zeros_like of each parameter) are
+   * not taken for growth. */
+  int64_t var_len;
+  uint64_t var_clock; /* growth_clock at that upload */
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */

@@ -597,11 +597,14 @@ void ttpu_plan_note_recompile(ttpu_prog_ctx* pc, const ttpu_plan* p) {
   if (p->dyn_at >= 0 && len < sizeof(pc->last_reason)) {
     int t = 0;
     while (t < p->call->n_tensors && !p->tensor_dyn[t]) ++t;
+    int out = t == p->call->n_tensors; /* a factory: its output */
+    int mask = out ? p->out_dyn[0] : p->tensor_dyn[t];
     int d = 0;
-    while (t < p->call->n_tensors && d < 31 && !(p->tensor_dyn[t] >> d & 1)) ++d;
+    while (d < 31 && !(mask >> d & 1)) ++d;
     snprintf(pc->last_reason + len, sizeof(pc->last_reason) - len,
-             "; bucketed: input %d dim %d holds sizes up to %lld (now %lld)",
-             t, d, (long long)p->dyn_b, (long long)p->dyn_n);
+             "; bucketed: %s %d dim %d holds sizes up to %lld (now %lld)",
+             out ? "output" : "input", out ? 0 : t, d, (long long)p->dyn_b,
+             (long long)p->dyn_n);
   } else if (p->seed && len < sizeof(pc->last_reason)) {
     int d = 0;
     while (d < 31 && !(p->out_dyn[0] >> d & 1)) ++d;

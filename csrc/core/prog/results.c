@@ -84,8 +84,23 @@ void ttpu_prog_set_version(ttpu_prog_ctx* pc, ttpu_buffer* b,
   b->pad.n = 0;
 }
 
+/* Copies between the true elements of a padded version (`padded`) and
+ * their row-major order (`exact`), in the direction `to_padded`. */
+static void pad_copy(char* padded, char* exact, size_t es, int nd,
+                     const int64_t* cap, const ttpu_pad* pad, int to_padded);
+
 void ttpu_pad_compact(const void* src, void* dst, size_t es, int nd,
                       const int64_t* cap, const ttpu_pad* pad) {
+  pad_copy((char*)src, dst, es, nd, cap, pad, 0);
+}
+
+void ttpu_pad_expand(const void* src, void* dst, size_t es, int nd,
+                     const int64_t* cap, const ttpu_pad* pad) {
+  pad_copy(dst, (char*)src, es, nd, cap, pad, 1);
+}
+
+static void pad_copy(char* padded, char* exact, size_t es, int nd,
+                     const int64_t* cap, const ttpu_pad* pad, int to_padded) {
   int64_t logical[TTPU_MAX_DIMS];
   ttpu_pad_logical(pad, nd, cap, logical);
   /* The dims after the last padded one are one contiguous run in both. */
@@ -95,17 +110,18 @@ void ttpu_pad_compact(const void* src, void* dst, size_t es, int nd,
   size_t run = es;
   for (int d = last + 1; d < nd; ++d) run *= (size_t)cap[d];
   if (last < 0) {
-    memcpy(dst, src, run);
+    if (to_padded) memcpy(padded, exact, run);
+    else memcpy(exact, padded, run);
     return;
   }
   /* Odometer over dims 0..last of the logical box. */
   int64_t idx[TTPU_MAX_DIMS] = {0};
-  const char* s = src;
-  char* o = dst;
+  char* o = exact;
   for (;;) {
     size_t at = 0;
     for (int d = 0; d <= last; ++d) at = at * (size_t)cap[d] + (size_t)idx[d];
-    memcpy(o, s + at * run, run);
+    if (to_padded) memcpy(padded + at * run, o, run);
+    else memcpy(o, padded + at * run, run);
     o += run;
     int d = last;
     while (d >= 0 && ++idx[d] == logical[d]) idx[d--] = 0;

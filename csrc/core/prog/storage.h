@@ -35,6 +35,18 @@ static inline void ttpu_pad_logical(const ttpu_pad* pad, int nd,
  * of dims cap into dst, row-major: a download's compaction. */
 void ttpu_pad_compact(const void* src, void* dst, size_t es, int nd,
                       const int64_t* cap, const ttpu_pad* pad);
+/* The inverse: row-major true elements `src` into their places in a
+ * padded version `dst` (the padding is left as it is): an upload's. */
+void ttpu_pad_expand(const void* src, void* dst, size_t es, int nd,
+                     const int64_t* cap, const ttpu_pad* pad);
+
+/* Uploads (prog/bucket.c): the dim of an upload of dtype and row-major
+ * dims to store padded, because uploads of its kind keep changing in that
+ * dim (token ids and masks of varying length), else -1; and the bucket
+ * that holds size n. Under the owner's lock. */
+int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
+                           const int64_t* dims);
+int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n);
 
 struct ttpu_buffer {
   atomic_int refs;
