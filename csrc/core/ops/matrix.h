@@ -29,4 +29,12 @@ void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val a
                              ttpu_val apq, ttpu_val skip, ttpu_val lo, ttpu_val* t,
                              ttpu_val* c, ttpu_val* sj);
 
+/* One-sided Jacobi (svd.c) on w (batch..., p, q), p >= q, real or
+ * complex: *wf receives W V / scale, whose columns are mutually orthogonal
+ * (in w's column order; their norms the singular values over scale), *v
+ * (when v is not NULL and vectors is set) the unitary V (batch..., q, q),
+ * and *scale (batch..., real) the largest |entry| of each matrix (1 for a
+ * zero matrix), which W is divided by first. */
+void ttpu_mx_hestenes(ttpu_hlo* b, ttpu_val w, int vectors, ttpu_val* wf, ttpu_val* v, ttpu_val* scale);
+
 #endif /* TTPU_OPS_MATRIX_H_ */
