@@ -44,16 +44,23 @@ def one(spec, backward):
     run = time.perf_counter() - t0
 
     ue, se, vhe = torch.linalg.svd(a, full_matrices=False)
-    rel_s = ((s - se).abs() / se.clamp_min(se.max() * torch.finfo(dtype).eps)).max().item()
+    # against the CPU's, relative to the largest; and each value against
+    # float64 LAPACK, relative to itself, for ours and the CPU's
+    rel_s = ((s - se).abs().amax(-1) / se.amax(-1)).max().item()
+    s64 = torch.linalg.svdvals(a.double())
+    own = ((s.double() - s64).abs() / s64).max().item()
+    own_cpu = ((se.double() - s64).abs() / s64).max().item()
     nrm = torch.linalg.matrix_norm(a).max().item()
     rec = (torch.linalg.matrix_norm(u @ torch.diag_embed(s) @ vh - a).max() / nrm).item()
     rec_cpu = (torch.linalg.matrix_norm(ue @ torch.diag_embed(se) @ vhe - a).max() / nrm).item()
     k = s.shape[-1]
     orth = (u.mT @ u - torch.eye(k, dtype=dtype)).abs().max().item()
+    orth_v = (vh @ vh.mT - torch.eye(k, dtype=dtype)).abs().max().item()
     size = max((os.path.getsize(os.path.join(dump, f)) for f in os.listdir(dump) if "svd" in f), default=0)
 
     line = (f"{spec:>10}  svd compile {svd_compile:6.2f} s  run {run:7.3f} s (first call {first:6.2f} s)  "
-            f"S rel err {rel_s:.1e}  |USVh-A|/|A| {rec:.1e} (cpu {rec_cpu:.1e})  |U^TU-I| {orth:.1e}  "
+            f"S vs cpu {rel_s:.1e}, each vs f64 {own:.1e} (cpu {own_cpu:.1e})  "
+            f"|USVh-A|/|A| {rec:.1e} (cpu {rec_cpu:.1e})  |U^TU-I| {orth:.1e} |VV^T-I| {orth_v:.1e}  "
             f"program {size} B")
     if backward:
         x = a.to("tpu").requires_grad_()

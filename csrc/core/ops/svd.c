@@ -143,6 +143,12 @@ typedef struct {
   int cx, vectors;
 } hestenes;
 
+/* The pairs' rotation, columns x, y (s, tau spread over them). */
+static void rotate(ttpu_hlo* b, ttpu_val s, ttpu_val tau, ttpu_val x, ttpu_val y, ttpu_val* nx, ttpu_val* ny) {
+  *nx = bin(b, TTPU_SUB, x, bin(b, TTPU_MUL, s, bin(b, TTPU_ADD, y, bin(b, TTPU_MUL, tau, x))));
+  *ny = bin(b, TTPU_ADD, y, bin(b, TTPU_MUL, s, bin(b, TTPU_SUB, x, bin(b, TTPU_MUL, tau, y))));
+}
+
 /* state: {round, X, Y, seat labels top, bottom, largest |cos| of the
  * sweep so far, [VX, VY]} */
 static ttpu_val sweep_cond(ttpu_hlo* b, void* ctx, const ttpu_val* st) {
@@ -189,14 +195,17 @@ static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* nex
   ttpu_val skip = ttpu_hlo_compare(b, TTPU_LE, cosv, kc(b, ts, h->eps));
   ttpu_val t, c, sj;
   ttpu_mx_jacobi_rotation(b, ts, al, be, ga, skip, kc(b, with_dtype(ts, TTPU_BOOL), 1), &t, &c, &sj);
+  /* x' = c x - s y = x - s (y + tau x), y' = s x + c y = y + s (x - tau y)
+   * with tau = s / (1 + c): c itself rounds to 1 for a small angle, and
+   * c^2 + s^2 = 1 + t^2 would grow both columns at every late rotation */
+  ttpu_val sn = ttpu_hlo_unary(b, TTPU_NEG, sj);
+  ttpu_val tau = bin(b, TTPU_DIV, sn, bin(b, TTPU_ADD, c, kc(b, ts, 1)));
   if (cx) {
-    c = ttpu_hlo_convert(b, c, h->tx.dtype);
-    sj = ttpu_hlo_convert(b, sj, h->tx.dtype);
+    sn = ttpu_hlo_convert(b, sn, h->tx.dtype);
+    tau = ttpu_hlo_convert(b, tau, h->tx.dtype);
   }
-  /* x' = c x - s y, y' = s x + c y (sj = -s) */
-  ttpu_val cw = per_col(b, c, h->tx), sw = per_col(b, sj, h->tx);
-  ttpu_val nx = bin(b, TTPU_ADD, bin(b, TTPU_MUL, cw, x), bin(b, TTPU_MUL, sw, y));
-  ttpu_val ny = bin(b, TTPU_SUB, bin(b, TTPU_MUL, cw, y), bin(b, TTPU_MUL, sw, x));
+  ttpu_val nx, ny;
+  rotate(b, per_col(b, sn, h->tx), per_col(b, tau, h->tx), x, y, &nx, &ny);
   ttpu_val lt = st[3], lb = st[4];
   next_seats(b, h->h, &nx, &ny);
   next_seats(b, h->h, &lt, &lb);
@@ -210,9 +219,8 @@ static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* nex
   next[4] = lb;
   next[5] = bin(b, TTPU_MAX, seen, reduce_all(b, cosv, TTPU_RED_MAX));
   if (h->vectors) {
-    ttpu_val cv = per_col(b, c, h->tvx), sv = per_col(b, sj, h->tvx);
-    ttpu_val nvx = bin(b, TTPU_ADD, bin(b, TTPU_MUL, cv, vx), bin(b, TTPU_MUL, sv, vy));
-    ttpu_val nvy = bin(b, TTPU_SUB, bin(b, TTPU_MUL, cv, vy), bin(b, TTPU_MUL, sv, vx));
+    ttpu_val nvx, nvy;
+    rotate(b, per_col(b, sn, h->tvx), per_col(b, tau, h->tvx), vx, vy, &nvx, &nvy);
     next_seats(b, h->h, &nvx, &nvy);
     next[6] = nvx;
     next[7] = nvy;
