@@ -18,9 +18,12 @@
  * pair orthogonal to rounding. A sweep is O(p q^2), like one LAPACK
  * bidiagonalization, with no n x n matrix product per round (J-matrix
  * rounds as in eigh.c cost O(p q^3) a sweep), and random matrices converge
- * in 6-10 sweeps. QDWH + eigh needs several matrix products and an eigh
- * per call, and QR preconditioning for tall inputs would need a QR that is
- * not unrolled: both left for later.
+ * in 10-13 sweeps at 128-512 columns. Measured (benchmarks/linalg/svd.py):
+ * the program is ~36 KB at every size and compiles in ~2 s from 16x16 to
+ * 512x512 (the unrolled sweeps took 23 s at 16x16), with singular values
+ * and U S V^H as accurate as LAPACK's. QDWH + eigh needs several matrix
+ * products and an eigh per call, and QR preconditioning for tall inputs
+ * would need a QR that is not unrolled: both left for later.
  *
  * Complex matrices take the same rounds: before a rotation, Y's column is
  * turned by the phase of <x, y> so that the pair's inner product is real,
