@@ -85,6 +85,19 @@ def test_compile_for_an_inference_module():
 
 
 @needs_libtpu
+def test_batched_svd_compiles_for_v5e():
+    # The SVD is a loop (one-sided Jacobi): its program is the same size at
+    # any matrix size, and libtpu takes it.
+    def step(a):
+        u, s, vh = torch.linalg.svd(a, full_matrices=False)
+        (u.sum() + s.sum() + vh.sum()).item()
+
+    r = aot.compile_for(step, (torch.randn(8, 64, 64, device="tpu"),), topology="v5e:2x2", replicas=1)
+    assert not r.failures and not r.hbm_failures
+    assert any(p.name.startswith("_linalg_svd") for p in r.programs), [p.name for p in r.programs]
+
+
+@needs_libtpu
 def test_a_second_capture_sees_programs_compiled_before():
     # The same step twice in one process (another topology, then the same
     # one): every program it runs is captured again, though all are loaded

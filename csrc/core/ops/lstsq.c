@@ -2,15 +2,11 @@
  * residuals, rank and singular values as the CPU's LAPACK drivers leave
  * them (gelsy by default; gels, gelsd and gelss on request).
  *
- * All four rest on a singular value decomposition computed here by
- * one-sided (Hestenes) Jacobi: the columns of W (A, or A^T when A is wide)
- * are rotated pairwise until mutually orthogonal, W V = U S. Each round
- * applies n/2 disjoint rotations at once as one orthogonal matrix J
- * (W <- W J, V <- V J; the pairs follow a round-robin tournament so every
- * pair meets once a sweep), and the rounds run in a stablehlo.while until
- * the columns are orthogonal to the dtype's rounding. Working on W itself,
- * never on A^T A, keeps the singular values to the dtype's relative
- * accuracy, so the rank cut-off sees what LAPACK sees.
+ * All four rest on the singular value decomposition of svd.c's one-sided
+ * (Hestenes) Jacobi (ttpu_mx_hestenes): the columns of W (A, or A^T when A
+ * is wide) are rotated pairwise until mutually orthogonal, W V = U S.
+ * Working on W itself, never on A^T A, keeps the singular values to the
+ * dtype's relative accuracy, so the rank cut-off sees what LAPACK sees.
  *
  * With W_f = W V = U S the minimum-norm least-squares solution is
  *   tall (W = A):   X = V D W_f^T B,
@@ -34,8 +30,6 @@
 #include <string.h>
 
 #include "matrix.h"
-
-enum { kMaxSweeps = 30 };
 
 static ttpu_val bin(ttpu_hlo* b, ttpu_binop op, ttpu_val x, ttpu_val y) {
   return ttpu_hlo_binary(b, op, x, y);
@@ -62,111 +56,6 @@ static ttpu_val bmm(ttpu_hlo* b, ttpu_val x, ttpu_val y, int tx, int ty) {
 static ttpu_val sum_dim(ttpu_hlo* b, ttpu_val x, int d) {
   int64_t dd = d;
   return ttpu_hlo_reduce(b, x, TTPU_RED_SUM, &dd, 1);
-}
-
-typedef struct {
-  ttpu_type tw;        /* W: (batch..., p, q), p >= q */
-  ttpu_type tg;        /* (batch..., q, q) */
-  int64_t q, qe;       /* columns, and q rounded up to even (the schedule) */
-  int64_t max_rounds;
-  double eps, tol;     /* converged when every |cos| between columns <= tol */
-} hestenes;
-
-/* A (batch..., q) value v as v[k] in column k of (batch..., q, q). */
-static ttpu_val along_rows(ttpu_hlo* b, const hestenes* h, ttpu_val v) {
-  int nd = h->tg.ndim;
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nd - 2; ++d) map[d] = d;
-  map[nd - 2] = nd - 1;
-  return ttpu_hlo_broadcast_in_dim(b, v, h->tg, map);
-}
-/* ... and as v[i] in row i. */
-static ttpu_val along_cols(ttpu_hlo* b, const hestenes* h, ttpu_val v) {
-  int nd = h->tg.ndim;
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nd - 1; ++d) map[d] = d;
-  return ttpu_hlo_broadcast_in_dim(b, v, h->tg, map);
-}
-
-static ttpu_val eye(ttpu_hlo* b, const hestenes* h) { return ttpu_mx_identity(b, h->tg); }
-
-static ttpu_val all_max(ttpu_hlo* b, ttpu_val x) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return TTPU_VAL_ERROR;
-  int nd = tp->ndim;
-  int64_t all[TTPU_MAX_DIMS];
-  for (int d = 0; d < nd; ++d) all[d] = d;
-  return ttpu_hlo_reduce(b, x, TTPU_RED_MAX, all, nd);
-}
-
-/* state: {round, W, V, largest |cos| seen at the last round's start} */
-static ttpu_val sweep_cond(ttpu_hlo* b, void* ctx, const ttpu_val* st) {
-  const hestenes* h = ctx;
-  ttpu_val more = ttpu_hlo_compare(b, TTPU_LT, st[0], ttpu_hlo_const_i(b, TTPU_I64, h->max_rounds));
-  ttpu_val off = ttpu_hlo_compare(b, TTPU_GT, st[3], ttpu_hlo_const_f(b, h->tw.dtype, h->tol));
-  return bin(b, TTPU_AND, more, off);
-}
-
-static void sweep_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next) {
-  const hestenes* h = ctx;
-  int nd = h->tg.ndim;
-  int64_t q = h->q, last = h->qe - 1;
-  ttpu_type tg = h->tg, tv = tg;
-  tv.ndim--;
-  ttpu_val it = st[0], w = st[1];
-
-  ttpu_val g = bmm(b, w, w, 1, 0);                       /* W^T W */
-  ttpu_val d = sum_dim(b, bin(b, TTPU_MUL, g, eye(b, h)), nd - 1);
-  /* largest |cos| between two columns (zero columns count as orthogonal) */
-  ttpu_val dd = bin(b, TTPU_MUL, along_rows(b, h, d), along_cols(b, h, d));
-  ttpu_val pos = ttpu_hlo_compare(b, TTPU_GT, dd, kc(b, tg, 0));
-  ttpu_val cosv = bin(b, TTPU_DIV, ttpu_hlo_unary(b, TTPU_ABS, g),
-                      ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_select(b, pos, dd, kc(b, tg, 1))));
-  ttpu_val offd = bin(b, TTPU_MUL, cosv, bin(b, TTPU_SUB, kc(b, tg, 1), eye(b, h)));
-  next[3] = all_max(b, ttpu_hlo_select(b, pos, offd, kc(b, tg, 0)));
-
-  /* Round r of the circle method over qe seats: seat `last` is fixed,
-   * k meets (2r - k) mod last, and r meets the fixed seat. A partner
-   * beyond the real columns (odd q) means sitting the round out. */
-  ttpu_type tk = ttpu_type_make(TTPU_I64, 1, &q);
-  ttpu_val k = ttpu_hlo_iota(b, tk, 0);
-  ttpu_val r = ttpu_hlo_broadcast_to(b, bin(b, TTPU_REM, it, ttpu_hlo_const_i(b, TTPU_I64, last)), 1, &q);
-  ttpu_val fixed = kc(b, tk, (double)last);
-  ttpu_val partner = bin(b, TTPU_REM, bin(b, TTPU_ADD, bin(b, TTPU_SUB, bin(b, TTPU_ADD, r, r), k), fixed), fixed);
-  partner = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, k, r), fixed, partner);
-  partner = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, k, fixed), r, partner);
-  partner = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, partner, kc(b, tk, (double)q)), k, partner);
-
-  /* P[i, k] = (i == partner[k]) */
-  int64_t qq[2] = {q, q}, one = 1;
-  ttpu_type tqq = ttpu_type_make(TTPU_I64, 2, qq);
-  ttpu_val pick = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, tqq, 0), ttpu_hlo_broadcast_in_dim(b, partner, tqq, &one));
-  int64_t map2[2] = {nd - 2, nd - 1};
-  ttpu_val p = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_convert(b, pick, tg.dtype), tg, map2);
-
-  ttpu_val dp = sum_dim(b, bin(b, TTPU_MUL, along_cols(b, h, d), p), nd - 2);  /* |w_partner|^2 */
-  ttpu_val gk = sum_dim(b, bin(b, TTPU_MUL, g, p), nd - 2);                   /* w_k . w_partner */
-  int64_t vmap = nd - 2;
-  ttpu_type tvb = tv;
-  tvb.dtype = TTPU_BOOL;
-  ttpu_val lo = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_compare(b, TTPU_LT, k, partner), tvb, &vmap);
-  ttpu_val alone = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_compare(b, TTPU_EQ, k, partner), tvb, &vmap);
-
-  /* the rotation orthogonalising columns (a, c), a < c: zeta = (|c|^2 -
-   * |a|^2) / (2 a.c), t the smaller root of t^2 + 2 zeta t - 1 = 0;
-   * pairs already orthogonal to rounding are left alone */
-  ttpu_val aa = ttpu_hlo_select(b, lo, d, dp), cc = ttpu_hlo_select(b, lo, dp, d);
-  ttpu_val small = ttpu_hlo_compare(b, TTPU_LE, ttpu_hlo_unary(b, TTPU_ABS, gk),
-                                    bin(b, TTPU_MUL, kc(b, tv, h->eps),
-                                        ttpu_hlo_unary(b, TTPU_SQRT, bin(b, TTPU_MUL, aa, cc))));
-  ttpu_val skip = bin(b, TTPU_OR, alone, small);
-  ttpu_val t, c, sj;
-  ttpu_mx_jacobi_rotation(b, tv, aa, cc, gk, skip, lo, &t, &c, &sj);
-  ttpu_val jm = bin(b, TTPU_ADD, bin(b, TTPU_MUL, eye(b, h), along_rows(b, h, c)),
-                    bin(b, TTPU_MUL, p, along_rows(b, h, sj)));
-  next[0] = bin(b, TTPU_ADD, it, ttpu_hlo_const_i(b, TTPU_I64, 1));
-  next[1] = bmm(b, w, jm, 0, 0);
-  next[2] = bmm(b, st[2], jm, 0, 0);
 }
 
 /* Fails the call after the run with `code` and msg when any element of
@@ -276,20 +165,12 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   }
 
   int tall = m >= n;
-  ttpu_val w = tall ? a : ttpu_mx_transpose(b, a);
-  hestenes h;
-  h.tw = ttpu_l_type(L, w);
-  h.q = tall ? n : m;
-  h.qe = h.q + (h.q & 1);
-  h.tg = h.tw;
-  h.tg.dims[nd - 2] = h.q;
-  h.max_rounds = h.q < 2 ? 0 : (int64_t)kMaxSweeps * (h.qe - 1);
-  h.eps = eps;
-  h.tol = eps * (double)(tall ? m : n);
-  ttpu_val init[4] = {ttpu_hlo_const_i(b, TTPU_I64, 0), w, ttpu_mx_identity(b, h.tg),
-                      ttpu_hlo_const_f(b, dt, HUGE_VAL)}, fin[4];
-  ttpu_hlo_while(b, init, 4, sweep_cond, sweep_body, &h, fin);
-  ttpu_val wf = fin[1], v = fin[2];
+  ttpu_val w = tall ? a : ttpu_mx_transpose(b, a), wf, v, scale;
+  ttpu_mx_hestenes(b, w, 1, &wf, &v, &scale);
+  int64_t bmap[TTPU_MAX_DIMS];
+  for (int d = 0; d < nd - 2; ++d) bmap[d] = d;
+  wf = bin(b, TTPU_MUL, wf, ttpu_hlo_broadcast_in_dim(b, scale, ttpu_l_type(L, wf), bmap));
+  int64_t q = tall ? n : m;
 
   /* s^2 per column, the cut-off, and D */
   ttpu_val s2 = sum_dim(b, bin(b, TTPU_MUL, wf, wf), nd - 2);     /* (batch_a..., q) */
@@ -314,11 +195,11 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   ttpu_val left = to_batch(b, tall ? v : wf, xdims, nb);
   ttpu_val right = to_batch(b, tall ? wf : v, xdims, nb);
   ttpu_type tdk = ttpu_type_make(dt, nb + 1, xdims);
-  tdk.dims[nb] = h.q;
+  tdk.dims[nb] = q;
   int64_t dmap[TTPU_MAX_DIMS];
   ttpu_val dk = ttpu_hlo_broadcast_to(b, dinv, nb + 1, tdk.dims);
   ttpu_type tqk = ttpu_type_make(dt, nb + 2, xdims);
-  tqk.dims[nb] = h.q;
+  tqk.dims[nb] = q;
   for (int d = 0; d <= nb; ++d) dmap[d] = d;
   ttpu_val proj = bin(b, TTPU_MUL, bmm(b, right, rhs, 1, 0), ttpu_hlo_broadcast_in_dim(b, dk, tqk, dmap));
   ttpu_val x = bmm(b, left, proj, 0, 0);

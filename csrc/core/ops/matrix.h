@@ -1,5 +1,5 @@
 /* matrix.h - helpers shared by the matrix families (ops/matrix.c, lu.c,
- * eigh.c, lstsq.c); internal to ops/. Matrices are the last two dims of a value,
+ * eigh.c, svd.c, lstsq.c); internal to ops/. Matrices are the last two dims of a value,
  * the dims before them a batch. */
 #ifndef TTPU_OPS_MATRIX_H_
 #define TTPU_OPS_MATRIX_H_
@@ -23,10 +23,18 @@ void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt);
  * of t^2 + 2 theta t - 1 = 0 with theta = (aqq - app) / (2 apq), computed
  * without cancellation and 0 where skip; *c = cos; *sj = -sin on the lower
  * column and sin on the upper, as the rotation matrix holds them
- * (J[q,p] = -s, J[p,q] = s). Used by eigh (two-sided) and lstsq's SVD
- * (one-sided, on the Gram entries). */
+ * (J[q,p] = -s, J[p,q] = s). Used by eigh (two-sided) and the SVD
+ * (one-sided, on the columns' inner products). */
 void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val aqq,
                              ttpu_val apq, ttpu_val skip, ttpu_val lo, ttpu_val* t,
                              ttpu_val* c, ttpu_val* sj);
+
+/* One-sided Jacobi (svd.c) on w (batch..., p, q), p >= q, real or
+ * complex: *wf receives W V / scale, whose columns are mutually orthogonal
+ * (in w's column order; their norms the singular values over scale), *v
+ * (when v is not NULL and vectors is set) the unitary V (batch..., q, q),
+ * and *scale (batch..., real) the largest |entry| of each matrix (1 for a
+ * zero matrix), which W is divided by first. */
+void ttpu_mx_hestenes(ttpu_hlo* b, ttpu_val w, int vectors, ttpu_val* wf, ttpu_val* v, ttpu_val* scale);
 
 #endif /* TTPU_OPS_MATRIX_H_ */
