@@ -48,7 +48,9 @@ VARIED_LENS = [64, 70, 76, 82, 88, 94, 100, 106, 112, 118, 124, 128]
 BATCH = 2
 LOSS_RTOL = 1e-4
 
-WORKLOADS = ("llama", "llama-static", "gpt2", "train")
+WORKLOADS = ("llama", "llama-static", "gpt2", "train", "train-sized")
+# Settings a workload runs under (lengths declared varying: explicit sizes).
+SETTINGS = {"train-sized": {"TORCHTPU_BUCKETS": "128,256,512"}}
 LABELS = {
     "llama": "HF LlamaForCausalLM from a config (hidden 128, 2 layers, 4 heads, vocab 512, "
              "intermediate 256), greedy generate(), default cache: programs compiled for {a} "
@@ -58,6 +60,8 @@ LABELS = {
             "default cache, same {a} -> {b}",
     "train": "LLaMA-style training (d=128, 2 layers, AdamW), 12 sequence lengths in 64..128 "
              "against one length",
+    "train-sized": "the same with TORCHTPU_BUCKETS=128,256,512 (explicit sizes: batches "
+                   "padded from the first)",
 }
 RESULT = "RESULT "
 
@@ -194,7 +198,7 @@ def one(spec):
     want = os.environ.get("TORCHTPU_EAGER_MODE", "strict")
     if torchtpu.get_eager_mode() != want:
         raise SystemExit(f"eager mode is {torchtpu.get_eager_mode()}, TORCHTPU_EAGER_MODE={want}")
-    if workload == "train":
+    if workload.startswith("train"):
         r = one_train(variant)
     else:
         r = one_generate(workload, int(variant))
@@ -210,7 +214,7 @@ def run_one(workload, mode, variant, timeout):
                    TORCHTPU_CACHE_DIR=os.path.join(tmp, "torchtpu"),
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TORCHTPU_RECOMPILE_WARN="0", PYTHONWARNINGS="ignore",
-                   TRANSFORMERS_VERBOSITY="error")
+                   TRANSFORMERS_VERBOSITY="error", **SETTINGS.get(workload, {}))
         t0 = time.perf_counter()
         try:
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one",
@@ -287,7 +291,7 @@ def main(argv=None):
           flush=True)
     table = {}
     for w in workloads:
-        variants = ["fixed", "varied"] if w == "train" else [str(t) for t in tokens]
+        variants = ["fixed", "varied"] if w.startswith("train") else [str(t) for t in tokens]
         for mode in modes:
             for v in variants:
                 r = run_one(w, mode, v, a.timeout)
@@ -302,7 +306,7 @@ def main(argv=None):
         print("|---" * (len(modes) + 1) + "|")
         for w in workloads:
             label = LABELS[w].format(a=ta, b=tb)
-            if len(tokens) == 1 and w != "train":
+            if len(tokens) == 1 and not w.startswith("train"):
                 label = label.replace(f" -> for {ta}", "").replace(f" -> {ta}", "")
             print(f"| {label} | " + " | ".join(cell(table[(w, m)]) for m in modes) + " |")
         print()
