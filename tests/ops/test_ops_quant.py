@@ -198,6 +198,30 @@ def test_quantized_linear(kind, dtype):
     assert (cpu.float() - ref).abs().max() < (0.35 if kind == "int4" else 0.05)
 
 
+@pytest.mark.parametrize("how", ["fused", "debug", "compile"])
+def test_quantized_linear_modes(how):
+    """The same programs in the other eager modes and in a compiled graph
+    (the glue packs the CPU layout into every path's calls)."""
+    import torchtpu
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(128, 64)
+    x = torch.randn(3, 128).to(torch.bfloat16)
+    q4, q8 = _Int4Linear(linear, 32, torch.bfloat16), _Int8Linear(linear, torch.bfloat16)
+
+    def f(x):
+        return q4(x) + q8(x)
+
+    cpu = f(x)
+    q4.to(DEV), q8.to(DEV)
+    if how == "compile":
+        dev = torch.compile(f, backend="tpu")(x.to(DEV))
+    else:
+        with torchtpu.set_eager_mode(how):
+            dev = f(x.to(DEV))
+            torch.tpu.synchronize()
+    torch.testing.assert_close(dev.cpu(), cpu, atol=2e-2, rtol=2e-2)
+
+
 # ------------------------------------------------------------ errors
 
 
