@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import torchtpu.aot as aot
+from _proc import run_script
 from optest import DEV, same_error
 
 aten = torch.ops.aten
@@ -83,6 +84,31 @@ def test_convert_for_cpu_is_exact(n, k):
     wt = torch.randint(0, 16, (k, n), generator=g, dtype=torch.int32).t()
     assert torch.equal(aten._convert_weight_to_int4pack_for_cpu(wt.to(DEV), 2).cpu(),
                        aten._convert_weight_to_int4pack_for_cpu(wt, 2))
+
+
+@pytest.mark.parametrize("capability", ["avx2", "default"])
+def test_cpu_packing_of_other_cpu_kinds(capability):
+    """The CPU's packing follows its vector unit (blocks of 64 rows paired
+    by halves under AVX512, of 32 under AVX2, adjacent rows otherwise):
+    under each, tpu packs and reads as the CPU does (the machine's own kind
+    is the rest of this file)."""
+    r = run_script("""
+        import torch, torchtpu
+        aten = torch.ops.aten
+        g = torch.Generator().manual_seed(0)
+        for n in (16, 48, 64, 80, 96):
+            w = torch.randint(0, 16, (n, 64), generator=g, dtype=torch.int32)
+            cpu = aten._convert_weight_to_int4pack_for_cpu(w, 2)
+            assert torch.equal(aten._convert_weight_to_int4pack_for_cpu(w.to("tpu"), 2).cpu(), cpu), n
+            x = torch.randn(2, 64, generator=g)
+            sz = torch.rand(2, n, 2, generator=g)
+            ref = aten._weight_int4pack_mm_for_cpu(x, cpu, 32, sz)
+            dev = aten._weight_int4pack_mm_for_cpu(x.to("tpu"), cpu.to("tpu"), 32, sz.to("tpu"))
+            torch.testing.assert_close(dev.cpu(), ref, atol=1e-4, rtol=1e-5)
+        print(torch.backends.cpu.get_cpu_capability())
+    """, timeout=300, ATEN_CPU_CAPABILITY=capability)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert r.stdout.split()[-1] == capability.upper()
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
