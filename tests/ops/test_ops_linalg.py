@@ -2,11 +2,13 @@
 addmv, baddbmm, addbmm (functional, in-place, out=), and the composites
 that decompose into them: matmul over every rank combination, linear,
 outer, einsum."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from optest import DEV, assert_close, check, check_fb, rand
+from optest import DEV, assert_close, check, check_fb, rand, same_error
 
 FLOATS = [torch.float32, torch.bfloat16]
 ALL = FLOATS + [torch.int64]
@@ -233,3 +235,58 @@ def test_errors_like_cpu():
         with pytest.raises(RuntimeError) as tpu:
             fn(*[a.to(DEV) for a in args])
         assert type(tpu.value) is type(cpu.value), (fn, cpu.value, tpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int64, torch.bool])
+@pytest.mark.parametrize("beta,alpha", [(1j, 1), (1, 0.2 - 0.2j), (0.1j, 0.2 - 0.2j), (True, 1), (2, True),
+                                        (2.5, 1), (1, 0.5), (1e300, 1)])
+def test_addr_scalars_as_cpu(beta, alpha, dtype):
+    """addr's CPU kernel refuses a scalar its result dtype cannot take
+    (complex for a real result, Boolean for a non-Boolean one, float for
+    an integral one, a value out of range), in the functional, out= and
+    in-place forms alike; the ones it takes give its values."""
+    m, v1, v2 = (rand(*s, seed=i).to(dtype) for i, s in enumerate([(3, 4), (3,), (4,)]))
+
+    def forms(d):
+        yield lambda: torch.addr(m.to(d), v1.to(d), v2.to(d), beta=beta, alpha=alpha)
+        yield lambda: torch.addr(m.to(d), v1.to(d), v2.to(d), beta=beta, alpha=alpha,
+                                 out=torch.empty(3, 4, dtype=dtype, device=d))
+        yield lambda: m.clone().to(d).addr_(v1.to(d), v2.to(d), beta=beta, alpha=alpha)
+
+    for i in range(3):
+        try:
+            expected = list(forms("cpu"))[i]()
+        except RuntimeError:
+            same_error(lambda d: list(forms(d))[i]())
+            continue
+        assert_close(list(forms(DEV))[i]().cpu(), expected)
+
+
+def test_addr_promotes_before_checking():
+    # an int self with float vectors is a float result: a float beta is fine
+    m, v1, v2 = rand(3, 4).long(), rand(3), rand(4)
+    check(lambda a, b, c: torch.addr(a, b, c, beta=0.5), m, v1, v2)
+    same_error(lambda d: torch.addr(m.to(d), v1.long().to(d), v2.long().to(d), beta=0.5))
+
+
+def test_kron_out_resize_warns_as_cpu():
+    """PyTorch's test_kron_errors_and_warnings: a non-empty out of another
+    shape is resized with one warning per call; an out of a dtype the
+    result cannot be cast to is refused."""
+    def warned(d):
+        a, b = torch.eye(3, device=d), torch.ones(2, 2, device=d)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = torch.kron(a, b, out=torch.empty(3, 3, device=d))
+        return [str(x.message).split(".")[0] for x in w], out.cpu()
+    cpu_warnings, cpu_out = warned("cpu")
+    assert len(cpu_warnings) == 1 and "An output with one or more elements was resized" in cpu_warnings[0]
+    for _ in range(2):  # the second call is answered from the caches
+        dev_warnings, dev_out = warned(DEV)
+        assert dev_warnings == cpu_warnings
+        assert torch.equal(dev_out, cpu_out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same_error(lambda d: torch.kron(torch.eye(3, device=d), torch.ones(2, 2, device=d),
+                                        out=torch.empty(3, 3, dtype=torch.int32, device=d)))

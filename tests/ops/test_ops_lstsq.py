@@ -1,10 +1,12 @@
 """torch.linalg.lstsq on tpu vs CPU: every output of every driver (solution,
 residuals, rank, singular values), well- and rank-deficient, tall and wide,
 batched and broadcast, gradients through the solution, errors."""
+import warnings
+
 import pytest
 import torch
 
-from optest import DEV, check
+from optest import DEV, check, same_error
 
 TOL = dict(atol=2e-5, rtol=2e-5)
 
@@ -172,3 +174,62 @@ def test_tall_svd_drivers(driver):
     a[1, :, 2] = a[1, :, 0]
     with pytest.raises(NotImplementedError):
         torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver)
+
+
+def _lstsq_inputs(d, dt=torch.float32):
+    g = torch.Generator().manual_seed(11)
+    a = torch.rand(2, 3, generator=g, dtype=torch.float64).to(dt)
+    b = torch.rand(3, generator=g, dtype=torch.float64).to(dt)
+    return a.to(d), b.to(d)
+
+
+@pytest.mark.parametrize("case", ["input 1-d", "other 0-d", "vector rows", "matrix rows", "batched rows",
+                                  "dtypes", "driver", "int", "solution out dtype", "residuals out dtype",
+                                  "rank out dtype", "singular_values out dtype"])
+def test_argument_errors_as_cpu(case):
+    """PyTorch's test_linalg_lstsq_input_checks and the out= dtype checks:
+    the CPU's exception type and message."""
+    def call(d):
+        a, b = _lstsq_inputs(d)
+        outs = dict(solution=torch.empty(0, device=d), residuals=torch.empty(0, device=d),
+                    rank=torch.empty(0, dtype=torch.int64, device=d),
+                    singular_values=torch.empty(0, device=d))
+        bad = {"solution out dtype": torch.int32, "residuals out dtype": torch.int32,
+               "rank out dtype": torch.bool, "singular_values out dtype": torch.int64}
+        if case in bad:
+            name = case.split(" out")[0]
+            outs[name] = torch.empty(0, dtype=bad[case], device=d)
+            return torch.linalg.lstsq(a, b.unsqueeze(-1)[:2], out=tuple(outs.values()))
+        if case == "input 1-d":
+            return torch.linalg.lstsq(b, b)
+        if case == "other 0-d":
+            return torch.linalg.lstsq(a, torch.tensor(1.0, device=d))
+        if case == "vector rows":
+            return torch.linalg.lstsq(a, b)
+        if case == "matrix rows":
+            return torch.linalg.lstsq(a, b.unsqueeze(-1))
+        if case == "batched rows":
+            return torch.linalg.lstsq(torch.ones(1, 1, 1, device=d), torch.ones(3, 1, device=d))
+        if case == "dtypes":
+            return torch.linalg.lstsq(a, b[:2].double().unsqueeze(-1))
+        if case == "driver":
+            return torch.linalg.lstsq(a, b[:2], driver="bad")
+        return torch.linalg.lstsq(a.int(), b[:2].int())
+    same_error(call)
+
+
+def test_out_resize_warnings_as_cpu():
+    """Outs of another shape are resized, each with PyTorch's warning, as
+    the CPU does (also when the call is answered from the shape cache)."""
+    def warned(d):
+        a, b = _lstsq_inputs(d)
+        outs = (torch.empty(1, device=d), torch.empty(1, device=d),
+                torch.empty(1, dtype=torch.int64, device=d), torch.empty(1, device=d))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = torch.linalg.lstsq(a, b[:2].unsqueeze(-1), driver="gelsd", out=outs)
+        return [str(x.message).split(".")[0] for x in w], [tuple(t.shape) for t in r]
+    cpu = warned("cpu")
+    assert len(cpu[0]) == 4
+    assert warned(DEV) == cpu
+    assert warned(DEV) == cpu

@@ -3,7 +3,7 @@ against CPU: same signs as LAPACK, so Q and R match exactly."""
 import pytest
 import torch
 
-from optest import DEV, check, rand
+from optest import DEV, check, rand, same_error
 
 TOL = dict(atol=1e-4, rtol=1e-4)
 
@@ -40,3 +40,27 @@ def test_qr_rejects_bfloat16():
     for dev in ("cpu", DEV):
         with pytest.raises(NotImplementedError):
             torch.linalg.qr(torch.ones(3, 3, dtype=torch.bfloat16, device=dev))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sizes", [
+    # PyTorch's test_ormqr_errors_and_warnings: input, tau, other
+    ((10,), (2,), (2,)),
+    ((2, 2), (2,), (2,)),
+    ((10, 6), (20,), (10, 6)),
+    ((6, 6), (5,), (5, 5)),
+    ((1, 2, 2), (2, 2), (1, 2, 2)),
+    ((1, 2, 2), (1, 2), (2, 2, 2)),
+])
+def test_ormqr_argument_errors_as_cpu(sizes, dtype):
+    a, t, c = (rand(*s, seed=i).to(dtype) for i, s in enumerate(sizes))
+    same_error(lambda d: torch.ormqr(a.to(d), t.to(d), c.to(d)))
+
+
+def test_ormqr_dtype_and_out_errors_as_cpu():
+    a, t, c = rand(4, 3), rand(3, seed=1), rand(4, 2, seed=2)
+    same_error(lambda d: torch.ormqr(a.to(d), t.double().to(d), c.to(d)))
+    same_error(lambda d: torch.ormqr(a.to(d), t.to(d), c.double().to(d)))
+    same_error(lambda d: torch.ormqr(a.int().to(d), t.int().to(d), c.int().to(d)))
+    same_error(lambda d: torch.ormqr(a.to(d), t.to(d), c.to(d), out=torch.empty(0, dtype=torch.int32, device=d)))
+    same_error(lambda d: torch.ormqr(a.to(d), t.to(d), rand(4, 2, seed=3).to(d), left=False))

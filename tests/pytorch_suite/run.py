@@ -80,6 +80,7 @@ DEFAULT_FILES = [
     "test_scatter_gather_ops.py", "test_foreach.py", "test_autograd.py",
     "test_nn.py", "nn/test_convolution.py", "nn/test_pooling.py",
     "nn/test_embedding.py", "test_optim.py", "test_torch.py", "test_ops.py",
+    "test_linalg.py",
 ]
 
 JSON_OUT = os.path.join(ROOT, "docs", "pytorch_suite.json")

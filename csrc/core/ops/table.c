@@ -43,6 +43,7 @@ extern const ttpu_op_def ttpu_ops_unique[];
 extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
 extern const ttpu_op_def ttpu_ops_histogram[];
 extern const ttpu_op_def ttpu_ops_intmath[];
+extern const ttpu_op_def ttpu_ops_quant[];
 extern const ttpu_op_def ttpu_ops_fractional_pool[];
 extern const ttpu_op_def ttpu_ops_lstsq[];
 extern const ttpu_op_def ttpu_ops_ctc[];
@@ -92,6 +93,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_upsample_bicubic,
     ttpu_ops_histogram,
     ttpu_ops_intmath,
+    ttpu_ops_quant,
     ttpu_ops_fractional_pool,
     ttpu_ops_lstsq,
     ttpu_ops_ctc,

@@ -2,6 +2,8 @@
 // tensors (the engine's programs return tensors only), and in-place forms
 // whose CPU kernel checks what PyTorch's composite form does not.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ops/addr_native.h>
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -20,6 +22,42 @@ bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
     return false;
   }
   return at::eq(self, other).all().item<bool>();
+}
+
+// addr and addr.out: the CPU kernel's checks of beta and alpha against the
+// result's dtype (the promotion of all three operands, self expanded to
+// 2-d), which PyTorch's composite form (math_addr) leaves out: a Boolean
+// scalar for a non-Boolean result, a float one for an integral result, and
+// one the dtype cannot hold (a complex scalar for a real result), refused
+// by the same conversion the CPU kernel makes.
+void check_addr_scalars(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                        const at::Scalar& beta, const at::Scalar& alpha) {
+  const at::ScalarType dtype =
+      at::promote_types(at::promote_types(self.scalar_type(), vec1.scalar_type()), vec2.scalar_type());
+  for (const auto& [scalar, name] : {std::pair<const at::Scalar&, const char*>{beta, "beta"},
+                                     std::pair<const at::Scalar&, const char*>{alpha, "alpha"}}) {
+    TORCH_CHECK(!scalar.isBoolean() || dtype == at::kBool, "Boolean ", name,
+                " only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype) || scalar.isIntegral(true),
+                "For integral input tensors, argument ", name,
+                " must not be a floating point number.");
+  }
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kBFloat16, at::kHalf, at::kBool, dtype, "addr_cpu", [&] {
+    (void)beta.to<scalar_t>();
+    (void)alpha.to<scalar_t>();
+  });
+}
+
+at::Tensor addr_kernel(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                       const at::Scalar& beta, const at::Scalar& alpha) {
+  check_addr_scalars(self, vec1, vec2, beta, alpha);
+  return at::native::math_addr(self, vec1, vec2, beta, alpha);
+}
+
+at::Tensor& addr_out_kernel(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                            const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  check_addr_scalars(self, vec1, vec2, beta, alpha);
+  return at::native::math_addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 // addr_: the CPU kernel writes self as its own out= and so takes only a
@@ -45,6 +83,8 @@ at::Tensor& addr_inplace_kernel(at::Tensor& self, const at::Tensor& vec1,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal_kernel);
+  m.impl("addr", addr_kernel);
+  m.impl("addr.out", addr_out_kernel);
   m.impl("addr_", addr_inplace_kernel);
 }
 

@@ -7,6 +7,7 @@
 // answers, where only it has them), call_packer.h (the ttpu_op_call).
 #include "aten/call_args.h"
 #include "aten/call_packer.h"
+#include "aten/host_layout.h"
 #include "aten/meta_geometry.h"
 #include "aten/op_info.h"
 #include "aten/ops.h"
@@ -228,6 +229,9 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
 
   for (size_t i = 0; i < num_args; ++i) {
     pack_argument(packer, info.roles[i], args[i], device);
+  }
+  if (info.hooks->appends_cpu_int4_layout) {
+    packer.add_int(TTPU_ARG_INT, cpu_int4_layout());
   }
 
   if (!packer.nothing_to_compute()) {

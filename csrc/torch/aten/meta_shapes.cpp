@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
@@ -174,6 +175,19 @@ Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
               "torch.linalg.lstsq: Expected input and other to have the same dtype, but got "
               "input's dtype ",
               input.scalar_type(), " and other's dtype ", other.scalar_type());
+  // The CPU checks its outs' dtypes before the driver (residuals under the
+  // name of solution, as it does).
+  const at::ScalarType real_dtype = c10::toRealValueType(input.scalar_type());
+  const std::pair<at::ScalarType, const at::Tensor*> outs[] = {
+      {input.scalar_type(), &solution}, {real_dtype, &residuals}, {at::kLong, &rank},
+      {real_dtype, &singular_values}};
+  const char* out_names[] = {"solution", "solution", "rank", "singular_values"};
+  for (size_t i = 0; i < 4; ++i) {
+    const at::ScalarType want = outs[i].first, got = outs[i].second->scalar_type();
+    TORCH_CHECK(c10::canCast(want, got), "torch.linalg.lstsq: Expected ", out_names[i],
+                " to be safely castable from ", want, " dtype, but got ", out_names[i],
+                " with dtype ", got);
+  }
   const std::string driver = driver_opt.has_value() ? std::string(*driver_opt) : "gelsy";
   TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
               "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
@@ -190,25 +204,25 @@ Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
   std::vector<int64_t> sol = batch;
   sol.push_back(n);
   if (!vector_case) sol.push_back(k);
-  solution.resize_(sol);
+  at::native::resize_output(solution, sol);
   if (m > n && driver != "gelsy") {
     std::vector<int64_t> res = batch;
     res.push_back(k);
-    residuals.resize_(res);
+    at::native::resize_output(residuals, res);
   } else {
-    residuals.resize_({0});
+    at::native::resize_output(residuals, {int64_t{0}});
   }
   if (driver == "gels") {
-    rank.resize_({0});
+    at::native::resize_output(rank, {int64_t{0}});
   } else {
-    rank.resize_(in_batch);
+    at::native::resize_output(rank, in_batch);
   }
   if (driver == "gelsd" || driver == "gelss") {
     std::vector<int64_t> sv = in_batch;
     sv.push_back(std::min(m, n));
-    singular_values.resize_(sv);
+    at::native::resize_output(singular_values, sv);
   } else {
-    singular_values.resize_({0});
+    at::native::resize_output(singular_values, {int64_t{0}});
   }
   return Lstsq(solution, residuals, rank, singular_values);
 }
@@ -631,6 +645,107 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
           at::empty({batch, hidden}, options), bias_grad(), bias_grad()};
 }
 
+// ------------------------------------------------------------ weight-only quantized matmuls
+
+// The CPU kernels' checks, in their order (its messages name the CPU
+// kernels); PyTorch's meta kernels check less, and the one of
+// _weight_int4pack_mm reads an attribute only fake tensors have. The
+// CUDA-layout ops, which the CPU does not have, check what CUDA's do.
+
+bool is_half_or_float(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ||
+         t.scalar_type() == at::kFloat;
+}
+
+// The kernels read the scales through the activation's type.
+void check_scales_dtype(const at::Tensor& a, const at::Tensor& scales) {
+  TORCH_CHECK(scales.scalar_type() == a.scalar_type(), "expected scalar type ",
+              a.scalar_type(), " but found ", scales.scalar_type());
+}
+
+void check_group(const char* kernel, int64_t group_size, const at::Tensor& scales_and_zeros,
+                 int64_t n) {
+  TORCH_CHECK(group_size == 32 || group_size == 64 || group_size == 128 || group_size == 256,
+              kernel, ": expect qGroupSize to be 32, 64, 128 or 256, got ", group_size);
+  TORCH_CHECK(scales_and_zeros.dim() == 3 && scales_and_zeros.size(1) == n &&
+                  scales_and_zeros.size(2) == 2,
+              kernel, ": expect qScaleAndZeros to be 3d tensor with sizes [:, ", n, ", 2]");
+}
+
+at::Tensor int4pack_for_cpu_meta(const at::Tensor& self, int64_t /*inner_k_tiles*/) {
+  constexpr const char* kernel = "_convert_weight_to_int4pack_cpu";
+  TORCH_CHECK(self.dim() == 2, kernel, " : expect weight to be 2D tensor.");
+  TORCH_CHECK(self.scalar_type() == at::kInt, kernel, " : expect weight to be kInt.");
+  TORCH_CHECK(self.size(0) % 16 == 0, kernel, " : expect N to be dividable by 16");
+  TORCH_CHECK(self.size(1) % 2 == 0, "_convert_weight_to_int4pack: expect K to be dividable by 2");
+  return at::empty({self.size(0), self.size(1) / 2}, self.options().dtype(at::kByte));
+}
+
+at::Tensor int4pack_mm_for_cpu_meta(const at::Tensor& a, const at::Tensor& b, int64_t group_size,
+                                    const at::Tensor& scales_and_zeros) {
+  constexpr const char* kernel = "_weight_int4pack_mm_cpu";
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  TORCH_CHECK(is_half_or_float(a), kernel, " : expect A to be either 32-bit or 16-bit float tensor.");
+  TORCH_CHECK(a.is_contiguous(), kernel, " : expect A to be contiguous.");
+  TORCH_CHECK(a.dim() == 2, kernel, " : expect A to be 2D tensor.");
+  TORCH_CHECK(b.scalar_type() == at::kByte, kernel, " : expect B to be uint8 tensor.");
+  TORCH_CHECK(b.is_contiguous(), kernel, " : expect B to be contiguous.");
+  TORCH_CHECK(b.size(1) == k / 2, kernel, " : expect B.size(1) to be K/2, got ", b.size(1));
+  check_group(kernel, group_size, scales_and_zeros, n);
+  TORCH_CHECK(k % group_size == 0, kernel, ": expect K to be divisible by qGroupSize, got K:", k,
+              ", qGroupSize:", group_size);
+  check_scales_dtype(a, scales_and_zeros);
+  return at::empty({m, n}, a.options());
+}
+
+at::Tensor int4pack_meta(const at::Tensor& self, int64_t inner_k_tiles) {
+  constexpr const char* kernel = "_convert_weight_to_int4pack";
+  TORCH_CHECK(self.dim() == 2, kernel, " : expect weight to be 2D tensor.");
+  TORCH_CHECK(self.scalar_type() == at::kByte, kernel, " : expect weight to be kByte.");
+  TORCH_CHECK(inner_k_tiles == 2 || inner_k_tiles == 4 || inner_k_tiles == 8, kernel,
+              " : innerKTiles need to be 2, 4, or 8, got ", inner_k_tiles);
+  const int64_t n = self.size(0), k = self.size(1) * 2;
+  TORCH_CHECK(n % 8 == 0, kernel, " : expect N to be dividable by 8, got ", n);
+  TORCH_CHECK(k % (inner_k_tiles * 16) == 0, kernel, " : expect K to be dividable by ",
+              inner_k_tiles * 16, ", got ", k);
+  return at::empty({n / 8, k / (inner_k_tiles * 16), 32, inner_k_tiles / 2},
+                   self.options().dtype(at::kInt));
+}
+
+at::Tensor int4pack_mm_meta(const at::Tensor& a, const at::Tensor& b, int64_t group_size,
+                            const at::Tensor& scales_and_zeros) {
+  constexpr const char* kernel = "_weight_int4pack_mm";
+  TORCH_CHECK(is_half_or_float(a), kernel, " : expect A to be either 32-bit or 16-bit float tensor.");
+  TORCH_CHECK(a.is_contiguous(), kernel, " : expect A to be contiguous.");
+  TORCH_CHECK(a.dim() == 2, kernel, " : expect A to be 2D tensor.");
+  TORCH_CHECK(b.scalar_type() == at::kInt, kernel, " : expect B to be int32 tensor.");
+  TORCH_CHECK(b.is_contiguous(), kernel, " : expect B to be contiguous.");
+  TORCH_CHECK(b.dim() == 4, kernel, " : expect B to 4d tensor.");
+  const int64_t n = b.size(0) * 8, k = a.size(1);
+  TORCH_CHECK(b.size(2) == 32 && b.size(1) * b.size(3) * 32 == k, kernel,
+              " : expect B to be packed for K = ", k, ", got sizes ", b.sizes());
+  check_group(kernel, group_size, scales_and_zeros, n);
+  TORCH_CHECK(k % group_size == 0, kernel, ": expect K to be divisible by qGroupSize, got K:", k,
+              ", qGroupSize:", group_size);
+  check_scales_dtype(a, scales_and_zeros);
+  return at::empty({a.size(0), n}, a.options());
+}
+
+at::Tensor int8pack_mm_meta(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scales) {
+  constexpr const char* kernel = "_weight_int8pack_mm_cpu";
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  TORCH_CHECK(is_half_or_float(a), kernel, " : expect A to be either 32-bit or 16-bit float tensor.");
+  TORCH_CHECK(a.dim() == 2, kernel, " : expect A to be 2D tensor.");
+  TORCH_CHECK(a.stride(1) == 1, kernel, " : A must be contiguous on the last dimension.");
+  TORCH_CHECK(b.scalar_type() == at::kChar, kernel, " : expect B to be int8 tensor.");
+  TORCH_CHECK(b.is_contiguous(), kernel, " : expect B to be contiguous.");
+  TORCH_CHECK(b.size(1) == k, kernel, " : expect B.size(1) == ", k);
+  TORCH_CHECK(scales.dim() == 1 && scales.size(0) == n, kernel,
+              " : expect scales to be 1d tensor with size ", n);
+  check_scales_dtype(a, scales);
+  return at::empty({m, n}, a.options());
+}
+
 template <typename Fn>
 c10::KernelFunction typed(Fn fn) {
   return c10::KernelFunction::makeFromUnboxedFunction(fn);
@@ -673,6 +788,11 @@ Registry make_registry() {
   r.emplace("_histogramdd_from_bin_cts", typed(TORCH_FN(histogramdd_from_bin_cts_meta)));
   r.emplace("_histogramdd_from_bin_tensors", typed(TORCH_FN(histogramdd_from_bin_tensors_meta)));
   r.emplace("bincount", typed(TORCH_FN(bincount_meta)));
+  r.emplace("_convert_weight_to_int4pack_for_cpu", typed(TORCH_FN(int4pack_for_cpu_meta)));
+  r.emplace("_weight_int4pack_mm_for_cpu", typed(TORCH_FN(int4pack_mm_for_cpu_meta)));
+  r.emplace("_convert_weight_to_int4pack", typed(TORCH_FN(int4pack_meta)));
+  r.emplace("_weight_int4pack_mm", typed(TORCH_FN(int4pack_mm_meta)));
+  r.emplace("_weight_int8pack_mm", typed(TORCH_FN(int8pack_mm_meta)));
   r.emplace("_thnn_fused_lstm_cell", typed(TORCH_FN(fused_lstm_cell_meta)));
   r.emplace("_thnn_fused_gru_cell", typed(TORCH_FN(fused_gru_cell_meta)));
   r.emplace("_thnn_fused_gru_cell_backward", typed(TORCH_FN(fused_gru_cell_backward_meta)));

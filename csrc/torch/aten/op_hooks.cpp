@@ -27,6 +27,8 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["_index_put_impl_"].byte_mask_arg = 1;
   hooks["max_pool3d_with_indices"].unbatched_as_batch_of_one = true;
   hooks["index_reduce_"].same_dtype_as_self_arg = 3;  // source
+  hooks["_convert_weight_to_int4pack_for_cpu"].appends_cpu_int4_layout = true;
+  hooks["_weight_int4pack_mm_for_cpu"].appends_cpu_int4_layout = true;
   return hooks;
 }
 

@@ -37,6 +37,11 @@ struct OpHooks {
   // kernel checks and PyTorch's meta kernel does not (index_reduce_'s
   // source), or -1.
   int same_dtype_as_self_arg = -1;
+  // The call is packed with one more int argument after its schema's: how
+  // this host's CPU kernels lay out int4-packed weights
+  // (host_layout.h), which the CPU's packing of
+  // _convert_weight_to_int4pack_for_cpu depends on.
+  bool appends_cpu_int4_layout = false;
 };
 
 // The hooks of the lowering table's op `name` ("native_batch_norm",
