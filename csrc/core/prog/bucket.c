@@ -291,9 +291,20 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
       ttpu_bucket_size(pc, dims[1]) <= 2 * dims[1])
     d = 1;
   if (d <= 0 || dims[d] <= 1) return -1;
-  pc->var_len = dims[d];
+  if (pc->var_len[0] != dims[d]) {
+    memmove(pc->var_len + 1, pc->var_len, sizeof(pc->var_len) - sizeof(pc->var_len[0]));
+    pc->var_len[0] = dims[d];
+  }
   pc->var_clock = pc->growth_clock;
   return d;
+}
+
+/* Whether n is one of the last lengths of uploads stored padded (a fused
+ * window plans the previous step's ops again after the next upload). */
+static int var_length(const ttpu_prog_ctx* pc, int64_t n) {
+  for (size_t k = 0; k < sizeof(pc->var_len) / sizeof(pc->var_len[0]); ++k)
+    if (n > 1 && pc->var_len[k] == n) return 1;
+  return 0;
 }
 
 /* ------------------------------------------------------------ decide */
@@ -480,15 +491,15 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
-    } else if (pc->var_len > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
+    } else if (pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
       /* With explicit sizes (lengths declared varying), from the first
        * call: the dims of that length. */
       if (!m && pc->bucket_ladder == 3)
         for (int j = 0; j < c->outputs[0].ndim; ++j)
-          if (c->outputs[0].sizes[j] == pc->var_len) m |= 1 << j;
+          if (var_length(pc, c->outputs[0].sizes[j])) m |= 1 << j;
       factory = m;
       for (int j = 0; j < c->outputs[0].ndim; ++j)
-        if (m >> j & 1 && c->outputs[0].sizes[j] != pc->var_len) factory = 0;
+        if (m >> j & 1 && !var_length(pc, c->outputs[0].sizes[j])) factory = 0;
     }
   }
   if (!any_pad && seed_dim < 0 && !factory) return NULL;

@@ -74,11 +74,11 @@ typedef struct ttpu_prog_ctx {
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth; /* NULL until first used */
   uint64_t growth_clock;
-  /* The true length of the last upload stored padded (0: none yet): only
-   * factories of that size, soon after it, are bucketed, so that fills of
-   * differing shapes (an optimizer's zeros_like of each parameter) are
-   * not taken for growth. */
-  int64_t var_len;
+  /* The true lengths of the last uploads stored padded, latest first (0:
+   * none): only factories of such a length, soon after, are bucketed, so
+   * that fills of differing shapes (an optimizer's zeros_like of each
+   * parameter) are not taken for growth. */
+  int64_t var_len[4];
   uint64_t var_clock; /* growth_clock at that upload */
 } ttpu_prog_ctx;
 
