@@ -427,6 +427,34 @@ static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
   return p->tensor_dyn[ix] ? 1 << d : -2;
 }
 
+/* A reduction of one tensor over the dims of its argument 1 (sum.dim_IntList,
+ * mean.dim, amax, ...; keepdim or not): every output dim is an input dim,
+ * so only the padded ones hold the bucket (a fixed dim of the true size
+ * meets nothing). */
+static int reduce_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  if (c->n_tensors != 1 || c->n_outputs != 1 || c->n_args < 2 ||
+      c->args[0].kind != TTPU_ARG_TENSOR || c->args[1].kind != TTPU_ARG_INTS ||
+      c->args[1].n == 0)
+    return -2;
+  int nd = c->tensors[0].ndim, od = p->rtens[1].ndim, red = 0;
+  for (int k = 0; k < c->args[1].n; ++k) {
+    int64_t d = c->args[1].ints[k] < 0 ? c->args[1].ints[k] + nd : c->args[1].ints[k];
+    if (d < 0 || d >= nd) return -2;
+    red |= 1 << d;
+  }
+  int n_red = __builtin_popcount((unsigned)red), dyn = p->tensor_dyn[0], out = 0;
+  if (od != nd && od != nd - n_red) return -2;
+  for (int j = 0, o = 0; j < nd; ++j) {
+    if (red >> j & 1) {
+      if (od == nd) ++o;
+      continue;
+    }
+    if (dyn >> j & 1) out |= 1 << o;
+    ++o;
+  }
+  return out;
+}
+
 static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
   for (int j = 0; j < t->ndim; ++j)
     if (!(skip_mask >> j & 1) && t->sizes[j] == n) return 1;
@@ -679,6 +707,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     known = matmul_dyn(p, c);
   } else if (ok) {
     known = gather_dyn(p, c);
+    if (known == -2 && rule != TTPU_B_ELEMENTWISE) known = reduce_dyn(p, c);
     if (known == -2) known = broadcast_dyn(p, c, nn);
   }
   if (known == -1) ok = 0;
