@@ -248,13 +248,13 @@ static void pivots_to_batch(ttpu_hlo* b, ttpu_val piv, ttpu_type like, int like_
   pivots_from(b, ttpu_hlo_broadcast_to(b, piv, t.ndim, t.dims), k, out);
 }
 
-/* PyTorch's det and slogdet factor A^T when A is row-major contiguous
- * (LAPACK reads that memory as A^T without a copy) and return that LU and
- * pivots; their backward formulas expect exactly that. (Its solve returns
- * the LU of A itself.) */
+/* PyTorch's det and slogdet factor A^T when A is real and row-major
+ * contiguous (LAPACK reads that memory as A^T without a copy) and return
+ * that LU and pivots; their backward formulas expect exactly that. (Its
+ * solve, and det of a complex A, factor A itself.) */
 static int factors_transpose(ttpu_lower* L) {
   const ttpu_tensor* d = ttpu_l_tensor_desc(L, 0, -1);
-  if (!d) return 0;
+  if (!d || ttpu_dtype_is_complex(d->dtype)) return 0;
   int64_t expect = 1;
   for (int i = d->ndim - 1; i >= 0; --i) {
     if (d->sizes[i] != 1 && d->strides[i] != expect) return 0;
