@@ -21,6 +21,8 @@ TOL = {
     torch.bfloat16: dict(atol=1e-2, rtol=1.6e-2),
     torch.float16: dict(atol=1e-3, rtol=1e-3),
     torch.float64: dict(atol=1e-7, rtol=1e-7),
+    torch.complex64: dict(atol=1e-5, rtol=1.3e-5),
+    torch.complex128: dict(atol=1e-7, rtol=1e-7),
 }
 
 
@@ -100,6 +102,11 @@ def check(fn, *args, grad=False, noncontig=True, atol=None, rtol=None, dtype=Non
             gen = torch.Generator().manual_seed(0)
             loss_c, loss_t = 0, 0
             for e, a in outs:
+                if e.is_complex():  # a real loss that sees both parts
+                    w = torch.randn(e.shape, generator=gen, dtype=e.dtype)
+                    loss_c = loss_c + (e * w).sum().real
+                    loss_t = loss_t + (a * w.to(DEV)).sum().real
+                    continue
                 w = torch.randn(e.shape, generator=gen, dtype=torch.float32).to(e.dtype)
                 loss_c = loss_c + (e * w).sum()
                 loss_t = loss_t + (a * w.to(DEV)).sum()
@@ -155,6 +162,9 @@ def rand(*shape, dtype=torch.float32, requires_grad=False, low=-2.0, high=2.0, s
     g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dtype), seed)).encode()))
     if dtype == torch.bool:
         return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_complex:
+        re, im = (torch.rand((2,) + shape, generator=g, dtype=dtype.to_real()) * (high - low) + low).unbind(0)
+        return torch.complex(re, im).requires_grad_(requires_grad)
     if not dtype.is_floating_point:
         return torch.randint(int(low) - 3, int(high) + 4, shape, generator=g, dtype=dtype)
     t = (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)

@@ -310,12 +310,27 @@ def _wider_reference(op, s, like, dtype_name):
 
 
 def _fix_gauge(name, actual, expected):
-    """Eigen- and singular vectors are unique only up to sign: each vector
+    """Eigen- and singular vectors are unique only up to sign (phase, for
+    linalg.eig's complex ones): each vector
     pair is flipped, on both sides, so that its component where the CPU's
     vector is largest is positive. Columns beyond min(m, n) of a full SVD
     (any orthonormal completion) are compared by what defines them: they
     are orthonormal and orthogonal to the rest."""
     import torch
+    if name == "linalg.eig" and isinstance(expected, (tuple, list)):
+        # complex vectors, unique up to a phase: each turned so that its
+        # component where the CPU's vector is largest is real and positive
+        (wa, va), (we, ve) = actual, expected
+        va, ve = va.detach().cpu(), ve.detach()
+        if ve.numel() == 0 or va.shape != ve.shape:
+            return actual, expected
+        idx = ve.abs().argmax(dim=-2, keepdim=True)
+        fixed = []
+        for v in (va, ve):
+            top = torch.gather(v, -2, idx)
+            ph = torch.where(top.abs() == 0, torch.ones_like(top), top.conj() / top.abs())
+            fixed.append(v * ph)
+        return (wa, fixed[0].to("tpu")), (we, fixed[1])
     if name not in ("linalg.eigh", "linalg.svd") or not isinstance(expected, (tuple, list)):
         return actual, expected
     if name == "linalg.eigh":

@@ -351,9 +351,20 @@ def test_prod(dtype):
 
 def test_ops_without_complex_lowering_fail_loudly():
     x = crand(3, 3).to(DEV)
-    for f in (torch.linalg.qr, torch.linalg.cholesky):
+    for f in (torch.linalg.matrix_exp, lambda t: torch.linalg.cross(t, t)):
         with pytest.raises(NotImplementedError, match="complex"):
             f(x)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_triu_tril(dtype):
+    x = crand(2, 4, 5, dtype=dtype)
+    for k in (-1, 0, 2):
+        same(lambda t: torch.triu(t, k), x)
+        same(lambda t: torch.tril(t, k), x)
+        same(lambda t: t.clone().triu_(k), x)
+        same(lambda t: t.clone().tril_(k), x)
+        same(lambda t: torch.tril(t.mT, k), x)
 
 
 def test_bad_input_like_cpu():

@@ -90,3 +90,39 @@ def test_bad_input_raises_like_cpu():
             torch.linalg.eigh(bad.to(DEV))
     with pytest.raises(RuntimeError):
         torch.linalg.eigh(torch.ones(3, 3, device=DEV), UPLO="X")
+
+
+def herm(*shape, dtype=torch.complex64, seed=0):
+    a = rand(*shape, dtype=dtype, seed=seed)
+    return a + a.mH
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3, 3), (16, 16), (40, 40)])
+def test_complex_hermitian(dtype, shape):
+    tol = TOL if dtype == torch.complex64 else dict(atol=1e-9, rtol=1e-9)
+    a = herm(*shape, dtype=dtype)
+    n = shape[-1]
+    for uplo in ("L", "U"):
+        check(lambda t: torch.linalg.eigvalsh(t, UPLO=uplo), rand(*shape, dtype=dtype), **tol)  # one triangle read
+    w, v = torch.linalg.eigh(a.to(DEV))
+    assert v.dtype == dtype and w.dtype == dtype.to_real()
+    w, v = w.cpu(), v.cpu()
+    torch.testing.assert_close(w, torch.linalg.eigvalsh(a), **tol)
+    torch.testing.assert_close(a @ v, v * w.unsqueeze(-2).to(dtype), **tol)
+    torch.testing.assert_close(v.mH @ v, torch.eye(n, dtype=dtype).expand_as(v), **tol)
+
+
+def test_complex_hermitian_repeated_and_backward():
+    q, _ = torch.linalg.qr(rand(5, 5, dtype=torch.complex128, seed=3))
+    a = q @ torch.diag(torch.tensor([1.0, 1.0, 2.0, -3.0, -3.0], dtype=torch.complex128)) @ q.mH
+    a = (a + a.mH) / 2
+    w, v = torch.linalg.eigh(a.to(DEV))
+    torch.testing.assert_close(w.cpu(), torch.tensor([-3.0, -3.0, 1.0, 1.0, 2.0], dtype=torch.float64))
+    torch.testing.assert_close(((v * w.unsqueeze(-2)) @ v.mH).cpu(), a)
+    x = herm(3, 3, dtype=torch.complex128).to(DEV).requires_grad_()
+    sym = lambda t: (t + t.mH) / 2  # noqa: E731
+    assert torch.autograd.gradcheck(lambda t: torch.linalg.eigvalsh(sym(t)), (x,))
+    # V diag(f(w)) V^H does not depend on the vectors' phases
+    assert torch.autograd.gradcheck(
+        lambda t: (lambda w, v: v @ torch.diag_embed(w.exp().to(t.dtype)) @ v.mH)(*torch.linalg.eigh(sym(t))), (x,))

@@ -290,3 +290,90 @@ def test_kron_out_resize_warns_as_cpu():
         warnings.simplefilter("ignore")
         same_error(lambda d: torch.kron(torch.eye(3, device=d), torch.ones(2, 2, device=d),
                                         out=torch.empty(3, 3, dtype=torch.int32, device=d)))
+
+
+# ------------------------------------------------ Cholesky, complex; the _ex contract
+
+CPLX = [torch.complex64, torch.complex128]
+DTOL = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.complex64: dict(atol=1e-4, rtol=1e-4),
+        torch.float64: dict(atol=1e-10, rtol=1e-10), torch.complex128: dict(atol=1e-10, rtol=1e-10)}
+
+
+def hpd(n, batch=(), dtype=torch.complex64, seed=0):
+    """A Hermitian (symmetric) positive-definite matrix, well conditioned."""
+    a = rand(*batch, n, n, dtype=dtype, seed=seed)
+    return a @ a.mH + n * torch.eye(n, dtype=dtype)
+
+
+def not_pd(n, order, dtype=torch.float32, seed=0):
+    """Hermitian, positive-definite up to its leading minor of order `order`."""
+    a = hpd(n, dtype=dtype, seed=seed)
+    j = order - 1
+    # make the Schur complement's diagonal at j exactly non-positive
+    a[j, j] = a[j, j] - 2 * (n + 4) * (1 + n)
+    return a
+
+
+@pytest.mark.parametrize("dtype", CPLX)
+@pytest.mark.parametrize("n,batch", [(1, ()), (3, (2,)), (16, ())])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_complex(dtype, n, batch, upper):
+    a = hpd(n, batch, dtype)
+    check(lambda t: torch.linalg.cholesky_ex(t, upper=upper), a, **DTOL[dtype])
+    check(lambda t: torch.linalg.cholesky(t, upper=upper), a, **DTOL[dtype])
+    f = torch.linalg.cholesky(a, upper=upper)
+    rhs = rand(*batch, n, 2, dtype=dtype, seed=1)
+    check(lambda b, u: torch.cholesky_solve(b, u, upper=upper), rhs, f, **DTOL[dtype])
+    check(lambda u: torch.cholesky_inverse(u, upper=upper), f, **DTOL[dtype])
+
+
+def test_cholesky_complex_backward():
+    a = hpd(3, (2,), torch.complex128).requires_grad_()
+    check(torch.linalg.cholesky, a, grad=True, noncontig=False, **DTOL[torch.complex128])
+    x = hpd(3, dtype=torch.complex128).to(DEV).requires_grad_()
+    b = rand(3, 2, dtype=torch.complex128, seed=1).to(DEV).requires_grad_()
+    herm = lambda t: (t + t.mH) / 2  # noqa: E731  (the gradient lives on Hermitian inputs)
+    assert torch.autograd.gradcheck(lambda t: torch.linalg.cholesky(herm(t)), (x,))
+    assert torch.autograd.gradcheck(lambda t, y: torch.cholesky_solve(y, torch.linalg.cholesky(herm(t))), (x, b))
+    assert torch.autograd.gradcheck(lambda t: torch.cholesky_inverse(torch.linalg.cholesky(herm(t))), (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128])
+@pytest.mark.parametrize("n", [1, 3, 16, 40])
+def test_cholesky_ex_not_positive_definite(dtype, n):
+    """info, and the factor the CPU leaves: the columns before the failing
+    one, the failing diagonal entry, the input's lower triangle after."""
+    order = max(1, n // 2)
+    a = torch.stack([hpd(n, dtype=dtype), not_pd(n, order, dtype), -torch.eye(n, dtype=dtype)])
+    for upper in (False, True):
+        check(lambda t: torch.linalg.cholesky_ex(t, upper=upper), a, **DTOL[dtype])
+    l, info = torch.linalg.cholesky_ex(a.to(DEV))
+    assert info.tolist() == [0, order, 1]
+
+
+def test_ex_forms_return_info_and_non_ex_raise():
+    sing = torch.stack([torch.eye(3) + 1, torch.zeros(3, 3), torch.tensor([[1.0, 2, 3], [2, 4, 6], [0, 1, 1]])])
+    for dtype in (torch.float32, torch.complex128):
+        a = sing.to(dtype)
+        for fn in (lambda t: torch.linalg.inv_ex(t).info, lambda t: torch.linalg.lu_factor_ex(t),
+                   lambda t: torch.linalg.solve_ex(t, torch.ones(3, 1, dtype=dtype, device=t.device)).info,
+                   lambda t: torch.linalg.inv_ex(t[:1]).inverse):
+            check(fn, a, noncontig=False)
+        # the invertible element's inverse is the CPU's whatever the others are
+        torch.testing.assert_close(torch.linalg.inv_ex(a.to(DEV)).inverse[0].cpu(), torch.linalg.inv(a[0]),
+                                   **DTOL[dtype])
+    non_pd = torch.stack([torch.eye(3), -torch.eye(3)])
+    cases = [(torch.linalg.cholesky, non_pd), (torch.linalg.cholesky, non_pd[1]),
+             (lambda t: torch.linalg.cholesky_ex(t, check_errors=True), non_pd),
+             (torch.linalg.inv, sing), (torch.linalg.inv, sing[1]),
+             (lambda t: torch.linalg.inv_ex(t, check_errors=True), sing),
+             (lambda t: torch.linalg.lu_factor_ex(t, check_errors=True), sing),
+             (lambda t: torch.linalg.solve_ex(t, t[..., :1], check_errors=True), sing),
+             (torch.cholesky_inverse, sing), (torch.cholesky_inverse, sing[1])]
+    for fn, x in cases:
+        with pytest.raises(RuntimeError) as cpu:
+            fn(x)
+        with pytest.raises(RuntimeError) as dev:
+            r = fn(x.to(DEV))
+            (r[0] if isinstance(r, tuple) else r).cpu()
+        assert str(dev.value).endswith(str(cpu.value))  # the engine may name the aten op first

@@ -72,3 +72,60 @@ def test_lu_rejects_bfloat16_and_no_pivot():
             torch.linalg.lu_factor(a.to(torch.bfloat16).to(dev))
         with pytest.raises(RuntimeError):
             torch.linalg.lu_factor(a.to(dev), pivot=False)
+
+
+CTOL = {torch.complex64: dict(atol=1e-4, rtol=1e-4), torch.complex128: dict(atol=1e-9, rtol=1e-9)}
+
+
+def cmat(*shape, dtype=torch.complex64, seed=0):
+    return rand(*shape, dtype=dtype, seed=seed) + 2 * torch.eye(shape[-2], shape[-1], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3, 3), (16, 16)])
+def test_complex_lu_family(dtype, shape):
+    """Pivots on |re| + |im| as LAPACK: LU, pivots, P L U are the CPU's."""
+    a, tol = cmat(*shape, dtype=dtype), CTOL[dtype]
+    if shape[-1] >= 16:  # each op unrolls the factorization again: the two that matter
+        check(torch.linalg.lu_factor_ex, a, noncontig=False, **tol)
+        check(torch.linalg.slogdet, a, noncontig=False, **tol)
+        return
+    check(torch.linalg.lu_factor_ex, a, **tol)
+    check(torch.linalg.lu, a, **tol)
+    check(torch.linalg.inv, a, **tol)
+    check(torch.linalg.inv_ex, a, **tol)
+    check(torch.linalg.det, a, **tol)
+    check(torch.linalg.slogdet, a, **tol)
+    lu, piv = torch.linalg.lu_factor(a)
+    b = rand(*shape[:-1], 2, dtype=dtype, seed=1)
+    for left, adjoint in [(True, False), (True, True), (False, False), (False, True)]:
+        bb = b if left else b.mT.contiguous()
+        check(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, bb, **tol)
+    check(torch.linalg.solve, a, b, **tol)
+
+
+def test_complex_lu_size_40():
+    # (one program: every op of the family unrolls the 40 steps again)
+    check(torch.linalg.lu_factor_ex, cmat(40, 40, dtype=torch.complex64), **CTOL[torch.complex64])
+
+
+def test_complex_lu_wide_tall_singular():
+    dt = torch.complex64
+    check(torch.linalg.lu, cmat(4, 6, dtype=dt), **CTOL[dt])
+    check(torch.linalg.lu, cmat(6, 4, dtype=dt), **CTOL[dt])
+    sing = torch.stack([cmat(3, 3, dtype=dt), torch.zeros(3, 3, dtype=dt)])
+    check(torch.linalg.lu_factor_ex, sing)
+    check(torch.linalg.det, sing, **CTOL[dt])
+    check(torch.linalg.slogdet, sing, **CTOL[dt])
+
+
+def test_complex_lu_backward():
+    dt = torch.complex128
+    a = cmat(2, 3, 3, dtype=dt).requires_grad_()
+    for fn in (torch.linalg.inv, torch.linalg.det, lambda t: torch.linalg.slogdet(t)[1], torch.linalg.lu):
+        check(fn, a, grad=True, noncontig=False, **CTOL[dt])
+    x = cmat(3, 3, dtype=dt).to(DEV).requires_grad_()
+    b = rand(3, 2, dtype=dt, seed=1).to(DEV).requires_grad_()
+    assert torch.autograd.gradcheck(torch.linalg.inv, (x,))
+    assert torch.autograd.gradcheck(torch.linalg.det, (x,))
+    assert torch.autograd.gradcheck(torch.linalg.solve, (x, b))

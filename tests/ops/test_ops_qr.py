@@ -64,3 +64,58 @@ def test_ormqr_dtype_and_out_errors_as_cpu():
     same_error(lambda d: torch.ormqr(a.int().to(d), t.int().to(d), c.int().to(d)))
     same_error(lambda d: torch.ormqr(a.to(d), t.to(d), c.to(d), out=torch.empty(0, dtype=torch.int32, device=d)))
     same_error(lambda d: torch.ormqr(a.to(d), t.to(d), rand(4, 2, seed=3).to(d), left=False))
+
+
+# shapes with a dimension of 1 (a [2, 1] operand once failed to lower)
+ONES = [(1, 1), (2, 1), (3, 1), (1, 3), (2, 3, 1), (2, 1, 3), (2, 1, 1)]
+
+
+@pytest.mark.parametrize("shape", ONES)
+def test_dimension_of_one(shape):
+    a = rand(*shape, requires_grad=True)
+    for mode in ("reduced", "complete", "r"):
+        check(lambda t: torch.linalg.qr(t, mode=mode), a, grad=mode == "reduced" and shape[-2] >= shape[-1],
+              **TOL)
+    check(torch.geqrf, a.detach(), **TOL)
+    f, tau = torch.geqrf(a.detach())
+    k = min(shape[-2:])
+    check(torch.linalg.householder_product, f[..., :k], tau, **TOL)
+    c = rand(*shape[:-2], shape[-2], 2, seed=1)
+    check(lambda x, t, y: torch.ormqr(x, t, y, transpose=True), f, tau, c, **TOL)
+    check(lambda x, t, y: torch.ormqr(x, t, y, left=False), f, tau, c.mT.contiguous(), **TOL)
+
+
+CTOL = {torch.complex64: dict(atol=1e-4, rtol=1e-4), torch.complex128: dict(atol=1e-10, rtol=1e-10)}
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1), (5, 3), (3, 5), (2, 4, 4), (16, 16)])
+def test_complex_qr(dtype, shape):
+    """zgeqrf's conventions (real beta, complex tau): Q, R, the reflectors
+    and tau are the CPU's, not only up to phase."""
+    a = rand(*shape, dtype=dtype)
+    tol = CTOL[dtype]
+    if shape[-1] >= 16:  # unrolled over the columns: one program, the one that matters
+        check(torch.linalg.qr, a, noncontig=False, **tol)
+        return
+    for mode in ("reduced", "complete", "r"):
+        check(lambda t: torch.linalg.qr(t, mode=mode), a, **tol)
+    check(torch.geqrf, a, **tol)
+    f, tau = torch.geqrf(a)
+    check(torch.linalg.householder_product, f[..., :min(shape[-2:])], tau, **tol)
+    c = rand(*shape[:-2], shape[-2], 2, dtype=dtype, seed=1)
+    for left, tr in [(True, False), (True, True), (False, False), (False, True)]:
+        cc = c if left else c.mT.contiguous()
+        check(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=tr), f, tau, cc, **tol)
+    q, r = torch.linalg.qr(a.to(DEV))
+    torch.testing.assert_close((q @ r).cpu(), a, **tol)
+
+
+def test_complex_qr_backward():
+    a = rand(4, 3, dtype=torch.complex128, requires_grad=True)
+    check(torch.linalg.qr, a, grad=True, noncontig=False, **CTOL[torch.complex128])
+    f, tau = torch.geqrf(a.detach())
+    check(torch.linalg.householder_product, f.requires_grad_(), tau.requires_grad_(), grad=True, noncontig=False,
+          **CTOL[torch.complex128])
+    x = rand(3, 2, dtype=torch.complex128, seed=1).to(DEV).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: torch.linalg.qr(t).R, (x,))

@@ -341,9 +341,9 @@ ttpu_val ttpu_hlo_convolution_general(
   return v;
 }
 
-/* Square float matrices in the last two dims. */
+/* Square float or complex matrices in the last two dims. */
 static int square_float(ttpu_hlo* b, const ttpu_type* t, const char* what) {
-  if (!ttpu_hloi_is_floatlike(t->dtype) || t->ndim < 2 ||
+  if (!(ttpu_hloi_is_floatlike(t->dtype) || ttpu_hloi_is_complex(t->dtype)) || t->ndim < 2 ||
       t->dims[t->ndim - 1] != t->dims[t->ndim - 2]) {
     ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT,
                   "%s: expected square float matrices", what);
@@ -380,7 +380,7 @@ ttpu_val ttpu_hlo_triangular_solve(ttpu_hlo* b, ttpu_val a, ttpu_val rhs,
            "#stablehlo<transpose %s>",
            left_side ? "true" : "false", lower ? "true" : "false",
            unit_diagonal ? "true" : "false",
-           transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE");
+           transpose_a == 2 ? "ADJOINT" : transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE");
   ttpu_val ops[2] = {a, rhs};
   return ttpu_hloi_op(b, what, ops, 2, attrs, *tr);
 }

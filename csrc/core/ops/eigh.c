@@ -14,6 +14,12 @@
  * reduction. Eigenvalues come out to the input dtype's rounding, ascending
  * like LAPACK's.
  *
+ * Complex Hermitian matrices take the same rounds with each pair's
+ * rotation turned by the phase of its off-diagonal entry a_pq = |a_pq|
+ * e^{i phi}: J = D R D^H with D = diag(1, e^{-i phi}) and R the real
+ * rotation that zeroes |a_pq|, so J[p, q] = s e^{i phi}, J[q, p] = -s
+ * e^{-i phi} and the diagonal stays real.
+ *
  * Eigenvectors are unique only up to sign (and rotation within a repeated
  * eigenvalue): ours need not be LAPACK's, while what PyTorch builds on
  * them (V diag(w) V^T, pinv, the gradients of gauge-invariant losses) is
@@ -32,6 +38,8 @@ typedef struct {
   int64_t max_rounds;
   double tol2;   /* converged when off(A)^2 <= tol2 * |A|_F^2 */
   int vectors;   /* carry V */
+  int cx;        /* complex Hermitian */
+  ttpu_dtype rdt; /* the real component dtype */
 } jacobi;
 
 static ttpu_val kc(ttpu_hlo* b, ttpu_type t, double v) {
@@ -74,14 +82,23 @@ static ttpu_val identity(ttpu_hlo* b, const jacobi* j) {
   return ttpu_mx_identity(b, j->tm);
 }
 
+/* The matrices' type with the real component dtype. */
+static ttpu_type real_tm(const jacobi* j) {
+  ttpu_type t = j->tm;
+  t.dtype = j->rdt;
+  return t;
+}
+
 /* Sum over dim d of x. */
 static ttpu_val sum_dim(ttpu_hlo* b, ttpu_val x, int d) {
   int64_t dd = d;
   return ttpu_hlo_reduce(b, x, TTPU_RED_SUM, &dd, 1);
 }
 
+/* The (real) diagonal of a. */
 static ttpu_val diagonal(ttpu_hlo* b, const jacobi* j, ttpu_val a) {
-  return sum_dim(b, bin(b, TTPU_MUL, a, identity(b, j)), j->tm.ndim - 1);
+  if (j->cx) a = ttpu_hlo_real(b, a);
+  return sum_dim(b, bin(b, TTPU_MUL, a, ttpu_mx_identity(b, real_tm(j))), j->tm.ndim - 1);
 }
 
 /* Batched x @ y with full float32 passes whatever the matmul precision
@@ -91,14 +108,16 @@ static ttpu_val matmul(ttpu_hlo* b, const jacobi* j, ttpu_val x, ttpu_val y, int
   int64_t batch[TTPU_MAX_DIMS];
   for (int d = 0; d < nd - 2; ++d) batch[d] = d;
   int64_t cx = transpose_x ? nd - 2 : nd - 1, cy = nd - 2;
+  if (transpose_x) x = ttpu_mx_conj(b, x);
   return ttpu_hlo_dot_general(b, x, y, batch, batch, nd - 2, &cx, &cy, 1, j->tm.dtype, TTPU_PREC_HIGHEST);
 }
 
 /* Per matrix: 1 while off(A)^2 > tol2 * |A|_F^2, reduced to "any". */
 static ttpu_val not_converged(ttpu_hlo* b, const jacobi* j, ttpu_val a) {
   int nd = j->tm.ndim;
-  ttpu_val sq = bin(b, TTPU_MUL, a, a);
-  ttpu_val off = bin(b, TTPU_MUL, sq, bin(b, TTPU_SUB, kc(b, j->tm, 1), identity(b, j)));
+  ttpu_type tr = real_tm(j);
+  ttpu_val sq = ttpu_mx_abs2(b, a);
+  ttpu_val off = bin(b, TTPU_MUL, sq, bin(b, TTPU_SUB, kc(b, tr, 1), ttpu_mx_identity(b, tr)));
   int64_t last2[2] = {nd - 2, nd - 1};
   ttpu_val off2 = ttpu_hlo_reduce(b, off, TTPU_RED_SUM, last2, 2);
   ttpu_val all2 = ttpu_hlo_reduce(b, sq, TTPU_RED_SUM, last2, 2);
@@ -143,11 +162,24 @@ static void loop_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next
   ttpu_type tnn = ttpu_type_make(TTPU_I64, 2, nn);
   ttpu_val pick = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, tnn, 0), ttpu_hlo_broadcast_in_dim(b, partner, tnn, &col));
   ttpu_val p = over_batch(b, j, ttpu_hlo_convert(b, pick, j->tm.dtype));
+  ttpu_type trm = real_tm(j);
+  int64_t last2[2] = {nd - 2, nd - 1};
+  ttpu_val pr = ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_convert(b, pick, j->rdt), trm, last2);
 
   ttpu_type tv = vec_type(j);
-  ttpu_val d = diagonal(b, j, a);                                          /* a_kk */
-  ttpu_val dp = sum_dim(b, bin(b, TTPU_MUL, spread(b, j, d, 0), p), nd - 2); /* a_pp */
-  ttpu_val akp = sum_dim(b, bin(b, TTPU_MUL, a, p), nd - 2);                 /* a_kp */
+  tv.dtype = j->rdt;
+  ttpu_val d = diagonal(b, j, a);                                           /* a_kk */
+  ttpu_val dp = sum_dim(b, bin(b, TTPU_MUL, spread(b, j, d, 0), pr), nd - 2); /* a_pp */
+  ttpu_val akp = sum_dim(b, bin(b, TTPU_MUL, a, p), nd - 2);                  /* a_kp */
+  ttpu_val phase = TTPU_VAL_ERROR;
+  if (j->cx) {
+    /* the real rotation of |a_kp|, turned by its phase */
+    ttpu_val mag = ttpu_hlo_unary(b, TTPU_ABS, akp);
+    ttpu_val none = ttpu_hlo_compare(b, TTPU_EQ, mag, kc(b, tv, 0));
+    phase = ttpu_hlo_binary(b, TTPU_DIV, akp, ttpu_hlo_convert(b, ttpu_hlo_select(b, none, kc(b, tv, 1), mag), j->tm.dtype));
+    phase = ttpu_hlo_select(b, none, ttpu_hlo_const(b, ttpu_type_make(j->tm.dtype, tv.ndim, tv.dims), 1, 1), phase);
+    akp = mag;
+  }
   int64_t vmap = nd - 2;
   ttpu_type tvb = tv;
   tvb.dtype = TTPU_BOOL;
@@ -160,13 +192,18 @@ static void loop_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next
   ttpu_val skip = bin(b, TTPU_OR, alone, ttpu_hlo_compare(b, TTPU_EQ, akp, kc(b, tv, 0)));
   ttpu_val t, c, sj;
   ttpu_mx_jacobi_rotation(b, tv, app, aqq, akp, skip, lo, &t, &c, &sj);
-  ttpu_val jm = bin(b, TTPU_ADD, bin(b, TTPU_MUL, identity(b, j), spread(b, j, c, 1)),
+  ttpu_val cj = c;
+  if (j->cx) {
+    cj = ttpu_hlo_convert(b, c, j->tm.dtype);
+    sj = bin(b, TTPU_MUL, ttpu_hlo_convert(b, sj, j->tm.dtype), phase);
+  }
+  ttpu_val jm = bin(b, TTPU_ADD, bin(b, TTPU_MUL, identity(b, j), spread(b, j, cj, 1)),
                     bin(b, TTPU_MUL, p, spread(b, j, sj, 1)));
 
   ttpu_val na = matmul(b, j, matmul(b, j, jm, a, 1), jm, 0);
   /* Kept exactly symmetric, so both columns of a pair see the same a_pq
    * next round and J stays orthogonal. */
-  na = bin(b, TTPU_MUL, bin(b, TTPU_ADD, na, ttpu_mx_transpose(b, na)), kc(b, j->tm, 0.5));
+  na = bin(b, TTPU_MUL, bin(b, TTPU_ADD, na, ttpu_mx_adjoint(b, na)), kc(b, j->tm, 0.5));
   /* The diagonal by the rotation's exact effect, a_pp - t a_pq and
    * a_qq + t a_pq, and a_pq set to zero: the product's diagonal carries
    * the rounding of c^2 + s^2 = 1, which over hundreds of rounds drifts the
@@ -174,7 +211,9 @@ static void loop_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next
   ttpu_val dn = bin(b, TTPU_ADD, d, bin(b, TTPU_MUL, ttpu_hlo_select(b, lo, ttpu_hlo_unary(b, TTPU_NEG, t), t), akp));
   ttpu_val one = kc(b, j->tm, 1), eye = identity(b, j);
   ttpu_val keep = bin(b, TTPU_MUL, bin(b, TTPU_SUB, one, eye), bin(b, TTPU_SUB, one, p));
-  next[1] = bin(b, TTPU_ADD, bin(b, TTPU_MUL, na, keep), bin(b, TTPU_MUL, eye, spread(b, j, dn, 1)));
+  ttpu_val dnm = spread(b, j, dn, 1);
+  if (j->cx) dnm = ttpu_hlo_convert(b, dnm, j->tm.dtype);
+  next[1] = bin(b, TTPU_ADD, bin(b, TTPU_MUL, na, keep), bin(b, TTPU_MUL, eye, dnm));
   next[0] = bin(b, TTPU_ADD, it, ttpu_hlo_const_i(b, TTPU_I64, 1));
   if (j->vectors) next[2] = matmul(b, j, st[2], jm, 0);
 }
@@ -200,16 +239,21 @@ static ttpu_status* lower_eigh(ttpu_lower* L) {
   j.n = ta.dims[nd - 1];
   j.m = j.n + (j.n & 1);
   j.max_rounds = (int64_t)kMaxSweeps * (j.m - 1);
-  double eps = ta.dtype == TTPU_F64 ? DBL_EPSILON : FLT_EPSILON;
+  double eps = ta.dtype == TTPU_F64 || ta.dtype == TTPU_C128 ? DBL_EPSILON : FLT_EPSILON;
   j.tol2 = eps * eps;
   j.vectors = vectors;
+  j.cx = ttpu_dtype_is_complex(ta.dtype);
+  j.rdt = ttpu_dtype_real(ta.dtype);
 
   /* The symmetric matrix the chosen triangle stands for. */
   ttpu_type ti = ta;
   ti.dtype = TTPU_I64;
   ttpu_val in_tri = ttpu_hlo_compare(b, (uplo[0] == 'U' || uplo[0] == 'u') ? TTPU_LE : TTPU_GE,
                                      ttpu_hlo_iota(b, ti, nd - 2), ttpu_hlo_iota(b, ti, nd - 1));
-  ttpu_val s = ttpu_hlo_select(b, in_tri, a, ttpu_mx_transpose(b, a));
+  ttpu_val s = ttpu_hlo_select(b, in_tri, a, ttpu_mx_adjoint(b, a));
+  if (j.cx) /* LAPACK reads only the real part of the diagonal */
+    s = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nd - 2), ttpu_hlo_iota(b, ti, nd - 1)),
+                        ttpu_hlo_convert(b, ttpu_hlo_real(b, s), ta.dtype), s);
 
   ttpu_val init[3] = {ttpu_hlo_const_i(b, TTPU_I64, 0), s, identity(b, &j)}, fin[3];
   ttpu_hlo_while(b, init, vectors ? 3 : 2, loop_cond, loop_body, &j, fin);
@@ -229,13 +273,14 @@ static ttpu_status* lower_eigh(ttpu_lower* L) {
   ttpu_val q = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nd - 2), spread(b, &j, sorted[1], 1));
   ttpu_val v = matmul(b, &j, fin[2], ttpu_hlo_convert(b, q, ta.dtype), 0);
   /* unit columns: the rotations' rounding scales them by 1 + O(rounds eps) */
-  ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, sum_dim(b, bin(b, TTPU_MUL, v, v), nd - 2));
+  ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, sum_dim(b, ttpu_mx_abs2(b, v), nd - 2));
+  if (j.cx) norm = ttpu_hlo_convert(b, norm, ta.dtype);
   ttpu_l_set_out(L, 1, bin(b, TTPU_DIV, v, spread(b, &j, norm, 1)));
   return NULL;
 }
 
 const ttpu_op_def ttpu_ops_eigh[] = {
-    {"_linalg_eigh", lower_eigh, .flags = 0},
-    {"_linalg_eigh.eigenvalues", lower_eigh, .flags = 0},
+    {"_linalg_eigh", lower_eigh, .complex_fn = lower_eigh},
+    {"_linalg_eigh.eigenvalues", lower_eigh, .complex_fn = lower_eigh},
     {0},
 };

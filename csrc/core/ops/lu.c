@@ -9,7 +9,9 @@
  * with n: right for the small and medium matrices models factor, not for n
  * in the thousands. Results follow LAPACK's conventions: LU packed in one
  * matrix, 1-based int32 pivots of sequential row swaps, info = the first
- * zero pivot (1-based) or 0. Solves use stablehlo.triangular_solve. */
+ * zero pivot (1-based) or 0. Solves use stablehlo.triangular_solve.
+ * Complex matrices pivot on |re| + |im|, as LAPACK's izamax does, so the
+ * pivots are the CPU's. */
 #include "matrix.h"
 
 enum { kMaxSteps = 256 }; /* columns an unrolled factorization may take */
@@ -115,8 +117,12 @@ static int factor(ttpu_lower* L, ttpu_val a, lu_fact* f) {
   ttpu_val info = kconst(b, tb, 0), zero = kconst(b, t, 0);
   for (int j = 0; j < f->k; ++j) {
     ttpu_val c = line(b, a, j, 1);
+    ttpu_val mag = ttpu_hlo_unary(b, TTPU_ABS, c);
+    if (ttpu_dtype_is_complex(t.dtype))
+      mag = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_real(b, c)),
+                            ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_imag(b, c)));
     ttpu_val cand = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, crow, kconst(b, with_dtype(tc, TTPU_I64), j)),
-                                    ttpu_hlo_unary(b, TTPU_ABS, c), kconst(b, tc, -1));
+                                    mag, kconst(b, with_dtype(tc, ttpu_dtype_real(t.dtype)), -1));
     ttpu_val best, p;
     ttpu_hlo_reduce_arg(b, cand, nb, 1, &best, &p);
     p = ttpu_hlo_convert(b, p, TTPU_I64);
@@ -195,26 +201,29 @@ static ttpu_val apply_swaps(ttpu_hlo* b, ttpu_val x, const ttpu_val* piv, int k,
   return x;
 }
 
-/* X with A X = rhs (adjoint: A^T X = rhs) from A's factorization, all of
- * one batch shape. */
-static ttpu_val lu_solve_v(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs,
-                           int adjoint) {
-  if (!adjoint) {
+/* X with op(A) X = rhs from A's factorization, all of one batch shape:
+ * op 0 is A, 1 A^T, 2 A^H (the triangular solves' transpose_a). */
+static ttpu_val lu_solve_v(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs, int op) {
+  if (!op) {
     ttpu_val y = apply_swaps(b, rhs, piv, k, 1);
     y = ttpu_hlo_triangular_solve(b, lu, y, 1, 1, 1, 0);
     return ttpu_hlo_triangular_solve(b, lu, y, 1, 0, 0, 0);
   }
-  ttpu_val z = ttpu_hlo_triangular_solve(b, lu, rhs, 1, 0, 0, 1);
-  z = ttpu_hlo_triangular_solve(b, lu, z, 1, 1, 1, 1);
+  ttpu_val z = ttpu_hlo_triangular_solve(b, lu, rhs, 1, 0, 0, op);
+  z = ttpu_hlo_triangular_solve(b, lu, z, 1, 1, 1, op);
   return apply_swaps(b, z, piv, k, 0);
 }
 
 /* left/adjoint forms of a solve through the factorization. */
 static ttpu_val solve_any(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs,
                           int left, int adjoint) {
-  if (left) return lu_solve_v(b, lu, piv, k, rhs, adjoint);
-  /* X A = B  <=>  A^T X^T = B^T;  X A^T = B  <=>  A X^T = B^T */
-  return ttpu_mx_transpose(b, lu_solve_v(b, lu, piv, k, ttpu_mx_transpose(b, rhs), !adjoint));
+  const ttpu_type* tp = ttpu_hlo_type(b, lu);
+  if (!tp) return TTPU_VAL_ERROR;
+  int cx = ttpu_dtype_is_complex(tp->dtype);
+  if (left) return lu_solve_v(b, lu, piv, k, rhs, adjoint ? (cx ? 2 : 1) : 0);
+  /* X A = B  <=>  A^T X^T = B^T;  X A^H = B  <=>  A X^H = B^H */
+  if (adjoint) return ttpu_mx_adjoint(b, lu_solve_v(b, lu, piv, k, ttpu_mx_adjoint(b, rhs), 0));
+  return ttpu_mx_transpose(b, lu_solve_v(b, lu, piv, k, ttpu_mx_transpose(b, rhs), 1));
 }
 
 /* x (batch..., r, c) broadcast to the batch dims of `like`. */
@@ -239,13 +248,13 @@ static void pivots_to_batch(ttpu_hlo* b, ttpu_val piv, ttpu_type like, int like_
   pivots_from(b, ttpu_hlo_broadcast_to(b, piv, t.ndim, t.dims), k, out);
 }
 
-/* PyTorch's det and slogdet factor A^T when A is row-major contiguous
- * (LAPACK reads that memory as A^T without a copy) and return that LU and
- * pivots; their backward formulas expect exactly that. (Its solve returns
- * the LU of A itself.) */
+/* PyTorch's det and slogdet factor A^T when A is real and row-major
+ * contiguous (LAPACK reads that memory as A^T without a copy) and return
+ * that LU and pivots; their backward formulas expect exactly that. (Its
+ * solve, and det of a complex A, factor A itself.) */
 static int factors_transpose(ttpu_lower* L) {
   const ttpu_tensor* d = ttpu_l_tensor_desc(L, 0, -1);
-  if (!d) return 0;
+  if (!d || ttpu_dtype_is_complex(d->dtype)) return 0;
   int64_t expect = 1;
   for (int i = d->ndim - 1; i >= 0; --i) {
     if (d->sizes[i] != 1 && d->strides[i] != expect) return 0;
@@ -254,8 +263,8 @@ static int factors_transpose(ttpu_lower* L) {
   return 1;
 }
 
-static const char kSingular[] =
-    "The diagonal element %lld is zero, the solve could not be completed because the input "
+static const char kInverse[] =
+    "The diagonal element %lld is zero, the inversion could not be completed because the input "
     "matrix is singular.";
 
 /* linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info) */
@@ -268,7 +277,11 @@ static ttpu_status* lower_lu_factor_ex(ttpu_lower* L) {
                             "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   lu_fact f;
   if (!factor(L, a, &f)) return NULL;
-  if (ttpu_l_bool(L, 2, 0)) ttpu_mx_check_info(L, f.info, kSingular);
+  if (ttpu_l_bool(L, 2, 0))
+    ttpu_mx_check_info(L, f.info, "torch.linalg.lu_factor_ex",
+                       "U[%lld,%lld] is zero and using it on lu_solve would result in a division by zero. If "
+                       "you still want to perform the factorization, consider calling linalg.lu(A, pivot) or "
+                       "linalg.lu_factor_ex(A, pivot)");
   ttpu_l_set_out(L, 0, f.lu);
   ttpu_l_set_out(L, 1, pivots_tensor(b, &f, ttpu_l_out_type(L, 1)));
   ttpu_l_set_out(L, 2, f.info);
@@ -301,7 +314,9 @@ static ttpu_status* lower_solve_ex(ttpu_lower* L) {
   ttpu_val a = ttpu_hlo_broadcast_to(b, ttpu_l_tensor(L, 0), olu.ndim, olu.dims);
   lu_fact f;
   if (!factor(L, a, &f)) return NULL;
-  if (ttpu_l_bool(L, 3, 0)) ttpu_mx_check_info(L, f.info, kSingular);
+  if (ttpu_l_bool(L, 3, 0))
+    ttpu_mx_check_info(L, f.info, "torch.linalg.solve_ex",
+                       "The solver failed because the input matrix is singular.");
   /* a vector B (result of rank LU - 1) solves as one column */
   int vector = orr.ndim == olu.ndim - 1;
   ttpu_type rt = orr;
@@ -339,7 +354,7 @@ static ttpu_status* lower_inv_ex(ttpu_lower* L) {
   if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_inv")) return NULL;
   lu_fact f;
   if (!factor(L, ttpu_l_tensor(L, 0), &f)) return NULL;
-  if (ttpu_l_bool(L, 1, 0)) ttpu_mx_check_info(L, f.info, kSingular);
+  if (ttpu_l_bool(L, 1, 0)) ttpu_mx_check_info(L, f.info, "linalg.inv_ex", kInverse);
   ttpu_l_set_out(L, 0, lu_solve_v(b, f.lu, f.piv, f.k, ttpu_mx_identity(b, ot), 0));
   ttpu_l_set_out(L, 1, f.info);
   return NULL;
@@ -394,7 +409,10 @@ static ttpu_status* lower_slogdet(ttpu_lower* L) {
   if (!factor(L, factors_transpose(L) ? ttpu_mx_transpose(b, a) : a, &f)) return NULL;
   ttpu_val d = diagonal(b, f.lu);
   int64_t last = ot.ndim;
-  ttpu_val sg = ttpu_hlo_reduce(b, ttpu_hlo_unary(b, TTPU_SIGN, d), TTPU_RED_PROD, &last, 1);
+  /* the sign of a complex determinant is d / |d| per pivot, 0 for a zero one */
+  ttpu_val zero_d = ttpu_hlo_compare(b, TTPU_EQ, d, kconst(b, ttpu_l_type(L, d), 0));
+  ttpu_val sd = ttpu_hlo_select(b, zero_d, kconst(b, ttpu_l_type(L, d), 0), ttpu_hlo_unary(b, TTPU_SIGN, d));
+  ttpu_val sg = ttpu_hlo_reduce(b, sd, TTPU_RED_PROD, &last, 1);
   ttpu_val la = ttpu_hlo_reduce(b, ttpu_hlo_unary(b, TTPU_LOG, ttpu_hlo_unary(b, TTPU_ABS, d)), TTPU_RED_SUM,
                                 &last, 1);
   ttpu_l_set_out(L, 0, ttpu_hlo_binary(b, TTPU_MUL, sg, perm_sign(b, &f, ot)));
@@ -489,18 +507,19 @@ static ttpu_status* lower_lu_unpack(ttpu_lower* L) {
   return NULL;
 }
 
+/* Every lowering here serves complex matrices too. */
 const ttpu_op_def ttpu_ops_lu[] = {
-    {"linalg_lu_factor_ex", lower_lu_factor_ex, .variants = TTPU_V_OUT},
-    {"linalg_lu_solve", lower_lu_solve, .variants = TTPU_V_OUT},
-    {"_linalg_solve_ex", lower_solve_ex, .flags = 0},
-    {"_linalg_solve_ex.result", lower_solve_ex, .flags = 0},
-    {"linalg_inv_ex", lower_inv_ex, .flags = 0},
-    {"linalg_inv_ex.inverse", lower_inv_ex, .flags = 0},
-    {"_linalg_det", lower_det, .flags = 0},
-    {"_linalg_det.result", lower_det, .flags = 0},
-    {"_linalg_slogdet", lower_slogdet, .flags = 0},
-    {"_linalg_slogdet.sign", lower_slogdet, .flags = 0},
-    {"linalg_lu", lower_linalg_lu, .variants = TTPU_V_OUT},
-    {"lu_unpack", lower_lu_unpack, .variants = TTPU_V_OUT},
+    {"linalg_lu_factor_ex", lower_lu_factor_ex, .variants = TTPU_V_OUT, .complex_fn = lower_lu_factor_ex},
+    {"linalg_lu_solve", lower_lu_solve, .variants = TTPU_V_OUT, .complex_fn = lower_lu_solve},
+    {"_linalg_solve_ex", lower_solve_ex, .complex_fn = lower_solve_ex},
+    {"_linalg_solve_ex.result", lower_solve_ex, .complex_fn = lower_solve_ex},
+    {"linalg_inv_ex", lower_inv_ex, .complex_fn = lower_inv_ex},
+    {"linalg_inv_ex.inverse", lower_inv_ex, .complex_fn = lower_inv_ex},
+    {"_linalg_det", lower_det, .complex_fn = lower_det},
+    {"_linalg_det.result", lower_det, .complex_fn = lower_det},
+    {"_linalg_slogdet", lower_slogdet, .complex_fn = lower_slogdet},
+    {"_linalg_slogdet.sign", lower_slogdet, .complex_fn = lower_slogdet},
+    {"linalg_lu", lower_linalg_lu, .variants = TTPU_V_OUT, .complex_fn = lower_linalg_lu},
+    {"lu_unpack", lower_lu_unpack, .variants = TTPU_V_OUT, .complex_fn = lower_lu_unpack},
     {0},
 };

@@ -2,6 +2,7 @@
  * the 3-vector cross product, and the factorizations and solves XLA has
  * ops for (Cholesky, triangular solve) with what PyTorch builds on them. */
 #include <math.h>
+#include <stdio.h>
 
 #include "matrix.h"
 
@@ -311,7 +312,7 @@ static ttpu_status* lower_pdist_backward(ttpu_lower* L) {
 /* ------------------------------------------------------------ Cholesky */
 
 int ttpu_mx_lapack_dtype(ttpu_lower* L, ttpu_dtype dt, const char* kernel) {
-  if (dt == TTPU_F32 || dt == TTPU_F64) return 1;
+  if (dt == TTPU_F32 || dt == TTPU_F64 || dt == TTPU_C64 || dt == TTPU_C128) return 1;
   ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
                 ttpu_dtype_torch_title(dt));
   return 0;
@@ -325,6 +326,24 @@ ttpu_val ttpu_mx_transpose(ttpu_hlo* b, ttpu_val x) {
   perm[tp->ndim - 1] = tp->ndim - 2;
   perm[tp->ndim - 2] = tp->ndim - 1;
   return ttpu_hlo_transpose(b, x, perm);
+}
+
+ttpu_val ttpu_mx_conj(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp || !ttpu_dtype_is_complex(tp->dtype)) return x;
+  return ttpu_hlo_complex(b, ttpu_hlo_real(b, x), ttpu_hlo_unary(b, TTPU_NEG, ttpu_hlo_imag(b, x)));
+}
+
+ttpu_val ttpu_mx_adjoint(ttpu_hlo* b, ttpu_val x) {
+  return ttpu_mx_conj(b, ttpu_mx_transpose(b, x));
+}
+
+ttpu_val ttpu_mx_abs2(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  if (!ttpu_dtype_is_complex(tp->dtype)) return ttpu_hlo_binary(b, TTPU_MUL, x, x);
+  ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
+  return ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_binary(b, TTPU_MUL, re, re), ttpu_hlo_binary(b, TTPU_MUL, im, im));
 }
 
 ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t) {
@@ -356,18 +375,27 @@ void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val a
   *sj = ttpu_hlo_select(b, lo, ttpu_hlo_unary(b, TTPU_NEG, sn), sn);
 }
 
-void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt) {
+void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   const ttpu_type* tp = ttpu_hlo_type(b, info);
   if (!tp) return;
-  int64_t all[TTPU_MAX_DIMS], one = 1;
-  int nd = tp->ndim;
-  for (int d = 0; d < nd; ++d) all[d] = d;
-  ttpu_val worst = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, info, TTPU_I64), TTPU_RED_MAX, all, nd);
-  ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_NE, worst, ttpu_hlo_const_i(b, TTPU_I64, 0)),
+  int batched = tp->ndim > 0;
+  int64_t count = ttpu_type_numel(tp), one = 1, d0 = 0;
+  ttpu_type tf = ttpu_type_make(TTPU_I64, 1, &count);
+  ttpu_val flat = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, info, TTPU_I64), 1, &count);
+  ttpu_val bad = ttpu_hlo_compare(b, TTPU_NE, flat, ttpu_hlo_const(b, tf, 0, 0));
+  ttpu_val idx = ttpu_hlo_iota(b, tf, 0);
+  ttpu_val first = ttpu_hlo_reduce(b, ttpu_hlo_select(b, bad, idx, ttpu_hlo_const(b, tf, 0, count)),
+                                   TTPU_RED_MIN, &d0, 1);
+  ttpu_val at_first = ttpu_hlo_compare(b, TTPU_EQ, idx, ttpu_hlo_broadcast_to(b, first, 1, &count));
+  ttpu_val value = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at_first, flat, ttpu_hlo_const(b, tf, 0, 0)),
+                                   TTPU_RED_SUM, &d0, 1);
+  ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_LT, first, ttpu_hlo_const_i(b, TTPU_I64, count)),
                                    TTPU_I64);
-  ttpu_val parts[4] = {flag, worst, ttpu_hlo_const_i(b, TTPU_I64, 0), ttpu_hlo_const_i(b, TTPU_I64, 0)};
+  ttpu_val parts[4] = {flag, batched ? first : value, value, value};
   for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
+  char fmt[TTPU_L_CHECK_FMT_MAX];
+  snprintf(fmt, sizeof fmt, "%s: %s%s", who, batched ? "(Batch element %lld): " : "", body);
   ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, fmt);
 }
 
@@ -392,61 +420,164 @@ static ttpu_val to_batch(ttpu_hlo* b, ttpu_val x, ttpu_type like) {
   return ttpu_hlo_broadcast_to(b, x, t.ndim, t.dims);
 }
 
-/* The lower Cholesky factor (other triangle zeroed) of self (arg 0). */
-static ttpu_val lower_factor(ttpu_lower* L, const char* kernel) {
-  ttpu_val a = ttpu_l_tensor(L, 0);
-  if (!ttpu_mx_lapack_dtype(L, ttpu_l_type(L, a).dtype, kernel)) return TTPU_VAL_ERROR;
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  return triangle(b, ttpu_hlo_cholesky(b, a, 1), 1);
+static ttpu_type type_of(ttpu_hlo* b, ttpu_val v) {
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (tp) return *tp;
+  ttpu_type e = {TTPU_DTYPE_NONE, 0, {0}};
+  return e;
 }
 
-/* linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info):
- * info is 0, or the order of the first leading minor that is not
- * positive-definite (the first diagonal entry of the factor that is not
- * a positive number: XLA leaves NaNs from there on). */
-static ttpu_status* lower_cholesky_ex(ttpu_lower* L) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_val f = lower_factor(L, "cholesky_cpu");
-  ttpu_type t = ttpu_l_type(L, f);
-  if (t.ndim < 2) return NULL;
-  int64_t n = t.dims[t.ndim - 1];
-  ttpu_type ti = t;
+/* The diagonal (batch..., n) of x (batch..., n, n). */
+static ttpu_val diag_of(ttpu_hlo* b, ttpu_val x) {
+  const ttpu_type* tp = ttpu_hlo_type(b, x);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type t = *tp, ti = *tp;
   ti.dtype = TTPU_I64;
   ttpu_val eye = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, t.ndim - 2), ttpu_hlo_iota(b, ti, t.ndim - 1));
   int64_t last = t.ndim - 1;
-  ttpu_val diag = ttpu_hlo_reduce(b, ttpu_hlo_select(b, eye, f, ttpu_hlo_const(b, t, 0, 0)), TTPU_RED_SUM,
-                                  &last, 1);
-  ttpu_type td = ttpu_l_type(L, diag), tk = td;
+  return ttpu_hlo_reduce(b, ttpu_hlo_select(b, eye, x, ttpu_hlo_const(b, t, 0, 0)), TTPU_RED_SUM, &last, 1);
+}
+
+/* i32 (batch...): the 1-based position of the first entry of the bool
+ * vectors bad (batch..., n) that is set, or 0 when none is. */
+static ttpu_val first_bad(ttpu_hlo* b, ttpu_val bad, int64_t n) {
+  const ttpu_type* tp = ttpu_hlo_type(b, bad);
+  if (!tp) return TTPU_VAL_ERROR;
+  ttpu_type tk = *tp;
   tk.dtype = TTPU_I64;
-  ttpu_val bad = ttpu_hlo_unary(b, TTPU_NOT, ttpu_hlo_compare(b, TTPU_GT, diag, ttpu_hlo_const(b, td, 0, 0)));
-  ttpu_val order = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_iota(b, tk, td.ndim - 1), ttpu_hlo_const(b, tk, 0, 1));
-  ttpu_val first = ttpu_hlo_select(b, bad, order, ttpu_hlo_const(b, tk, 0, n + 1));
-  int64_t dl = td.ndim - 1;
-  first = ttpu_hlo_reduce(b, first, TTPU_RED_MIN, &dl, 1);
-  ttpu_type tb = ttpu_l_type(L, first);
+  int64_t last = tk.ndim - 1;
+  ttpu_val order = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_iota(b, tk, tk.ndim - 1), ttpu_hlo_const(b, tk, 0, 1));
+  ttpu_val first = ttpu_hlo_reduce(b, ttpu_hlo_select(b, bad, order, ttpu_hlo_const(b, tk, 0, n + 1)),
+                                   TTPU_RED_MIN, &last, 1);
+  ttpu_type tb = type_of(b, first);
   ttpu_val info = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, first, ttpu_hlo_const(b, tb, 0, n)),
                                   ttpu_hlo_const(b, tb, 0, 0), first);
-  if (ttpu_l_bool(L, 2, 0))
-    ttpu_mx_check_info(L, info,
-                       "linalg.cholesky: The factorization could not be completed because the input is not "
-                       "positive-definite (the leading minor of order %lld is not positive-definite).");
-  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_transpose(b, f) : f);
+  return ttpu_hlo_convert(b, info, TTPU_I32);
+}
+
+static const char kNotPd[] =
+    "The factorization could not be completed because the input is not positive-definite (the leading "
+    "minor of order %lld is not positive-definite).";
+
+/* One column of the factorization per loop step (state: j, the factor so
+ * far, info). */
+typedef struct {
+  ttpu_type t; /* the matrices (batch..., n, n) */
+  int64_t n;
+} chol_loop;
+
+static ttpu_val chol_cond(ttpu_hlo* b, void* ctx, const ttpu_val* st) {
+  const chol_loop* c = ctx;
+  return ttpu_hlo_compare(b, TTPU_LT, st[0], ttpu_hlo_const_i(b, TTPU_I64, c->n));
+}
+
+/* Column j, as LAPACK's left-looking potf2 computes it: a_jj - sum_k<j
+ * |l_jk|^2 must be positive (else info = j + 1, the diagonal entry takes
+ * that value and nothing more changes), then the entries below. */
+static void chol_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next) {
+  const chol_loop* c = ctx;
+  ttpu_type t = c->t, ti = t;
+  ti.dtype = TTPU_I64;
+  int nd = t.ndim;
+  ttpu_val j = st[0], l = st[1], info = st[2];
+  ttpu_val row = ttpu_hlo_iota(b, ti, nd - 2), col = ttpu_hlo_iota(b, ti, nd - 1);
+  ttpu_val jm = ttpu_hlo_broadcast_to(b, j, nd, t.dims);
+  ttpu_val zero = ttpu_hlo_const(b, t, 0, 0);
+  ttpu_val left = ttpu_hlo_compare(b, TTPU_LT, col, jm), at_j = ttpu_hlo_compare(b, TTPU_EQ, col, jm);
+  ttpu_val lf = ttpu_hlo_select(b, left, l, zero);
+  ttpu_val lj = ttpu_hlo_reduce(b, ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, row, jm), lf, zero), TTPU_RED_SUM,
+                                (int64_t[]){nd - 2}, 1); /* row j's factored part, over the columns */
+  int64_t map[TTPU_MAX_DIMS];
+  for (int k = 0; k < nd - 1; ++k) map[k] = k < nd - 2 ? k : nd - 1;
+  ttpu_val s = ttpu_hlo_binary(b, TTPU_MUL, lf, ttpu_hlo_broadcast_in_dim(b, ttpu_mx_conj(b, lj), t, map));
+  int64_t last = nd - 1;
+  ttpu_val colj = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at_j, l, zero), TTPU_RED_SUM, &last, 1);
+  ttpu_val upd = ttpu_hlo_binary(b, TTPU_SUB, colj, ttpu_hlo_reduce(b, s, TTPU_RED_SUM, &last, 1));
+  ttpu_type tv = type_of(b, upd), tvi = tv;
+  tvi.dtype = TTPU_I64;
+  ttpu_val vrow = ttpu_hlo_iota(b, tvi, nd - 2), jv = ttpu_hlo_broadcast_to(b, j, tv.ndim, tv.dims);
+  ttpu_val is_j = ttpu_hlo_compare(b, TTPU_EQ, vrow, jv);
+  int64_t vlast = nd - 2;
+  ttpu_val ajj = ttpu_hlo_reduce(b, ttpu_hlo_real(b, ttpu_hlo_select(b, is_j, upd, ttpu_hlo_const(b, tv, 0, 0))),
+                                 TTPU_RED_SUM, &vlast, 1);
+  ttpu_type tb = type_of(b, ajj);
+  ttpu_val ok = ttpu_hlo_compare(b, TTPU_GT, ajj, ttpu_hlo_const(b, tb, 0, 0));
+  ttpu_val ljj = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_select(b, ok, ajj, ttpu_hlo_const(b, tb, 1, 1)));
+  for (int k = 0; k < nd - 2; ++k) map[k] = k;
+  ttpu_val ljv = ttpu_hlo_convert(b, ttpu_hlo_broadcast_in_dim(b, ljj, type_of(b, ttpu_hlo_real(b, upd)), map), t.dtype);
+  ttpu_val ajv = ttpu_hlo_convert(b, ttpu_hlo_broadcast_in_dim(b, ajj, type_of(b, ttpu_hlo_real(b, upd)), map), t.dtype);
+  ttpu_val okv = ttpu_hlo_broadcast_in_dim(b, ok, type_of(b, ttpu_hlo_compare(b, TTPU_EQ, vrow, jv)), map);
+  ttpu_val good = ttpu_hlo_select(b, is_j, ljv, ttpu_hlo_binary(b, TTPU_DIV, upd, ljv));
+  ttpu_val bad = ttpu_hlo_select(b, is_j, ajv, colj);
+  ttpu_val newcol = ttpu_hlo_select(b, okv, good, bad);
+  newcol = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_LT, vrow, jv), ttpu_hlo_const(b, tv, 0, 0), newcol);
+  ttpu_val alive = ttpu_hlo_compare(b, TTPU_EQ, info, ttpu_hlo_const(b, type_of(b, info), 0, 0));
+  for (int k = 0; k < nd - 2; ++k) map[k] = k;
+  ttpu_type tbm = t;
+  tbm.dtype = TTPU_BOOL;
+  ttpu_val write = ttpu_hlo_binary(b, TTPU_AND, at_j, ttpu_hlo_broadcast_in_dim(b, alive, tbm, map));
+  map[nd - 2] = nd - 2;
+  next[1] = ttpu_hlo_select(b, write, ttpu_hlo_broadcast_in_dim(b, newcol, t, map), l);
+  ttpu_val j1 = ttpu_hlo_binary(b, TTPU_ADD, j, ttpu_hlo_const_i(b, TTPU_I64, 1));
+  ttpu_type tib = type_of(b, info);
+  ttpu_val fails = ttpu_hlo_binary(b, TTPU_AND, alive, ttpu_hlo_unary(b, TTPU_NOT, ok));
+  next[2] = ttpu_hlo_select(b, fails, ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, j1, TTPU_I32), tib.ndim, tib.dims), info);
+  next[0] = j1;
+}
+
+/* The lower Cholesky factor of self (arg 0, real symmetric or complex
+ * Hermitian, its lower triangle read) and its info: 0, or the order of the
+ * first leading minor that is not positive-definite. Column by column in a
+ * while loop, as LAPACK's left-looking potf2 (the program does not grow
+ * with n), so a failure leaves what the CPU leaves: the columns before the
+ * failing one factored, the failing diagonal entry its updated value
+ * a_jj - sum_k |l_jk|^2 (not positive), the rest the input's lower
+ * triangle untouched. (XLA's cholesky gives NaN everywhere instead.) */
+static ttpu_val lower_factor(ttpu_lower* L, const char* kernel, ttpu_val* info_out) {
+  ttpu_val a = ttpu_l_tensor(L, 0);
+  ttpu_type t = ttpu_l_type(L, a);
+  if (!ttpu_mx_lapack_dtype(L, t.dtype, kernel)) return TTPU_VAL_ERROR;
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type tb = t;
+  tb.ndim -= 2;
+  tb.dtype = TTPU_I32;
+  chol_loop c = {t, t.dims[t.ndim - 1]};
+  ttpu_val init[3] = {ttpu_hlo_const_i(b, TTPU_I64, 0), triangle(b, a, 1), ttpu_hlo_const(b, tb, 0, 0)}, fin[3];
+  ttpu_hlo_while(b, init, 3, chol_cond, chol_body, &c, fin);
+  *info_out = fin[2];
+  return fin[1];
+}
+
+/* linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info) */
+static ttpu_status* lower_cholesky_ex(ttpu_lower* L) {
+  ttpu_val info;
+  ttpu_val f = lower_factor(L, "cholesky_cpu", &info);
+  if (f == TTPU_VAL_ERROR) return NULL;
+  if (ttpu_l_bool(L, 2, 0)) ttpu_mx_check_info(L, info, "linalg.cholesky_ex", kNotPd);
+  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_adjoint(ttpu_l_hlo(L), f) : f);
   ttpu_l_set_out(L, 1, info);
   return NULL;
 }
 
-/* cholesky(self, upper=False) */
+/* cholesky(self, upper=False): fails as the CPU does on an input that is
+ * not positive-definite. */
 static ttpu_status* lower_cholesky(ttpu_lower* L) {
-  ttpu_val f = lower_factor(L, "cholesky_cpu");
-  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_transpose(ttpu_l_hlo(L), f) : f);
+  ttpu_val info;
+  ttpu_val f = lower_factor(L, "cholesky_cpu", &info);
+  if (f == TTPU_VAL_ERROR) return NULL;
+  ttpu_mx_check_info(L, info, "cholesky", kNotPd);
+  ttpu_l_set_out(L, 0, ttpu_l_bool(L, 1, 0) ? ttpu_mx_adjoint(ttpu_l_hlo(L), f) : f);
   return NULL;
 }
 
-/* x with factor F = L (lower) or U (upper): solves F F^T x = rhs (lower) or
- * U^T U x = rhs (upper), by two triangular solves. */
+/* x with factor F = L (lower) or U (upper): solves F F^H x = rhs (lower)
+ * or U^H U x = rhs (upper), by two triangular solves. */
 static ttpu_val cholesky_solve_v(ttpu_hlo* b, ttpu_val f, ttpu_val rhs, int upper) {
-  ttpu_val y = ttpu_hlo_triangular_solve(b, f, rhs, 1, !upper, 0, upper);
-  return ttpu_hlo_triangular_solve(b, f, y, 1, !upper, 0, !upper);
+  const ttpu_type* tp = ttpu_hlo_type(b, f);
+  if (!tp) return TTPU_VAL_ERROR;
+  int adj = ttpu_dtype_is_complex(tp->dtype) ? 2 : 1;
+  ttpu_val y = ttpu_hlo_triangular_solve(b, f, rhs, 1, !upper, 0, upper ? adj : 0);
+  return ttpu_hlo_triangular_solve(b, f, y, 1, !upper, 0, upper ? 0 : adj);
 }
 
 /* _cholesky_solve_helper(self=B, A=factor, bool upper) */
@@ -459,13 +590,20 @@ static ttpu_status* lower_cholesky_solve_helper(ttpu_lower* L) {
   return NULL;
 }
 
-/* cholesky_inverse(self=factor, upper=False): (F F^T)^-1 as a solve
- * against the identity. */
+/* cholesky_inverse(self=factor, upper=False): (F F^H)^-1 as a solve
+ * against the identity; a zero on the factor's diagonal fails as the
+ * CPU's. */
 static ttpu_status* lower_cholesky_inverse(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   if (!ttpu_mx_lapack_dtype(L, ot.dtype, "cholesky_inverse_out_cpu")) return NULL;
   ttpu_val f = ttpu_l_tensor(L, 0);
+  ttpu_val d = diag_of(b, f);
+  ttpu_type td = type_of(b, d);
+  ttpu_mx_check_info(L, first_bad(b, ttpu_hlo_compare(b, TTPU_EQ, d, ttpu_hlo_const(b, td, 0, 0)), ot.dims[ot.ndim - 1]),
+                     "cholesky_inverse",
+                     "The diagonal element %lld is zero, the inversion could not be completed because the input "
+                     "matrix is singular.");
   ttpu_l_set_out(L, 0, cholesky_solve_v(b, f, ttpu_mx_identity(b, ot), ttpu_l_bool(L, 1, 0)));
   return NULL;
 }
@@ -502,14 +640,16 @@ const ttpu_op_def ttpu_ops_matrix[] = {
     {"_pdist_forward", lower_pdist, .flags = 0},
     {"_pdist_backward", lower_pdist_backward, .flags = 0},
     {"renorm", lower_renorm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"linalg_cholesky_ex", lower_cholesky_ex, .flags = 0},
-    {"linalg_cholesky_ex.L", lower_cholesky_ex, .flags = 0},
-    {"cholesky", lower_cholesky, .variants = TTPU_V_OUT},
-    {"_cholesky_solve_helper", lower_cholesky_solve_helper, .variants = TTPU_V_OUT},
-    {"cholesky_inverse", lower_cholesky_inverse, .variants = TTPU_V_OUT},
-    {"triangular_solve", lower_triangular_solve, .flags = 0},
-    {"triangular_solve.X", lower_triangular_solve, .flags = 0},
-    {"linalg_solve_triangular", lower_linalg_solve_triangular, .variants = TTPU_V_OUT},
+    {"linalg_cholesky_ex", lower_cholesky_ex, .complex_fn = lower_cholesky_ex},
+    {"linalg_cholesky_ex.L", lower_cholesky_ex, .complex_fn = lower_cholesky_ex},
+    {"cholesky", lower_cholesky, .variants = TTPU_V_OUT, .complex_fn = lower_cholesky},
+    {"_cholesky_solve_helper", lower_cholesky_solve_helper, .variants = TTPU_V_OUT,
+     .complex_fn = lower_cholesky_solve_helper},
+    {"cholesky_inverse", lower_cholesky_inverse, .variants = TTPU_V_OUT, .complex_fn = lower_cholesky_inverse},
+    {"triangular_solve", lower_triangular_solve, .complex_fn = lower_triangular_solve},
+    {"triangular_solve.X", lower_triangular_solve, .complex_fn = lower_triangular_solve},
+    {"linalg_solve_triangular", lower_linalg_solve_triangular, .variants = TTPU_V_OUT,
+     .complex_fn = lower_linalg_solve_triangular},
     {"trace", lower_trace, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
     {"linalg_cross", lower_linalg_cross, .variants = TTPU_V_OUT},
     {0},

@@ -6,16 +6,27 @@
 
 #include "ttpu_lower.h"
 
-/* The CPU's LAPACK kernels take float32/float64 only: fails the lowering
- * with NotImplementedError naming `kernel` otherwise; 1 if accepted. */
+/* The CPU's LAPACK kernels take float32/float64 and complex64/complex128
+ * only: fails the lowering with NotImplementedError naming `kernel`
+ * otherwise; 1 if accepted. (A complex call reaches a lowering only where
+ * its record names it as the complex lowering too.) */
 int ttpu_mx_lapack_dtype(ttpu_lower* L, ttpu_dtype dt, const char* kernel);
 /* x with its last two dims swapped. */
 ttpu_val ttpu_mx_transpose(ttpu_hlo* b, ttpu_val x);
+/* conj(x): x itself when real. */
+ttpu_val ttpu_mx_conj(ttpu_hlo* b, ttpu_val x);
+/* x^H: the conjugate transpose of the last two dims (x^T when real). */
+ttpu_val ttpu_mx_adjoint(ttpu_hlo* b, ttpu_val x);
+/* |x|^2 elementwise, in x's real component dtype. */
+ttpu_val ttpu_mx_abs2(ttpu_hlo* b, ttpu_val x);
 /* The identity matrices of type t (batch..., n, n). */
 ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
-/* A data-dependent error: fails the call with fmt (one %lld: the largest
- * value) when any element of the integer tensor `info` is non-zero. */
-void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* fmt);
+/* A data-dependent error, as PyTorch's _linalg_check_errors words it:
+ * when an element of the integer tensor `info` (batch...) is non-zero the
+ * call fails with "<who>: <body>", or "<who>: (Batch element k): <body>"
+ * for a batched `info` (k the first failing element, flattened); body's
+ * %lld conversions (at most two) all take that element's info value. */
+void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body);
 
 /* The Jacobi rotation zeroing apq in [[app, apq], [apq, aqq]], elementwise
  * over vectors of type tv (one entry per column of a pairing; lo marks the

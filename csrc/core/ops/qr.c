@@ -8,7 +8,13 @@
  * beta, v = x / (alpha - beta) below the unit diagonal entry, tau = 0 when
  * the column below the diagonal is already zero. So R's signs, tau and the
  * stored reflectors match the CPU's (torch.nn.init.orthogonal_ and friends
- * depend on Q's signs). */
+ * depend on Q's signs).
+ *
+ * Complex matrices take zlarfg's reflectors: beta = -sign(re alpha) *
+ * sqrt(|alpha|^2 + ||x||^2) (real), tau = (beta - alpha) / beta (complex),
+ * H = I - tau v v^H, and tau = 0 only when x is zero and alpha real; the
+ * factorization applies H^H (conj(tau)) to the trailing columns, as
+ * zgeqr2 does. */
 #include "matrix.h"
 
 enum { kMaxSteps = 256 };
@@ -29,13 +35,13 @@ static ttpu_type batch_of(ttpu_type t, ttpu_dtype dt) {
   return t;
 }
 
-/* v (batch..., r) broadcast into t (batch..., r, c) along dim `at`
- * (t.ndim - 2 for a column, t.ndim - 1 for a row); v (batch...) when
- * at < 0. */
+/* v (batch..., r) broadcast into t (batch..., more dims) with its last
+ * dim along dim `at` of t; v (batch...) over t's leading dims when at < 0.
+ * The batch rank is v's own (t may be a matrix or a column type). */
 static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int at) {
   const ttpu_type* tv = ttpu_hlo_type(b, v);
   if (!tv) return TTPU_VAL_ERROR;
-  int nb = t.ndim - 2;
+  int nb = at >= 0 ? tv->ndim - 1 : tv->ndim;
   int64_t map[TTPU_MAX_DIMS];
   for (int d = 0; d < nb; ++d) map[d] = d;
   if (at >= 0) map[nb] = at;
@@ -77,14 +83,14 @@ static ttpu_val reflector(ttpu_hlo* b, ttpu_val a, int64_t j) {
   return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, row, kc(b, ti, (double)j)), kc(b, t, 1), v);
 }
 
-/* x - tau v (v^T x): reflector v (batch..., m) with scalar tau (batch...)
+/* x - tau v (v^H x): reflector v (batch..., m) with scalar tau (batch...)
  * applied from the left to x (batch..., m, c). */
 static ttpu_val reflect_left(ttpu_hlo* b, ttpu_val x, ttpu_val v, ttpu_val tau) {
   const ttpu_type* tp = ttpu_hlo_type(b, x);
   if (!tp) return TTPU_VAL_ERROR;
   ttpu_type t = *tp;
   ttpu_val vb = spread(b, v, t, t.ndim - 2);
-  ttpu_val w = col_sum(b, ttpu_hlo_binary(b, TTPU_MUL, vb, x)); /* (batch..., c) */
+  ttpu_val w = col_sum(b, ttpu_hlo_binary(b, TTPU_MUL, ttpu_mx_conj(b, vb), x)); /* (batch..., c) */
   ttpu_val upd = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, vb, spread(b, w, t, t.ndim - 1)),
                                  spread(b, tau, t, -1));
   return ttpu_hlo_binary(b, TTPU_SUB, x, upd);
@@ -100,7 +106,8 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
     ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "QR on tpu takes matrices up to %d columns", kMaxSteps);
     return 0;
   }
-  ttpu_type ti = with_dtype(t, TTPU_I64), tb = batch_of(t, t.dtype);
+  int cx = ttpu_dtype_is_complex(t.dtype);
+  ttpu_type ti = with_dtype(t, TTPU_I64), tb = batch_of(t, t.dtype), tbr = batch_of(t, ttpu_dtype_real(t.dtype));
   ttpu_val col = ttpu_hlo_iota(b, ti, nb + 1);
   ttpu_type tc = t; /* a column (batch..., m) */
   tc.ndim = nb + 1;
@@ -114,12 +121,16 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
     int64_t last = nb;
     ttpu_val alpha = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at, c, zc), TTPU_RED_SUM, &last, 1);
     ttpu_val xb = ttpu_hlo_select(b, below, c, zc);
-    ttpu_val xn2 = ttpu_hlo_reduce(b, ttpu_hlo_binary(b, TTPU_MUL, xb, xb), TTPU_RED_SUM, &last, 1);
-    ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, xn2,
-                                                                  ttpu_hlo_binary(b, TTPU_MUL, alpha, alpha)));
-    ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, alpha, kc(b, tb, 0));
-    ttpu_val beta = ttpu_hlo_select(b, neg, norm, ttpu_hlo_unary(b, TTPU_NEG, norm));
-    ttpu_val trivial = ttpu_hlo_compare(b, TTPU_EQ, xn2, kc(b, tb, 0));
+    ttpu_val xn2 = ttpu_hlo_reduce(b, ttpu_mx_abs2(b, xb), TTPU_RED_SUM, &last, 1);
+    ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, xn2, ttpu_mx_abs2(b, alpha)));
+    ttpu_val ar = cx ? ttpu_hlo_real(b, alpha) : alpha;
+    ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, ar, kc(b, tbr, 0));
+    ttpu_val beta = ttpu_hlo_select(b, neg, norm, ttpu_hlo_unary(b, TTPU_NEG, norm)); /* real */
+    ttpu_val trivial = ttpu_hlo_compare(b, TTPU_EQ, xn2, kc(b, tbr, 0));
+    if (cx)
+      trivial = ttpu_hlo_binary(b, TTPU_AND, trivial,
+                                ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_imag(b, alpha), kc(b, tbr, 0)));
+    if (cx) beta = ttpu_hlo_convert(b, beta, t.dtype);
     ttpu_val tau = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, beta, alpha), beta);
     tau = ttpu_hlo_select(b, trivial, kc(b, tb, 0), tau);
     ttpu_val scale = ttpu_hlo_binary(b, TTPU_SUB, alpha, beta);
@@ -129,7 +140,7 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
     /* the trailing columns take the reflection; column j becomes
      * (beta, v below) */
     ttpu_val right = ttpu_hlo_compare(b, TTPU_GT, col, kc(b, ti, (double)j));
-    a = ttpu_hlo_select(b, right, reflect_left(b, a, v, tau), a);
+    a = ttpu_hlo_select(b, right, reflect_left(b, a, v, ttpu_mx_conj(b, tau)), a);
     ttpu_val newc = ttpu_hlo_select(b, at, spread(b, ttpu_hlo_select(b, trivial, alpha, beta), tc, -1),
                                     ttpu_hlo_select(b, below, v, c));
     ttpu_val is_j = ttpu_hlo_compare(b, TTPU_EQ, col, kc(b, ti, (double)j));
@@ -150,11 +161,13 @@ static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out
 static ttpu_val tau_at(ttpu_hlo* b, ttpu_val tau, int64_t j) { return column(b, tau, j); }
 
 /* The k reflectors of a (batch..., m, n) with tau (batch..., k) applied
- * to x (batch..., m, c) from the left: Q x (H_{k-1} first) or Q^T x. */
-static ttpu_val apply_q(ttpu_hlo* b, ttpu_val a, ttpu_val tau, int64_t k, ttpu_val x, int transpose) {
+ * to x (batch..., m, c) from the left: Q x (H_{k-1} first) or Q^H x
+ * (H_0^H first). */
+static ttpu_val apply_q(ttpu_hlo* b, ttpu_val a, ttpu_val tau, int64_t k, ttpu_val x, int adjoint) {
   for (int64_t s = 0; s < k; ++s) {
-    int64_t j = transpose ? s : k - 1 - s;
-    x = reflect_left(b, x, reflector(b, a, j), tau_at(b, tau, j));
+    int64_t j = adjoint ? s : k - 1 - s;
+    ttpu_val tj = tau_at(b, tau, j);
+    x = reflect_left(b, x, reflector(b, a, j), adjoint ? ttpu_mx_conj(b, tj) : tj);
   }
   return x;
 }
@@ -197,8 +210,8 @@ static ttpu_status* lower_ormqr(ttpu_lower* L) {
   if (left) {
     r = apply_q(b, ttpu_l_tensor(L, 0), tau, k, c, tr);
   } else {
-    /* C Q = (Q^T C^T)^T, C Q^T = (Q C^T)^T */
-    r = ttpu_mx_transpose(b, apply_q(b, ttpu_l_tensor(L, 0), tau, k, ttpu_mx_transpose(b, c), !tr));
+    /* C Q = (Q^H C^H)^H, C Q^H = (Q C^H)^H */
+    r = ttpu_mx_adjoint(b, apply_q(b, ttpu_l_tensor(L, 0), tau, k, ttpu_mx_adjoint(b, c), !tr));
   }
   ttpu_l_set_out(L, 0, r);
   return NULL;
@@ -231,10 +244,11 @@ static ttpu_status* lower_linalg_qr(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_qr[] = {
-    {"geqrf", lower_geqrf, .flags = 0},
-    {"geqrf.a", lower_geqrf, .flags = 0},
-    {"linalg_householder_product", lower_householder_product, .variants = TTPU_V_OUT},
-    {"ormqr", lower_ormqr, .variants = TTPU_V_OUT},
-    {"linalg_qr", lower_linalg_qr, .variants = TTPU_V_OUT},
+    {"geqrf", lower_geqrf, .complex_fn = lower_geqrf},
+    {"geqrf.a", lower_geqrf, .complex_fn = lower_geqrf},
+    {"linalg_householder_product", lower_householder_product, .variants = TTPU_V_OUT,
+     .complex_fn = lower_householder_product},
+    {"ormqr", lower_ormqr, .variants = TTPU_V_OUT, .complex_fn = lower_ormqr},
+    {"linalg_qr", lower_linalg_qr, .variants = TTPU_V_OUT, .complex_fn = lower_linalg_qr},
     {0},
 };

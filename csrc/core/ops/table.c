@@ -38,6 +38,7 @@ extern const ttpu_op_def ttpu_ops_rnn[];
 extern const ttpu_op_def ttpu_ops_svd[];
 extern const ttpu_op_def ttpu_ops_bessel[];
 extern const ttpu_op_def ttpu_ops_eigh[];
+extern const ttpu_op_def ttpu_ops_eig[];
 extern const ttpu_op_def ttpu_ops_matrix_exp[];
 extern const ttpu_op_def ttpu_ops_unique[];
 extern const ttpu_op_def ttpu_ops_upsample_bicubic[];
@@ -88,6 +89,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_svd,
     ttpu_ops_bessel,
     ttpu_ops_eigh,
+    ttpu_ops_eig,
     ttpu_ops_matrix_exp,
     ttpu_ops_unique,
     ttpu_ops_upsample_bicubic,
