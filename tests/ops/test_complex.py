@@ -646,3 +646,33 @@ def test_svd(dtype, shape):
     torch.testing.assert_close(vh.cpu() @ vh.cpu().mH, eye, **tol)
     torch.testing.assert_close(torch.linalg.matrix_norm(a.to(DEV), "nuc").cpu(),
                                torch.linalg.matrix_norm(a, "nuc"), **tol)
+
+
+@pytest.mark.parametrize("op", ["mm", "bmm", "matmul", "solve_triangular", "solve_triangular_in_place"])
+def test_out_into_a_conjugate_view(op):
+    """out= a lazily conjugated view (z.conj()): ops that PyTorch lets handle
+    the conjugate bit themselves (mm, solve_triangular) write the result
+    through the bit, as on the CPU (found by PyTorch's test_linalg)."""
+    torch.manual_seed(5)
+    a = torch.randn(2, 4, 4, dtype=torch.complex64) + 4 * torch.eye(4)
+    b = torch.randn(2, 4, 3, dtype=torch.complex64)
+    results = []
+    for dev in ("cpu", DEV):
+        x, y = a.to(dev).triu(), b.to(dev)
+        z = torch.zeros(2, 4, 3, dtype=torch.complex64, device=dev)
+        out = z.conj()
+        if op == "mm":
+            r = torch.mm(x[0], y[0], out=out[0])
+        elif op == "bmm":
+            r = torch.bmm(x, y, out=out)
+        elif op == "matmul":
+            r = torch.matmul(x, y, out=out)
+        elif op == "solve_triangular":
+            r = torch.linalg.solve_triangular(x, y, upper=True, out=out)
+        else:
+            out.copy_(y)
+            r = torch.linalg.solve_triangular(x, out, upper=True, out=out)
+        assert r.is_conj() and r.data_ptr() == out.data_ptr()
+        results.append((z.cpu(), out.cpu().resolve_conj()))
+    for got, want in zip(results[1], results[0]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -90,6 +90,41 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   }
   const size_t num_args = info.num_args;
   TORCH_INTERNAL_ASSERT(stack->size() >= num_args);
+  // A written tensor with a lazy conjugate or negative bit (out=z.conj()):
+  // the ops PyTorch counts as handling those bits themselves (mm,
+  // solve_triangular, ...) reach here without the Conjugate fallback. Run
+  // on a resolved copy, then write it back through copy_, which honours
+  // the bit, and return the tensor that was passed.
+  std::vector<std::pair<at::Tensor, at::Tensor>> lazy;  // (passed, resolved)
+  const size_t base = stack->size() - num_args;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& value = (*stack)[base + i];
+    if (info.is_mutable[i] && value.isTensor() && value.toTensor().defined() &&
+        (value.toTensor().is_conj() || value.toTensor().is_neg())) {
+      const at::Tensor passed = value.toTensor();
+      at::Tensor resolved = passed.resolve_conj().resolve_neg();
+      (*stack)[base + i] = resolved;
+      lazy.emplace_back(passed, std::move(resolved));
+    }
+  }
+  if (!lazy.empty()) {
+    const size_t n_returns = op.schema().returns().size();
+    run_engine_op_with(info, op, stack, allow_cpu_fallback);
+    for (auto& [passed, resolved] : lazy) {
+      if (passed.sizes() != resolved.sizes()) {
+        passed.resize_(resolved.sizes());
+      }
+      passed.copy_(resolved);
+    }
+    for (size_t r = stack->size() - n_returns; r < stack->size(); ++r) {
+      for (const auto& [passed, resolved] : lazy) {
+        if ((*stack)[r].isTensor() && (*stack)[r].toTensor().is_same(resolved)) {
+          (*stack)[r] = passed;
+        }
+      }
+    }
+    return;
+  }
   // The arguments, in place on the stack (nothing is pushed onto it before
   // they are dropped).
   const c10::ArrayRef<c10::IValue> args(
