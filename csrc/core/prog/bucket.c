@@ -427,6 +427,18 @@ static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
   return p->tensor_dyn[ix] ? 1 << d : -2;
 }
 
+/* The dims an ints argument lists (negative ones from the end), as a
+ * mask; -1 when one is out of range. */
+static int dims_mask(const ttpu_arg* g, int ndim) {
+  int mask = 0;
+  for (int k = 0; k < g->n; ++k) {
+    int64_t d = g->ints[k] < 0 ? g->ints[k] + ndim : g->ints[k];
+    if (d < 0 || d >= ndim) return -1;
+    mask |= 1 << d;
+  }
+  return mask;
+}
+
 /* A reduction of one tensor over the dims of its argument 1 (sum.dim_IntList,
  * mean.dim, amax, ...; keepdim or not): every output dim is an input dim,
  * so only the padded ones hold the bucket (a fixed dim of the true size
@@ -436,12 +448,8 @@ static int reduce_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
       c->args[0].kind != TTPU_ARG_TENSOR || c->args[1].kind != TTPU_ARG_INTS ||
       c->args[1].n == 0)
     return -2;
-  int nd = c->tensors[0].ndim, od = p->rtens[1].ndim, red = 0;
-  for (int k = 0; k < c->args[1].n; ++k) {
-    int64_t d = c->args[1].ints[k] < 0 ? c->args[1].ints[k] + nd : c->args[1].ints[k];
-    if (d < 0 || d >= nd) return -2;
-    red |= 1 << d;
-  }
+  int nd = c->tensors[0].ndim, od = p->rtens[1].ndim, red = dims_mask(&c->args[1], nd);
+  if (red < 0) return -2;
   int n_red = __builtin_popcount((unsigned)red), dyn = p->tensor_dyn[0], out = 0;
   if (od != nd && od != nd - n_red) return -2;
   for (int j = 0, o = 0; j < nd; ++j) {
@@ -473,11 +481,8 @@ static int reduces_other_dims(const ttpu_op_call* c, int arg, int mask, int ndim
       if (j < 0 || mask >> j & 1) return 0;
     return 1;
   }
-  for (int k = 0; k < g->n; ++k) {
-    int64_t d = g->ints[k] < 0 ? g->ints[k] + ndim : g->ints[k];
-    if (d < 0 || d >= ndim || mask >> d & 1) return 0;
-  }
-  return 1;
+  int red = dims_mask(g, ndim);
+  return red >= 0 && !(red & mask);
 }
 
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
