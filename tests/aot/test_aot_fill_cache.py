@@ -123,3 +123,22 @@ def test_fill_cache_needs_a_script(tmp_path):
         capture_output=True, text=True, env=_env(), timeout=120,
     )
     assert p.returncode == 2 and "needs a SCRIPT" in p.stderr
+
+
+def test_fill_from_generate_covers_other_lengths(tmp_path):
+    """A TPU cache filled from one generate() with explicit bucket sizes
+    holds every program a later generate() of other prompt lengths and
+    fewer tokens needs: the keys the runtime stores for those runs are a
+    subset of the filled keys, so the TPU host compiles nothing for them."""
+    script = os.path.join(REPO, "benchmarks", "shapes", "generate_lengths.py")
+    env = dict(TORCHTPU_BUCKETS="16,32,64,128", TORCHTPU_EAGER_MODE="fused")
+    tpu_dir, cpu_dir = tmp_path / "tpu", tmp_path / "cpu"
+    out = _run(["-m", "torchtpu.aot", "--topology", TOPOLOGY, "--fill-cache", str(tpu_dir), script,
+                "--model", "gpt2", "--tokens", "56", "--no-cpu-check"], **env)
+    assert "0 failed" in out.strip().splitlines()[-1], out
+    out = _run([script, "--model", "gpt2", "--prompts", "5,13", "--tokens", "40"],
+               TORCHTPU_CACHE_DIR=str(cpu_dir), **env)
+    assert out.count("tokens equal the CPU's") == 2, out
+    (tpu,) = _entries(tpu_dir).values()
+    (cpu,) = _entries(cpu_dir).values()
+    assert cpu and set(cpu) <= set(tpu), sorted(set(cpu) - set(tpu))

@@ -7,6 +7,8 @@ past it (129). The suite runs with TORCHTPU_BUCKET_POISON=1 (conftest), so
 padding holds NaN and a consumer that fails to mask it shows.
 
 Compile counts are deterministic and asserted; times are not."""
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -84,6 +86,8 @@ OPS = {
     "all over n": lambda x: (x > -10).all(1),
     "any over n": lambda x: (x > 2).any(1),
     "where": lambda x: torch.where(x > 0, x, -x),
+    "isin a set": lambda x: torch.isin((x * 2).round(), torch.tensor([0.0, 1.0, -2.0], device=x.device)),
+    "isin a padded set (no rule)": lambda x: torch.isin(x[:, :, 0].round(), x[0, :, 1].round()),
     "cat again": lambda x: torch.cat([x, x[:, :1]], 1),
     "cat along a fixed dim": lambda x: torch.cat([x, -x], 2),
     "cat with an empty tensor": lambda x: torch.cat([torch.empty(0, device=x.device), x], 1),
@@ -427,3 +431,35 @@ def test_varying_length_batches_from_the_host():
         assert counts[-1] - counts[2] == 0, counts
         print("ok")
     """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))
+
+
+@pytest.mark.parametrize("mode", ["strict", pytest.param("fused", marks=pytest.mark.long)])
+def test_a_filled_cache_serves_other_prompt_lengths(mode, tmp_path):
+    """With explicit sizes, prompts are padded from their first upload and
+    the default cache grows inside buckets: one generate() that reaches the
+    largest length fills a disk cache (as `torchtpu.aot --fill-cache` fills a
+    TPU's) from which generate() of other prompt lengths and fewer tokens
+    compiles nothing. Tokens equal the CPU's."""
+    import subprocess
+    import sys
+
+    from _proc import ROOT
+
+    env = dict(os.environ, TORCHTPU_BUCKETS="16,32,64,128", TORCHTPU_CACHE_DIR=str(tmp_path),
+               TORCHTPU_EAGER_MODE=mode, PYTHONUNBUFFERED="1")
+    script = os.path.join(ROOT, "benchmarks", "shapes", "generate_lengths.py")
+
+    def run(*args):
+        p = subprocess.run([sys.executable, script, *args], env=env, cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+        return p.stdout
+
+    first = run("--prompts", "8", "--tokens", "56")
+    assert "tokens equal the CPU's" in first and "compiled 0" not in first, first
+    later = run("--prompts", "5,13", "--tokens", "40")
+    later += run("--prompts", "11", "--tokens", "3")
+    lines = [ln for ln in later.splitlines() if ln.startswith("prompt")]
+    assert len(lines) == 3, later
+    for ln in lines:
+        assert "compiled 0," in ln and "tokens equal the CPU's" in ln, later

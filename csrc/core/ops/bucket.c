@@ -134,6 +134,9 @@ static const rule_def kRules[] = {
     {"gelu_backward", TTPU_B_ELEMENTWISE},
     {"sigmoid_backward", TTPU_B_ELEMENTWISE},
     {"tanh_backward", TTPU_B_ELEMENTWISE},
+    /* membership of the first operand's elements in a set */
+    {"isin.Tensor_Tensor", TTPU_B_FIRST},
+    {"isin.Tensor_Scalar", TTPU_B_FIRST},
     /* Reductions and contractions: right over any dims once the padding
      * holds the operation's identity. */
     {"sum", TTPU_B_FILL_ZERO},

@@ -142,6 +142,8 @@ enum {
   TTPU_B_NORM_BACKWARD, /* native_layer_norm_backward: FILL_ZERO, and only
                            when none of its last len(argument 2) dims is
                            padded */
+  TTPU_B_FIRST,        /* isin: elementwise over its first operand; the
+                          others enter whole (a set) and are never padded */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

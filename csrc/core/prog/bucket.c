@@ -286,9 +286,10 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
   int m = watch(pc, h, ndim, dims, 0);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
   /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
-   * from its first upload, where its bucket wastes at most half. */
+   * from its first upload, where its bucket is at most four times n (a
+   * prompt of 5 in a smallest size of 16; not a [b, 2] pair of indices). */
   if (d < 0 && pc->bucket_ladder == 3 && ndim == 2 &&
-      ttpu_bucket_size(pc, dims[1]) <= 2 * dims[1])
+      ttpu_bucket_size(pc, dims[1]) <= 4 * dims[1])
     d = 1;
   if (d <= 0 || dims[d] <= 1) return -1;
   if (pc->var_len[0] != dims[d]) {
@@ -710,6 +711,12 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     }
   } else if (ok && rule == TTPU_B_MATMUL) {
     known = matmul_dyn(p, c);
+  } else if (ok && rule == TTPU_B_FIRST) {
+    /* the output has the first operand's shape; a padded set would add
+     * its padding to the set */
+    known = nt > 0 && no == 1 && p->rtens[nt].ndim == p->rtens[0].ndim ? p->tensor_dyn[0] : -1;
+    for (int k = 1; k < nt && known >= 0; ++k)
+      if (p->tensor_dyn[k]) known = -1;
   } else if (ok) {
     known = gather_dyn(p, c);
     if (known == -2 && rule != TTPU_B_ELEMENTWISE) known = reduce_dyn(p, c);
