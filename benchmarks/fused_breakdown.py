@@ -1,0 +1,144 @@
+"""Where a training step's time goes in each mode: host time issuing the
+step's ops, device time of the programs it runs, programs and windows per
+step, and host syncs, side by side for strict, fused and compiled.
+
+    .venv/bin/python benchmarks/fused_breakdown.py [--layers 4] [--dim 256] [--rounds 5]
+
+The model is benchmarks/llama.py's (vocab 512, 8x128 tokens, AdamW), one
+process: strict and fused alternate per round so load hits both alike,
+then compiled (once Dynamo has traced the step it wraps the optimizer, and
+eager steps after that are not today's eager steps).
+Per mode (medians over rounds):
+
+- step: wall time per step of a round of --steps steps, each ending with
+  a host read of the loss, from a synchronized device to a synchronized
+  device;
+- issue: time until the step's last op returned (loss.item() not yet
+  called): Python, autograd, dispatch, the glue and recording (fused) or
+  enqueueing (strict: programs may run inline meanwhile); per op: issue
+  divided by the ATen ops strict mode runs;
+- device: the summed run time of the programs the step launched, from the
+  engine's own timing (torch.profiler's tpu track), and how many;
+- windows (fused): windows per step, ops per window, and why they ended.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import torchtpu
+import torchtpu.dynamo  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama import Llama  # noqa: E402
+
+
+def device_time(fn):
+    """Run fn() under torch.profiler; return (seconds of tpu program time,
+    programs launched, the four longest)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+    total, n, each = 0.0, 0, []
+    for e in prof.events():
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1:
+            t = e.time_range.elapsed_us() / 1e6
+            total += t
+            n += 1
+            each.append((e.name[:40], t))
+    return total, n, sorted(each, key=lambda p: -p[1])[:4]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=3)
+    a = ap.parse_args(argv)
+
+    torch.manual_seed(0)
+    vocab = 512
+    model = Llama(vocab, d=a.dim, layers=a.layers).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    x = torch.randint(0, vocab, (8, 128)).to("tpu")
+    y = torch.randint(0, vocab, (8, 128)).to("tpu")
+
+    def step(x, y):
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = torch.compile(step, backend="tpu")
+    modes = ("strict", "fused", "compiled")
+
+    def one(mode, steps):
+        """A round of `steps` steps from a synchronized device to a
+        synchronized device: (wall per step, issue per step, counters)."""
+        torch.tpu.synchronize()
+        m0 = torchtpu.debug.metrics()  # (synchronizes too)
+        issue = 0.0
+        t0 = time.perf_counter()
+        with torchtpu.set_eager_mode("strict" if mode == "compiled" else mode):
+            for _ in range(steps):
+                ts = time.perf_counter()
+                loss = compiled(x, y) if mode == "compiled" else step(x, y)
+                issue += time.perf_counter() - ts
+                loss.item()
+            torch.tpu.synchronize()
+        wall = time.perf_counter() - t0
+        m1 = torchtpu.debug.metrics()
+        d = {k: (m1[k] - m0[k]) / steps for k in ("executions", "fused_windows", "fused_ops")}
+        d["ends"] = {k: (v - m0["fused_window_ends"].get(k, 0)) / steps
+                     for k, v in m1["fused_window_ends"].items() if v - m0["fused_window_ends"].get(k, 0)}
+        return wall / steps, issue / steps, d
+
+    # Strict and fused alternate; compiled runs after them: once Dynamo has
+    # traced the step, its wrapping of the optimizer changes how the eager
+    # step runs.
+    rows = {m: [] for m in modes}
+    dev = {}
+    for group in (("strict", "fused"), ("compiled",)):
+        for mode in group:  # warm-up: every program compiled
+            one(mode, 3)
+        for _ in range(a.rounds):
+            for mode in group:
+                rows[mode].append(one(mode, a.steps))
+        for mode in group:
+            if mode == "compiled":
+                dev[mode] = device_time(lambda: (compiled(x, y).item(), torch.tpu.synchronize()))
+            else:
+                def f(mode=mode):
+                    with torchtpu.set_eager_mode(mode):
+                        step(x, y).item()
+                    torch.tpu.synchronize()
+                dev[mode] = device_time(f)
+    # ATen ops per step as the engine sees them: strict mode runs one
+    # program per op.
+    ops = rows["strict"][-1][2]["executions"]
+    print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW; load average "
+          f"{os.getloadavg()[0]:.2f}; medians of {a.rounds} rounds")
+    print("| mode | step ms | issue ms | issue us/op | device ms (programs) | windows/step | ends |")
+    print("|---|---|---|---|---|---|---|")
+    for mode in modes:
+        wall = statistics.median(r[0] for r in rows[mode]) * 1e3
+        issue = statistics.median(r[1] for r in rows[mode]) * 1e3
+        d = rows[mode][-1][2]
+        win = f'{d["fused_windows"]:.0f}' if mode == "fused" else "-"
+        ends = ", ".join(f"{k} {v:.0f}" for k, v in d["ends"].items()) if mode == "fused" else "-"
+        print(f"| {mode} | {wall:.1f} | {issue:.1f} | {issue * 1e3 / max(ops, 1):.1f} | "
+              f"{dev[mode][0] * 1e3:.1f} ({dev[mode][1]}) | {win} | {ends} |")
+    for mode in modes:
+        print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
+    print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
