@@ -187,7 +187,7 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, eps * (double)(m > n ? m : n));
   /* gels is LAPACK's QR solve, which fails on an exactly singular R */
   if (gels)
-    check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_INVALID_ARGUMENT,
+    check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_LINALG_ERROR,
               "torch.linalg.lstsq: The least squares solution could not be computed because the "
               "input matrix does not have full rank");
 

@@ -3,6 +3,7 @@
  * ops for (Cholesky, triangular solve) with what PyTorch builds on them. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "matrix.h"
 
@@ -396,7 +397,10 @@ void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const cha
   for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
   char fmt[TTPU_L_CHECK_FMT_MAX];
   snprintf(fmt, sizeof fmt, "%s: %s%s", who, batched ? "(Batch element %lld): " : "", body);
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, fmt);
+  /* _linalg_check_errors raises LinAlgError, but a plain RuntimeError for
+   * lu_factor's zero pivot */
+  ttpu_code code = strstr(who, "lu_factor") ? TTPU_INVALID_ARGUMENT : TTPU_LINALG_ERROR;
+  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), code, fmt);
 }
 
 /* x with the other triangle zeroed (the diagonal kept). */

@@ -21,7 +21,9 @@ ttpu_val ttpu_mx_adjoint(ttpu_hlo* b, ttpu_val x);
 ttpu_val ttpu_mx_abs2(ttpu_hlo* b, ttpu_val x);
 /* The identity matrices of type t (batch..., n, n). */
 ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
-/* A data-dependent error, as PyTorch's _linalg_check_errors words it:
+/* A data-dependent error (torch.linalg.LinAlgError, TTPU_LINALG_ERROR, or a
+ * RuntimeError for lu_factor, as the CPU raises them), as PyTorch's
+ * _linalg_check_errors words it:
  * when an element of the integer tensor `info` (batch...) is non-zero the
  * call fails with "<who>: <body>", or "<who>: (Batch element k): <body>"
  * for a batched `info` (k the first failing element, flattened); body's
