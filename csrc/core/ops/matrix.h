@@ -30,6 +30,16 @@ ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
  * %lld conversions (at most two) all take that element's info value. */
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body);
 
+/* A counted loop (stablehlo.while) for j = 0 .. trips - 1, or from
+ * trips - 1 down to 0 when reverse: the program holds one trip whatever
+ * the count. The loop state is init[0..n) (n at most 15); each trip
+ * body(b, ctx, j, st, next) sees j (a 0-d i64) and the state and writes
+ * the next state. fin receives the last state (init itself for
+ * trips <= 0). */
+typedef void (*ttpu_mx_fori_body)(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next);
+void ttpu_mx_fori(ttpu_hlo* b, int64_t trips, int reverse, const ttpu_val* init, int n, ttpu_mx_fori_body body,
+                  void* ctx, ttpu_val* fin);
+
 /* The Jacobi rotation zeroing apq in [[app, apq], [apq, aqq]], elementwise
  * over vectors of type tv (one entry per column of a pairing; lo marks the
  * lower column p of its pair p < q): *t = tan of the angle, the smaller root
