@@ -233,3 +233,46 @@ def test_out_resize_warnings_as_cpu():
     assert len(cpu[0]) == 4
     assert warned(DEV) == cpu
     assert warned(DEV) == cpu
+
+
+def _cmats(seed, *shapes, dtype=torch.complex64):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=g, dtype=dtype) for s in shapes]
+
+
+CTOL = {torch.complex64: dict(atol=5e-5, rtol=5e-5), torch.complex128: dict(atol=1e-10, rtol=1e-10)}
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("sa,sb", [((5, 3), (5, 2)), ((3, 5), (3, 2)), ((2, 5, 3), (2, 5)), ((1, 6, 4), (3, 6, 2))])
+def test_complex(sa, sb, driver, dtype):
+    """Complex matrices: W = A^H for a wide A, conjugated products."""
+    a, b = _cmats(12, sa, sb, dtype=dtype)
+    check(_lstsq, a, b, driver=driver, **CTOL[dtype])
+
+
+def test_complex_rank_deficient_and_gradients():
+    a, b = _cmats(13, (6, 4), (6, 2), dtype=torch.complex128)
+    a[:, 3] = a[:, 0] * (1 - 2j)  # rank 3
+    check(_lstsq, a, b, **CTOL[torch.complex128])
+    check(_lstsq, a.mH, b[:4], **CTOL[torch.complex128])
+    a, b = _cmats(14, (2, 5, 3), (2, 5, 2), dtype=torch.complex128)
+    a.requires_grad_()
+    b.requires_grad_()
+    check(lambda x, y: torch.linalg.lstsq(x, y).solution, a, b, grad=True, **CTOL[torch.complex128])
+
+
+def test_complex_out_form_and_singular_gels():
+    a, b = _cmats(15, (5, 3), (5, 2))
+    outs_c = [torch.empty(0, dtype=a.dtype), torch.empty(0), torch.empty(0, dtype=torch.long), torch.empty(0)]
+    outs_t = [t.to(DEV) for t in outs_c]
+    torch.linalg.lstsq(a, b, driver="gelsd", out=outs_c)
+    torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver="gelsd", out=outs_t)
+    for c, t in zip(outs_c, outs_t):
+        assert t.dtype == c.dtype
+        torch.testing.assert_close(t.cpu(), c, **CTOL[torch.complex64])
+    a[:, 1] = 0
+    for x, y in ((a, b), (a.to(DEV), b.to(DEV))):
+        with pytest.raises(torch.linalg.LinAlgError, match="does not have full rank"):
+            torch.linalg.lstsq(x, y, driver="gels")

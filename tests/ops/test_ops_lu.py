@@ -86,7 +86,7 @@ def cmat(*shape, dtype=torch.complex64, seed=0):
 def test_complex_lu_family(dtype, shape):
     """Pivots on |re| + |im| as LAPACK: LU, pivots, P L U are the CPU's."""
     a, tol = cmat(*shape, dtype=dtype), CTOL[dtype]
-    if shape[-1] >= 16:  # each op unrolls the factorization again: the two that matter
+    if shape[-1] >= 16:  # every op compiles a program of its own: the two that matter
         check(torch.linalg.lu_factor_ex, a, noncontig=False, **tol)
         check(torch.linalg.slogdet, a, noncontig=False, **tol)
         return
@@ -105,8 +105,37 @@ def test_complex_lu_family(dtype, shape):
 
 
 def test_complex_lu_size_40():
-    # (one program: every op of the family unrolls the 40 steps again)
     check(torch.linalg.lu_factor_ex, cmat(40, 40, dtype=torch.complex64), **CTOL[torch.complex64])
+
+
+def test_lu_past_256_columns():
+    """The factorization loops at run time: no size limit, the CPU's
+    pivots, solve, inverse and determinant at n = 300."""
+    a = rand(300, 300, dtype=torch.float64) + 4 * torch.eye(300, dtype=torch.float64)
+    check(torch.linalg.lu_factor_ex, a, noncontig=False, atol=1e-9, rtol=1e-9)
+    b = rand(300, 2, dtype=torch.float64, seed=1)
+    check(torch.linalg.solve, a, b, noncontig=False, atol=1e-9, rtol=1e-9)
+    check(torch.linalg.slogdet, a, noncontig=False, atol=1e-9, rtol=1e-9)
+    c = cmat(2, 260, 260, dtype=torch.complex64)
+    check(torch.linalg.inv_ex, c, noncontig=False, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128])
+def test_lu_solve_broadcasting_and_out(dtype):
+    """Batch broadcasting between the factorization and B, as PyTorch's
+    test_lu_solve_batched_broadcasting does; the out= form."""
+    tol = CTOL.get(dtype, TOL)
+    a = cmat(2, 1, 5, 5, dtype=dtype) if dtype.is_complex else mat(2, 1, 5, 5)
+    lu, piv = torch.linalg.lu_factor(a)
+    b = rand(3, 5, 4, dtype=dtype, seed=2)
+    for left, adjoint in [(True, False), (True, True)]:
+        check(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, b, **tol)
+    check(lambda x, p, y: torch.linalg.lu_solve(x[0, 0], p[0, 0], y), lu, piv, b, **tol)
+    out_c = torch.empty(0, dtype=dtype)
+    out_t = out_c.to(DEV)
+    torch.linalg.lu_solve(lu, piv, b, out=out_c)
+    torch.linalg.lu_solve(lu.to(DEV), piv.to(DEV), b.to(DEV), out=out_t)
+    torch.testing.assert_close(out_t.cpu(), out_c, **tol)
 
 
 def test_complex_lu_wide_tall_singular():

@@ -95,7 +95,7 @@ def test_complex_qr(dtype, shape):
     and tau are the CPU's, not only up to phase."""
     a = rand(*shape, dtype=dtype)
     tol = CTOL[dtype]
-    if shape[-1] >= 16:  # unrolled over the columns: one program, the one that matters
+    if shape[-1] >= 16:  # one program per op: the one that matters
         check(torch.linalg.qr, a, noncontig=False, **tol)
         return
     for mode in ("reduced", "complete", "r"):
@@ -119,3 +119,31 @@ def test_complex_qr_backward():
           **CTOL[torch.complex128])
     x = rand(3, 2, dtype=torch.complex128, seed=1).to(DEV).requires_grad_()
     assert torch.autograd.gradcheck(lambda t: torch.linalg.qr(t).R, (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_geqrf_is_column_major_and_ormqr_takes_it(dtype):
+    """geqrf leaves the reflectors in LAPACK's column-major order, as the
+    CPU does (PyTorch's test_ormqr asserts it), batched ones per matrix;
+    ormqr takes them either way, over every batch PyTorch's test uses."""
+    tol = CTOL.get(dtype, TOL)
+    for batch in [(), (0,), (2,), (2, 1)]:
+        for m, n in [(5, 5), (5, 2), (2, 5), (5, 0), (0, 5)]:
+            a = rand(*batch, m, n, dtype=dtype)
+            f_c, _ = torch.geqrf(a)
+            f_t, tau = torch.geqrf(a.to(DEV))
+            assert f_t.stride() == f_c.stride() and f_t.mT.is_contiguous()
+            c = rand(*batch, m, 3, dtype=dtype, seed=1).to(DEV)
+            for fac in (f_t, f_t.contiguous()):
+                for tr in (False, True):
+                    want = torch.ormqr(fac.cpu(), tau.cpu(), c.cpu(), left=True, transpose=tr)
+                    got = torch.ormqr(fac, tau, c, left=True, transpose=tr)
+                    torch.testing.assert_close(got.cpu(), want, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_qr_large(dtype):
+    """The factorization loops at run time: sizes past the old 256-column
+    limit, Q and R the CPU's."""
+    a = rand(300, 280, dtype=dtype)
+    check(torch.linalg.qr, a, noncontig=False, atol=1e-9, rtol=1e-9)

@@ -1,4 +1,4 @@
-/* hlo_linalg.c - dot_general, convolution, cholesky, triangular_solve. */
+/* hlo_linalg.c - dot_general, convolution, triangular_solve. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,14 +350,6 @@ static int square_float(ttpu_hlo* b, const ttpu_type* t, const char* what) {
     return 0;
   }
   return 1;
-}
-
-ttpu_val ttpu_hlo_cholesky(ttpu_hlo* b, ttpu_val a, int lower) {
-  const char* what = "stablehlo.cholesky";
-  const ttpu_type* ta = ttpu_hloi_check(b, a, what);
-  if (!ta || !square_float(b, ta, what)) return TTPU_VAL_ERROR;
-  return ttpu_hloi_op(b, what, &a, 1, lower ? "lower = true" : "lower = false",
-                      *ta);
 }
 
 ttpu_val ttpu_hlo_triangular_solve(ttpu_hlo* b, ttpu_val a, ttpu_val rhs,

@@ -184,10 +184,6 @@ ttpu_val ttpu_hlo_reduce_window(ttpu_hlo* b, ttpu_val x, ttpu_redop op,
 ttpu_val ttpu_hlo_cumulative(ttpu_hlo* b, ttpu_val x, ttpu_redop op, int dim);
 
 /* ---- linear algebra */
-/* Cholesky factor of the symmetric (Hermitian) positive-definite matrices
- * in a (batch..., n, n), float or complex. Only the requested triangle is
- * meaningful; a matrix that is not positive-definite gives NaNs. */
-ttpu_val ttpu_hlo_cholesky(ttpu_hlo* b, ttpu_val a, int lower);
 /* Solves op(a) x = rhs (left_side) or x op(a) = rhs for triangular a
  * (batch..., n, n), float or complex; rhs (batch..., n, k) / (batch...,
  * k, n), same batch and dtype; op transposes a when transpose_a is 1,

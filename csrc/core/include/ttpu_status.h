@@ -23,6 +23,9 @@ typedef enum {
   TTPU_INTERNAL = 6,          /* a bug in the engine */
   TTPU_PLUGIN_ERROR = 7,      /* an error reported by the PJRT plugin */
   TTPU_INDEX_ERROR = 8,       /* out-of-range index: maps to IndexError */
+  TTPU_LINALG_ERROR = 9,      /* a matrix the algorithm cannot take (singular,
+                                 not positive-definite): maps to
+                                 torch.linalg.LinAlgError */
 } ttpu_code;
 
 /* Not thread-safe: a status belongs to the thread that got it until it is

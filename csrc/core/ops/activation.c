@@ -71,22 +71,22 @@ static int gelu_tanh(ttpu_lower* L, int arg) {
 
 /* gelu(self, *, approximate): x/2 (1 + erf(x/sqrt2)), or the tanh form
  * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static ttpu_status* lower_gelu(ttpu_lower* L) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype md;
-  if (!act_type(L, TTPU_EW_FLOAT, "GeluKernelImpl", &md)) return NULL;
-  ttpu_val x = ttpu_ew_in(L, 0, md), r;
-  if (gelu_tanh(L, 1)) {
+ttpu_val ttpu_ew_gelu(ttpu_hlo* b, ttpu_val x, int tanh_form) {
+  if (tanh_form) {
     const double beta = kSqrt2 * k2_SqrtPi * 0.5, kappa = 0.044715;
     ttpu_val cube = ttpu_ew_mul(b, ttpu_ew_mul(b, x, x), x);
     ttpu_val inner = ttpu_ew_mulk(b, ttpu_ew_add(b, x, ttpu_ew_mulk(b, cube, kappa)), beta);
-    r = ttpu_ew_mul(b, ttpu_ew_mulk(b, x, 0.5),
-                    ttpu_ew_addk(b, ttpu_hlo_unary(b, TTPU_TANH, inner), 1));
-  } else {
-    ttpu_val e = ttpu_ew_erf(b, ttpu_ew_mulk(b, x, kSqrt1_2));
-    r = ttpu_ew_mul(b, ttpu_ew_mulk(b, x, 0.5), ttpu_ew_addk(b, e, 1));
+    return ttpu_ew_mul(b, ttpu_ew_mulk(b, x, 0.5),
+                       ttpu_ew_addk(b, ttpu_hlo_unary(b, TTPU_TANH, inner), 1));
   }
-  ttpu_l_set_out(L, 0, r);
+  ttpu_val e = ttpu_ew_erf(b, ttpu_ew_mulk(b, x, kSqrt1_2));
+  return ttpu_ew_mul(b, ttpu_ew_mulk(b, x, 0.5), ttpu_ew_addk(b, e, 1));
+}
+
+static ttpu_status* lower_gelu(ttpu_lower* L) {
+  ttpu_dtype md;
+  if (!act_type(L, TTPU_EW_FLOAT, "GeluKernelImpl", &md)) return NULL;
+  ttpu_l_set_out(L, 0, ttpu_ew_gelu(ttpu_l_hlo(L), ttpu_ew_in(L, 0, md), gelu_tanh(L, 1)));
   return NULL;
 }
 

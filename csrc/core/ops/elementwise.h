@@ -66,6 +66,9 @@ ttpu_val ttpu_ew_min(ttpu_hlo* b, ttpu_val x, ttpu_val y);
  * float32 erf stops 3 ulp short of 1); erfc keeps its tiny tail values. */
 ttpu_val ttpu_ew_erf(ttpu_hlo* b, ttpu_val x);
 ttpu_val ttpu_ew_erfc(ttpu_hlo* b, ttpu_val x);
+/* gelu(x) in x's (float) type: x/2 (1 + erf(x/sqrt2)), or the tanh form
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when tanh_form. */
+ttpu_val ttpu_ew_gelu(ttpu_hlo* b, ttpu_val x, int tanh_form);
 /* A data-dependent error: after the program runs, the call fails with
  * RuntimeError(msg) if any element of `flags` is true. */
 void ttpu_ew_check(ttpu_lower* L, ttpu_val flags, const char* msg);

@@ -9,6 +9,7 @@
  * HIGH/DEFAULT comes later, with the glue passing the setting down.
  * bf16/f16 products accumulate in f32 and round once, as the CPU does. */
 #include "complex.h"
+#include "elementwise.h"
 #include "ttpu_lower.h"
 
 /* The type products accumulate in. */
@@ -167,6 +168,21 @@ static ttpu_status* lower_addbmm(ttpu_lower* L) {
   return lower_add_product(L, "addbmm", &kBatchSum);
 }
 
+/* _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): addmm,
+ * rounded to the output dtype, then relu or (exact) gelu in place, as the
+ * CPU kernel runs them. */
+static ttpu_status* lower_addmm_activation(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = product_dtype(L, 3, "addmm_impl_cpu_");
+  int gelu = ttpu_l_bool(L, 5, 0);
+  if (gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "GeluKernelImpl")) return NULL;
+  if (!gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_NUM, "clamp_min_scalar_cpu")) return NULL;
+  ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, &kMatmul);
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_hlo_convert(b, add_scaled(L, p), dt), ttpu_ew_opmath(dt));
+  ttpu_l_set_out(L, 0, gelu ? ttpu_ew_gelu(b, x, 0) : ttpu_ew_max(b, x, ttpu_ew_k(b, x, 0)));
+  return NULL;
+}
+
 /* The functional, in-place and out= overloads share argument positions
  * (self/operands first, beta and alpha at 3 and 4, out last), so one
  * lowering serves all three. */
@@ -180,5 +196,6 @@ const ttpu_op_def ttpu_ops_linalg[] = {
     {"addmv", lower_addmv, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"baddbmm", lower_baddbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"addbmm", lower_addbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"_addmm_activation", lower_addmm_activation, .variants = TTPU_V_OUT},
     {0},
 };

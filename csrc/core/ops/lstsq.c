@@ -21,6 +21,9 @@
  * case raises NotImplementedError (gelsy_guard). gels keeps every singular
  * value (full rank assumed, as LAPACK's QR solve does).
  *
+ * Complex matrices take the same path with W = A^H when A is wide and
+ * the transposes above conjugated (W_f^H, V^H).
+ *
  * Residuals (gels/gelsd/gelss with m > n) are |A X - B|^2 per column.
  * gelsd/gelss return them only when every matrix has full rank (else an
  * empty tensor: a shape the data decides); the meta kernel sizes them for
@@ -41,10 +44,12 @@ static ttpu_val kc(ttpu_hlo* b, ttpu_type t, double v) {
 
 /* Batched product of x (batch..., r, c) and y (batch..., c', s) with the
  * same batch, contracting x's dim (tx ? rows : cols) with y's (ty ? cols :
- * rows), full float32 passes whatever the matmul precision setting. */
+ * rows), full float32 passes whatever the matmul precision setting. A
+ * complex x contracted over its rows is conjugated (x^H y). */
 static ttpu_val bmm(ttpu_hlo* b, ttpu_val x, ttpu_val y, int tx, int ty) {
   const ttpu_type* tp = ttpu_hlo_type(b, x);
   if (!tp) return TTPU_VAL_ERROR;
+  if (tx) x = ttpu_mx_conj(b, x);
   int nd = tp->ndim;
   ttpu_dtype dt = tp->dtype;
   int64_t batch[TTPU_MAX_DIMS];
@@ -127,7 +132,7 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   int gels = strcmp(driver, "gels") == 0;
   int nd = ta.ndim;
   int64_t m = ta.dims[nd - 2], n = ta.dims[nd - 1];
-  double eps = dt == TTPU_F64 ? DBL_EPSILON : FLT_EPSILON;
+  double eps = ttpu_dtype_real(dt) == TTPU_F64 ? DBL_EPSILON : FLT_EPSILON;
   double rcond = ttpu_l_is_none(L, 2) ? eps * (double)(m > n ? m : n) : ttpu_l_float(L, 2, 0);
 
   /* the right-hand sides as (batch..., m, k), the meta kernel's rule for
@@ -156,7 +161,7 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
     /* nothing to fit: X = 0, residual |B|^2, rank 0 */
     ttpu_l_set_out(L, 0, kc(b, o0, 0));
     if (ttpu_type_numel(&o1) > 0)
-      ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, sum_dim(b, bin(b, TTPU_MUL, rhs, rhs), nb), o1));
+      ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, sum_dim(b, ttpu_mx_abs2(b, rhs), nb), o1));
     else
       ttpu_l_set_out(L, 1, kc(b, o1, 0));
     ttpu_l_set_out(L, 2, kc(b, o2, 0));
@@ -165,15 +170,15 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   }
 
   int tall = m >= n;
-  ttpu_val w = tall ? a : ttpu_mx_transpose(b, a), wf, v, scale;
+  ttpu_val w = tall ? a : ttpu_mx_adjoint(b, a), wf, v, scale;
   ttpu_mx_hestenes(b, w, 1, &wf, &v, &scale);
   int64_t bmap[TTPU_MAX_DIMS];
   for (int d = 0; d < nd - 2; ++d) bmap[d] = d;
-  wf = bin(b, TTPU_MUL, wf, ttpu_hlo_broadcast_in_dim(b, scale, ttpu_l_type(L, wf), bmap));
+  wf = bin(b, TTPU_MUL, wf, ttpu_hlo_broadcast_in_dim(b, ttpu_hlo_convert(b, scale, dt), ttpu_l_type(L, wf), bmap));
   int64_t q = tall ? n : m;
 
   /* s^2 per column, the cut-off, and D */
-  ttpu_val s2 = sum_dim(b, bin(b, TTPU_MUL, wf, wf), nd - 2);     /* (batch_a..., q) */
+  ttpu_val s2 = sum_dim(b, ttpu_mx_abs2(b, wf), nd - 2);     /* (batch_a..., q) */
   ttpu_type ts = ttpu_l_type(L, s2);
   ttpu_val sv = ttpu_hlo_unary(b, TTPU_SQRT, s2);
   int64_t lastd = nd - 2;
@@ -187,17 +192,17 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, eps * (double)(m > n ? m : n));
   /* gels is LAPACK's QR solve, which fails on an exactly singular R */
   if (gels)
-    check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_INVALID_ARGUMENT,
+    check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_LINALG_ERROR,
               "torch.linalg.lstsq: The least squares solution could not be computed because the "
               "input matrix does not have full rank");
 
-  /* X = V D W_f^T B (tall) or W_f D V^T B (wide), over the solution batch */
+  /* X = V D W_f^H B (tall) or W_f D V^H B (wide), over the solution batch */
   ttpu_val left = to_batch(b, tall ? v : wf, xdims, nb);
   ttpu_val right = to_batch(b, tall ? wf : v, xdims, nb);
   ttpu_type tdk = ttpu_type_make(dt, nb + 1, xdims);
   tdk.dims[nb] = q;
   int64_t dmap[TTPU_MAX_DIMS];
-  ttpu_val dk = ttpu_hlo_broadcast_to(b, dinv, nb + 1, tdk.dims);
+  ttpu_val dk = ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, dinv, dt), nb + 1, tdk.dims);
   ttpu_type tqk = ttpu_type_make(dt, nb + 2, xdims);
   tqk.dims[nb] = q;
   for (int d = 0; d <= nb; ++d) dmap[d] = d;
@@ -209,7 +214,7 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   if (ttpu_type_numel(&o1) > 0) {
     ttpu_val ab = to_batch(b, a, xdims, nb);
     ttpu_val res = bin(b, TTPU_SUB, bmm(b, ab, x, 0, 0), rhs);
-    ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, sum_dim(b, bin(b, TTPU_MUL, res, res), nb), o1));
+    ttpu_l_set_out(L, 1, ttpu_l_reshape_to(b, sum_dim(b, ttpu_mx_abs2(b, res), nb), o1));
   } else {
     ttpu_l_set_out(L, 1, kc(b, o1, 0));
   }
@@ -230,6 +235,6 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_lstsq[] = {
-    {"linalg_lstsq.out", lower_lstsq, .flags = 0},
+    {"linalg_lstsq.out", lower_lstsq, .flags = 0, .complex_fn = lower_lstsq},
     {0},
 };

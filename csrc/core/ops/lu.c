@@ -2,25 +2,23 @@
  * it: solve, inverse, determinant, log-determinant, lu_solve, lu_unpack.
  *
  * StableHLO has no LU op, so the factorization is the textbook elimination
- * unrolled over the min(m, n) columns (sizes are compile-time): each step
+ * (getf2), one column per step of a stablehlo.while: the program holds one
+ * step whatever the size, so compile time does not grow with n. Each step
  * picks the largest |pivot| (the first of equals, as LAPACK's getrf), swaps
  * it into place with masked selects (every batch element may pick a
- * different row), and updates the trailing matrix. Programs grow linearly
- * with n: right for the small and medium matrices models factor, not for n
- * in the thousands. Results follow LAPACK's conventions: LU packed in one
- * matrix, 1-based int32 pivots of sequential row swaps, info = the first
- * zero pivot (1-based) or 0. Solves use stablehlo.triangular_solve.
+ * different row), and updates the trailing matrix. Results follow LAPACK's
+ * conventions: LU packed in one matrix, 1-based int32 pivots of sequential
+ * row swaps, info = the first zero pivot (1-based) or 0. Solves use
+ * stablehlo.triangular_solve; the row swaps become one permutation (a
+ * loop over the swaps of an index vector) applied by a gather.
  * Complex matrices pivot on |re| + |im|, as LAPACK's izamax does, so the
  * pivots are the CPU's. */
 #include "matrix.h"
 
-enum { kMaxSteps = 256 }; /* columns an unrolled factorization may take */
-
 typedef struct {
-  ttpu_val lu;              /* (batch..., m, n) */
-  ttpu_val piv[kMaxSteps];  /* 0-based pivot row of step j, i64 (batch...) */
-  int k;                    /* min(m, n) */
-  ttpu_val info;            /* i64 (batch...) */
+  ttpu_val lu;   /* (batch..., m, n) */
+  ttpu_val piv;  /* (batch..., k) i64: the 0-based pivot row of each step */
+  ttpu_val info; /* i64 (batch...) */
 } lu_fact;
 
 static ttpu_type with_dtype(ttpu_type t, ttpu_dtype dt) {
@@ -30,6 +28,13 @@ static ttpu_type with_dtype(ttpu_type t, ttpu_dtype dt) {
 
 static ttpu_val kconst(ttpu_hlo* b, ttpu_type t, double v) {
   return ttpu_hlo_const(b, t, v, (int64_t)v);
+}
+
+static ttpu_type type_of(ttpu_hlo* b, ttpu_val v) {
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (tp) return *tp;
+  ttpu_type e = {TTPU_DTYPE_NONE, 0, {0}};
+  return e;
 }
 
 /* t's leading nb dims (the batch) as a type of dtype dt. */
@@ -60,170 +65,192 @@ static ttpu_val spread_vec(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb, int at)
   return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
 }
 
-/* Row i / column i of x (batch..., m, n) with i a constant, as a
- * (batch..., n) / (batch..., m) value. */
-static ttpu_val line(ttpu_hlo* b, ttpu_val x, int64_t i, int is_col) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return TTPU_VAL_ERROR;
-  ttpu_type t = *tp;
-  int nb = t.ndim - 2, d = is_col ? nb + 1 : nb;
-  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
-  for (int a = 0; a < t.ndim; ++a) hi[a] = t.dims[a], st[a] = 1;
-  lo[d] = i;
-  hi[d] = i + 1;
-  ttpu_type r = t;
-  r.ndim = t.ndim - 1;
-  for (int a = d; a < r.ndim; ++a) r.dims[a] = t.dims[a + 1];
-  return ttpu_l_reshape_to(b, ttpu_hlo_slice(b, x, lo, hi, st), r);
+/* The mask "index along dim of t equals the 0-d i64 j". */
+static ttpu_val at_index(ttpu_hlo* b, ttpu_type t, int dim, ttpu_val j) {
+  ttpu_type ti = with_dtype(t, TTPU_I64);
+  return ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, dim), ttpu_hlo_broadcast_to(b, j, ti.ndim, ti.dims));
 }
 
-/* x (batch..., m, c) with rows j (constant) and p (i64 batch...) swapped. */
-static ttpu_val swap_rows(ttpu_hlo* b, ttpu_val x, int64_t j, ttpu_val p) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return TTPU_VAL_ERROR;
-  ttpu_type t = *tp;
+/* The mask "index along dim of t `op` the 0-d i64 j". */
+static ttpu_val cmp_index(ttpu_hlo* b, ttpu_type t, int dim, ttpu_cmp op, ttpu_val j) {
+  ttpu_type ti = with_dtype(t, TTPU_I64);
+  return ttpu_hlo_compare(b, op, ttpu_hlo_iota(b, ti, dim), ttpu_hlo_broadcast_to(b, j, ti.ndim, ti.dims));
+}
+
+/* Index j (a 0-d i64 value) of x along dim, that dim dropped. */
+static ttpu_val pick(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val j) {
+  ttpu_type t = type_of(b, x);
+  int64_t d = dim;
+  return ttpu_hlo_reduce(b, ttpu_hlo_select(b, at_index(b, t, dim, j), x, kconst(b, t, 0)), TTPU_RED_SUM, &d, 1);
+}
+
+/* x (batch..., m, c) with rows j (0-d i64) and p (i64 batch...) swapped. */
+static ttpu_val swap_rows(ttpu_hlo* b, ttpu_val x, ttpu_val j, ttpu_val p) {
+  ttpu_type t = type_of(b, x);
   int nb = t.ndim - 2;
   ttpu_type ti = with_dtype(t, TTPU_I64);
-  ttpu_val row = ttpu_hlo_iota(b, ti, nb);
-  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, row, spread(b, p, ti, nb));
-  ttpu_val is_j = ttpu_hlo_compare(b, TTPU_EQ, row, kconst(b, ti, (double)j));
+  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nb), spread(b, p, ti, nb));
+  ttpu_val is_j = at_index(b, t, nb, j);
   int64_t rd = nb;
   ttpu_val zero = kconst(b, t, 0);
   ttpu_val rp = ttpu_hlo_reduce(b, ttpu_hlo_select(b, is_p, x, zero), TTPU_RED_SUM, &rd, 1);
-  ttpu_val rj = line(b, x, j, 0);
+  ttpu_val rj = pick(b, x, nb, j);
   ttpu_val r = ttpu_hlo_select(b, is_p, spread_vec(b, rj, t, nb, nb + 1), x);
   return ttpu_hlo_select(b, is_j, spread_vec(b, rp, t, nb, nb + 1), r);
 }
 
-/* Unrolled getrf of a (batch..., m, n), float. */
+/* Step j of getf2 (ctx: the matrices' type (batch..., m, n)); state {a,
+ * piv, info}. */
+static void getf2_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
+  ttpu_type t = *(const ttpu_type*)ctx;
+  int nb = t.ndim - 2;
+  ttpu_val a = st[0], piv = st[1], info = st[2];
+  ttpu_type tb = batch_type(t, nb, TTPU_I64), tbf = batch_type(t, nb, t.dtype);
+  ttpu_type tc = t; /* (batch..., m): a column */
+  tc.ndim = nb + 1;
+  ttpu_val c = pick(b, a, nb + 1, j);
+  ttpu_val mag = ttpu_hlo_unary(b, TTPU_ABS, c);
+  if (ttpu_dtype_is_complex(t.dtype))
+    mag = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_real(b, c)),
+                          ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_imag(b, c)));
+  ttpu_val cand = ttpu_hlo_select(b, cmp_index(b, tc, nb, TTPU_GE, j), mag,
+                                  kconst(b, with_dtype(tc, ttpu_dtype_real(t.dtype)), -1));
+  ttpu_val best, p;
+  ttpu_hlo_reduce_arg(b, cand, nb, 1, &best, &p);
+  p = ttpu_hlo_convert(b, p, TTPU_I64);
+  ttpu_type tp = type_of(b, piv);
+  next[1] = ttpu_hlo_select(b, at_index(b, tp, nb, j), spread(b, p, tp, nb), piv);
+  a = swap_rows(b, a, j, p);
+  ttpu_val rowj = pick(b, a, nb, j); /* (batch..., n) */
+  ttpu_val pv = pick(b, rowj, nb, j);
+  ttpu_val nz = ttpu_hlo_compare(b, TTPU_NE, pv, kconst(b, tbf, 0));
+  ttpu_val first_zero = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_unary(b, TTPU_NOT, nz),
+                                        ttpu_hlo_compare(b, TTPU_EQ, info, kconst(b, tb, 0)));
+  ttpu_val j1 = ttpu_hlo_binary(b, TTPU_ADD, j, ttpu_hlo_const_i(b, TTPU_I64, 1));
+  next[2] = ttpu_hlo_select(b, first_zero, ttpu_hlo_broadcast_to(b, j1, tb.ndim, tb.dims), info);
+  /* multipliers below the pivot (a zero pivot leaves the column as is,
+   * as getf2 does) */
+  ttpu_val cj = pick(b, a, nb + 1, j);
+  ttpu_val scaled = ttpu_hlo_binary(b, TTPU_DIV, cj, spread(b, pv, tc, nb));
+  ttpu_val l = ttpu_hlo_select(b, spread(b, nz, with_dtype(tc, TTPU_BOOL), nb), scaled, cj);
+  ttpu_val below = cmp_index(b, t, nb, TTPU_GT, j);
+  ttpu_val right = cmp_index(b, t, nb + 1, TTPU_GT, j);
+  ttpu_val at_j = at_index(b, t, nb + 1, j);
+  ttpu_val lb = spread_vec(b, l, t, nb, nb), ub = spread_vec(b, rowj, t, nb, nb + 1);
+  ttpu_val upd = ttpu_hlo_binary(b, TTPU_MUL, lb, ub);
+  a = ttpu_hlo_binary(b, TTPU_SUB, a,
+                      ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, below, right), upd, kconst(b, t, 0)));
+  next[0] = ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, below, at_j), lb, a);
+}
+
+/* getrf of a (batch..., m, n), float or complex. */
 static int factor(ttpu_lower* L, ttpu_val a, lu_fact* f) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type t = ttpu_l_type(L, a);
   int nb = t.ndim - 2;
   int64_t m = t.dims[nb], n = t.dims[nb + 1];
-  f->k = (int)(m < n ? m : n);
-  if (f->k > kMaxSteps) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "LU factorization on tpu takes matrices up to %d columns",
-                  kMaxSteps);
-    return 0;
-  }
-  ttpu_type tb = batch_type(t, nb, TTPU_I64), tbf = batch_type(t, nb, t.dtype);
-  ttpu_type ti = with_dtype(t, TTPU_I64);
-  ttpu_val row = ttpu_hlo_iota(b, ti, nb), col = ttpu_hlo_iota(b, ti, nb + 1);
-  ttpu_type tc = t; /* (batch..., m): a column */
-  tc.ndim = nb + 1;
-  tc.dims[nb] = m;
-  ttpu_val crow = ttpu_hlo_iota(b, with_dtype(tc, TTPU_I64), nb);
-  ttpu_val info = kconst(b, tb, 0), zero = kconst(b, t, 0);
-  for (int j = 0; j < f->k; ++j) {
-    ttpu_val c = line(b, a, j, 1);
-    ttpu_val mag = ttpu_hlo_unary(b, TTPU_ABS, c);
-    if (ttpu_dtype_is_complex(t.dtype))
-      mag = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_real(b, c)),
-                            ttpu_hlo_unary(b, TTPU_ABS, ttpu_hlo_imag(b, c)));
-    ttpu_val cand = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, crow, kconst(b, with_dtype(tc, TTPU_I64), j)),
-                                    mag, kconst(b, with_dtype(tc, ttpu_dtype_real(t.dtype)), -1));
-    ttpu_val best, p;
-    ttpu_hlo_reduce_arg(b, cand, nb, 1, &best, &p);
-    p = ttpu_hlo_convert(b, p, TTPU_I64);
-    f->piv[j] = p;
-    a = swap_rows(b, a, j, p);
-    /* the pivot a[j, j] */
-    ttpu_val rowj = line(b, a, j, 0);          /* (batch..., n) */
-    int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
-    for (int q = 0; q < nb; ++q) hi[q] = t.dims[q], st[q] = 1;
-    lo[nb] = j;
-    hi[nb] = j + 1;
-    st[nb] = 1;
-    ttpu_val piv = ttpu_l_reshape_to(b, ttpu_hlo_slice(b, rowj, lo, hi, st), tbf);
-    ttpu_val nz = ttpu_hlo_compare(b, TTPU_NE, piv, kconst(b, tbf, 0));
-    ttpu_val first_zero = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_unary(b, TTPU_NOT, nz),
-                                          ttpu_hlo_compare(b, TTPU_EQ, info, kconst(b, tb, 0)));
-    info = ttpu_hlo_select(b, first_zero, kconst(b, tb, j + 1), info);
-    /* multipliers below the pivot (a zero pivot leaves the column as is,
-     * as getf2 does) */
-    ttpu_val cj = line(b, a, j, 1);
-    ttpu_val scaled = ttpu_hlo_binary(b, TTPU_DIV, cj, spread(b, piv, tc, nb));
-    ttpu_val l = ttpu_hlo_select(b, spread(b, nz, with_dtype(tc, TTPU_BOOL), nb), scaled, cj);
-    ttpu_val below = ttpu_hlo_compare(b, TTPU_GT, row, kconst(b, ti, j));
-    ttpu_val right = ttpu_hlo_compare(b, TTPU_GT, col, kconst(b, ti, j));
-    ttpu_val at_j = ttpu_hlo_compare(b, TTPU_EQ, col, kconst(b, ti, j));
-    ttpu_val lb = spread_vec(b, l, t, nb, nb), ub = spread_vec(b, rowj, t, nb, nb + 1);
-    ttpu_val upd = ttpu_hlo_binary(b, TTPU_MUL, lb, ub);
-    a = ttpu_hlo_binary(b, TTPU_SUB, a,
-                        ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, below, right), upd, zero));
-    a = ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, below, at_j), lb, a);
-  }
-  f->lu = a;
-  f->info = info;
-  return 1;
+  int64_t k = m < n ? m : n;
+  ttpu_type tp = batch_type(t, nb + 1, TTPU_I64);
+  tp.dims[nb] = k;
+  ttpu_val init[3] = {a, kconst(b, tp, 0), kconst(b, batch_type(t, nb, TTPU_I64), 0)}, fin[3];
+  ttpu_mx_fori(b, k, 0, init, 3, getf2_body, &t, fin);
+  f->lu = fin[0];
+  f->piv = fin[1];
+  f->info = fin[2];
+  return fin[0] != TTPU_VAL_ERROR;
 }
 
 /* The 1-based int32 pivots tensor (batch..., k). */
 static ttpu_val pivots_tensor(ttpu_hlo* b, const lu_fact* f, ttpu_type out) {
-  ttpu_val parts[kMaxSteps];
-  if (f->k == 0) return kconst(b, out, 0);
-  ttpu_type one = out;
-  one.dims[one.ndim - 1] = 1;
-  for (int j = 0; j < f->k; ++j) {
-    const ttpu_type* tp = ttpu_hlo_type(b, f->piv[j]);
-    if (!tp) return TTPU_VAL_ERROR;
-    ttpu_val p = ttpu_hlo_binary(b, TTPU_ADD, f->piv[j], kconst(b, *tp, 1));
-    parts[j] = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, p, out.dtype), one.ndim, one.dims);
-  }
-  return ttpu_hlo_concat(b, parts, f->k, out.ndim - 1);
+  ttpu_val p = ttpu_hlo_binary(b, TTPU_ADD, f->piv, kconst(b, type_of(b, f->piv), 1));
+  return ttpu_hlo_convert(b, p, out.dtype);
 }
 
-/* Pivots (batch..., k) given as a tensor: 0-based i64 per step. */
-static void pivots_from(ttpu_hlo* b, ttpu_val piv, int k, ttpu_val* out) {
-  const ttpu_type* tp = ttpu_hlo_type(b, piv);
-  if (!tp) return;
-  ttpu_type t = *tp;
-  ttpu_type tb = batch_type(t, t.ndim - 1, TTPU_I64);
+/* Pivots (batch..., k) given as a tensor (1-based): 0-based i64. */
+static ttpu_val pivots_from(ttpu_hlo* b, ttpu_val piv) {
   ttpu_val p64 = ttpu_hlo_convert(b, piv, TTPU_I64);
-  for (int j = 0; j < k; ++j) {
-    int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
-    for (int q = 0; q < t.ndim; ++q) hi[q] = t.dims[q], st[q] = 1;
-    lo[t.ndim - 1] = j;
-    hi[t.ndim - 1] = j + 1;
-    ttpu_val v = ttpu_l_reshape_to(b, ttpu_hlo_slice(b, p64, lo, hi, st), tb);
-    out[j] = ttpu_hlo_binary(b, TTPU_SUB, v, kconst(b, tb, 1));
-  }
+  return ttpu_hlo_binary(b, TTPU_SUB, p64, kconst(b, type_of(b, p64), 1));
 }
 
-/* The row swaps applied to x (batch..., m, c): forward (P^T x) or
+/* Swap j of piv (batch..., k) applied to an index vector; state {perm
+ * (batch..., m), piv}. */
+static void swaps_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
+  (void)ctx;
+  ttpu_val perm = st[0], piv = st[1];
+  ttpu_type tv = type_of(b, perm);
+  int last = tv.ndim - 1;
+  ttpu_val p = pick(b, piv, last, j); /* (batch...) */
+  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, tv, last), spread(b, p, tv, last));
+  int64_t d = last;
+  ttpu_val vp = ttpu_hlo_reduce(b, ttpu_hlo_select(b, is_p, perm, kconst(b, tv, 0)), TTPU_RED_SUM, &d, 1);
+  ttpu_val vj = pick(b, perm, last, j);
+  ttpu_val r = ttpu_hlo_select(b, is_p, spread(b, vj, tv, last), perm);
+  next[0] = ttpu_hlo_select(b, at_index(b, tv, last, j), spread(b, vp, tv, last), r);
+  next[1] = piv;
+}
+
+/* perm (batch..., m) i64 such that x[perm] is x with the swaps of piv
+ * (batch..., k) applied in order (forward) or in reverse order. */
+static ttpu_val swaps_permutation(ttpu_hlo* b, ttpu_val piv, int64_t m, int forward) {
+  ttpu_type tp = type_of(b, piv);
+  ttpu_type tv = tp;
+  tv.dims[tv.ndim - 1] = m;
+  ttpu_val perm = ttpu_hlo_iota(b, tv, tv.ndim - 1);
+  if (m == 0) return perm;
+  ttpu_val init[2] = {perm, piv}, fin[2];
+  ttpu_mx_fori(b, tp.dims[tp.ndim - 1], !forward, init, 2, swaps_body, NULL, fin);
+  return fin[0];
+}
+
+/* x (batch..., m, c) with its rows taken in the order perm (batch...,
+ * m): row i of the result is row perm[i] of x. One gather over the
+ * batch flattened into the rows. */
+static ttpu_val permute_rows(ttpu_hlo* b, ttpu_val x, ttpu_val perm) {
+  ttpu_type t = type_of(b, x);
+  if (t.dtype == TTPU_DTYPE_NONE || ttpu_type_numel(&t) == 0) return x;
+  int nb = t.ndim - 2;
+  int64_t m = t.dims[nb], rows = 1;
+  for (int d = 0; d <= nb; ++d) rows *= t.dims[d];
+  /* perm[i] + m * (flat batch index) */
+  ttpu_type tf = ttpu_type_make(TTPU_I64, 1, &rows);
+  ttpu_val flat = ttpu_hlo_reshape(b, perm, 1, &rows);
+  ttpu_val base = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_iota(b, tf, 0), kconst(b, tf, (double)m)),
+                                  kconst(b, tf, (double)m));
+  int64_t x2[2] = {rows, t.dims[nb + 1]};
+  ttpu_val g = ttpu_l_gather_dim(b, ttpu_hlo_reshape(b, x, 2, x2), 0, ttpu_hlo_binary(b, TTPU_ADD, flat, base));
+  return ttpu_hlo_reshape(b, g, t.ndim, t.dims);
+}
+
+/* The row swaps of piv applied to x (batch..., m, c): forward (P^T x) or
  * backward (P x). */
-static ttpu_val apply_swaps(ttpu_hlo* b, ttpu_val x, const ttpu_val* piv, int k, int forward) {
-  for (int s = 0; s < k; ++s) {
-    int j = forward ? s : k - 1 - s;
-    x = swap_rows(b, x, j, piv[j]);
-  }
-  return x;
+static ttpu_val apply_swaps(ttpu_hlo* b, ttpu_val x, ttpu_val piv, int forward) {
+  ttpu_type t = type_of(b, x);
+  return permute_rows(b, x, swaps_permutation(b, piv, t.dims[t.ndim - 2], forward));
 }
 
 /* X with op(A) X = rhs from A's factorization, all of one batch shape:
  * op 0 is A, 1 A^T, 2 A^H (the triangular solves' transpose_a). */
-static ttpu_val lu_solve_v(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs, int op) {
+static ttpu_val lu_solve_v(ttpu_hlo* b, ttpu_val lu, ttpu_val piv, ttpu_val rhs, int op) {
   if (!op) {
-    ttpu_val y = apply_swaps(b, rhs, piv, k, 1);
+    ttpu_val y = apply_swaps(b, rhs, piv, 1);
     y = ttpu_hlo_triangular_solve(b, lu, y, 1, 1, 1, 0);
     return ttpu_hlo_triangular_solve(b, lu, y, 1, 0, 0, 0);
   }
   ttpu_val z = ttpu_hlo_triangular_solve(b, lu, rhs, 1, 0, 0, op);
   z = ttpu_hlo_triangular_solve(b, lu, z, 1, 1, 1, op);
-  return apply_swaps(b, z, piv, k, 0);
+  return apply_swaps(b, z, piv, 0);
 }
 
 /* left/adjoint forms of a solve through the factorization. */
-static ttpu_val solve_any(ttpu_hlo* b, ttpu_val lu, const ttpu_val* piv, int k, ttpu_val rhs,
+static ttpu_val solve_any(ttpu_hlo* b, ttpu_val lu, ttpu_val piv, ttpu_val rhs,
                           int left, int adjoint) {
   const ttpu_type* tp = ttpu_hlo_type(b, lu);
   if (!tp) return TTPU_VAL_ERROR;
   int cx = ttpu_dtype_is_complex(tp->dtype);
-  if (left) return lu_solve_v(b, lu, piv, k, rhs, adjoint ? (cx ? 2 : 1) : 0);
+  if (left) return lu_solve_v(b, lu, piv, rhs, adjoint ? (cx ? 2 : 1) : 0);
   /* X A = B  <=>  A^T X^T = B^T;  X A^H = B  <=>  A X^H = B^H */
-  if (adjoint) return ttpu_mx_adjoint(b, lu_solve_v(b, lu, piv, k, ttpu_mx_adjoint(b, rhs), 0));
-  return ttpu_mx_transpose(b, lu_solve_v(b, lu, piv, k, ttpu_mx_transpose(b, rhs), 1));
+  if (adjoint) return ttpu_mx_adjoint(b, lu_solve_v(b, lu, piv, ttpu_mx_adjoint(b, rhs), 0));
+  return ttpu_mx_transpose(b, lu_solve_v(b, lu, piv, ttpu_mx_transpose(b, rhs), 1));
 }
 
 /* x (batch..., r, c) broadcast to the batch dims of `like`. */
@@ -237,15 +264,14 @@ static ttpu_val to_batch(ttpu_hlo* b, ttpu_val x, ttpu_type like, int like_tail)
   return ttpu_hlo_broadcast_to(b, x, t.ndim, t.dims);
 }
 
-/* Pivots (batch..., k) broadcast to a batch shape, then split. */
-static void pivots_to_batch(ttpu_hlo* b, ttpu_val piv, ttpu_type like, int like_tail, int k,
-                            ttpu_val* out) {
+/* Pivots (batch..., k), 0-based i64, broadcast to a batch shape. */
+static ttpu_val pivots_to_batch(ttpu_hlo* b, ttpu_val piv, ttpu_type like, int like_tail) {
   const ttpu_type* tp = ttpu_hlo_type(b, piv);
-  if (!tp) return;
+  if (!tp) return TTPU_VAL_ERROR;
   ttpu_type t = like;
   t.ndim = like.ndim - like_tail + 1;
   t.dims[t.ndim - 1] = tp->dims[tp->ndim - 1];
-  pivots_from(b, ttpu_hlo_broadcast_to(b, piv, t.ndim, t.dims), k, out);
+  return ttpu_hlo_broadcast_to(b, piv, t.ndim, t.dims);
 }
 
 /* PyTorch's det and slogdet factor A^T when A is real and row-major
@@ -294,13 +320,9 @@ static ttpu_status* lower_lu_solve(ttpu_lower* L) {
   ttpu_type ot = ttpu_l_out_type(L, 0);
   if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_lu_solve")) return NULL;
   ttpu_val lu = to_batch(b, ttpu_l_tensor(L, 0), ot, 2);
-  ttpu_type tl = ttpu_l_type(L, lu);
-  int k = (int)tl.dims[tl.ndim - 1];
-  if (k > kMaxSteps) return ttpu_status_make(TTPU_UNIMPLEMENTED, "lu_solve: matrix too large");
-  ttpu_val piv[kMaxSteps];
-  pivots_to_batch(b, ttpu_l_tensor(L, 1), ot, 2, k, piv);
+  ttpu_val piv = pivots_to_batch(b, pivots_from(b, ttpu_l_tensor(L, 1)), ot, 2);
   ttpu_val rhs = to_batch(b, ttpu_l_tensor(L, 2), ot, 2);
-  ttpu_l_set_out(L, 0, solve_any(b, lu, piv, k, rhs, ttpu_l_bool(L, 3, 1), ttpu_l_bool(L, 4, 0)));
+  ttpu_l_set_out(L, 0, solve_any(b, lu, piv, rhs, ttpu_l_bool(L, 3, 1), ttpu_l_bool(L, 4, 0)));
   return NULL;
 }
 
@@ -335,11 +357,9 @@ static ttpu_status* lower_solve_ex(ttpu_lower* L) {
   }
   rhs = to_batch(b, rhs, rt, 2);
   ttpu_val lu = to_batch(b, f.lu, rt, 2);
-  ttpu_val piv[kMaxSteps];
   /* the pivots of the factorization, broadcast to the solve's batch */
-  ttpu_val pv = pivots_tensor(b, &f, with_dtype(ttpu_l_out_type(L, 2), TTPU_I64));
-  pivots_to_batch(b, pv, rt, 2, f.k, piv);
-  ttpu_val x = solve_any(b, lu, piv, f.k, rhs, left, 0);
+  ttpu_val piv = pivots_to_batch(b, f.piv, rt, 2);
+  ttpu_val x = solve_any(b, lu, piv, rhs, left, 0);
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, x, orr));
   ttpu_l_set_out(L, 1, f.lu);
   ttpu_l_set_out(L, 2, pivots_tensor(b, &f, ttpu_l_out_type(L, 2)));
@@ -355,7 +375,7 @@ static ttpu_status* lower_inv_ex(ttpu_lower* L) {
   lu_fact f;
   if (!factor(L, ttpu_l_tensor(L, 0), &f)) return NULL;
   if (ttpu_l_bool(L, 1, 0)) ttpu_mx_check_info(L, f.info, "linalg.inv_ex", kInverse);
-  ttpu_l_set_out(L, 0, lu_solve_v(b, f.lu, f.piv, f.k, ttpu_mx_identity(b, ot), 0));
+  ttpu_l_set_out(L, 0, lu_solve_v(b, f.lu, f.piv, ttpu_mx_identity(b, ot), 0));
   ttpu_l_set_out(L, 1, f.info);
   return NULL;
 }
@@ -372,14 +392,14 @@ static ttpu_val diagonal(ttpu_hlo* b, ttpu_val lu) {
 
 /* +1 / -1 (dtype of t) for an even / odd number of actual row swaps. */
 static ttpu_val perm_sign(ttpu_hlo* b, const lu_fact* f, ttpu_type tb) {
-  ttpu_val s = kconst(b, tb, 1);
-  for (int j = 0; j < f->k; ++j) {
-    const ttpu_type* tp = ttpu_hlo_type(b, f->piv[j]);
-    if (!tp) return TTPU_VAL_ERROR;
-    ttpu_val moved = ttpu_hlo_compare(b, TTPU_NE, f->piv[j], kconst(b, *tp, j));
-    s = ttpu_hlo_select(b, moved, ttpu_hlo_unary(b, TTPU_NEG, s), s);
-  }
-  return s;
+  ttpu_type tp = type_of(b, f->piv);
+  if (tp.dtype == TTPU_DTYPE_NONE) return TTPU_VAL_ERROR;
+  int64_t last = tp.ndim - 1;
+  ttpu_val moved = ttpu_hlo_compare(b, TTPU_NE, f->piv, ttpu_hlo_iota(b, tp, tp.ndim - 1));
+  ttpu_val swaps = ttpu_hlo_reduce(b, ttpu_hlo_convert(b, moved, TTPU_I64), TTPU_RED_SUM, &last, 1);
+  ttpu_type tk = type_of(b, swaps);
+  ttpu_val odd = ttpu_hlo_compare(b, TTPU_NE, ttpu_hlo_binary(b, TTPU_REM, swaps, kconst(b, tk, 2)), kconst(b, tk, 0));
+  return ttpu_hlo_select(b, odd, kconst(b, tb, -1), kconst(b, tb, 1));
 }
 
 /* _linalg_det(A) -> (result, LU, pivots) */
@@ -448,16 +468,10 @@ static ttpu_val block(ttpu_hlo* b, ttpu_val x, int64_t rows, int64_t cols) {
 
 /* P (batch..., m, m) of A = P L U from the swaps: P[perm[i], i] = 1 with
  * perm the swaps applied to 0..m-1. */
-static ttpu_val perm_matrix(ttpu_hlo* b, const ttpu_val* piv, int k, ttpu_type tp_out) {
-  ttpu_type tcol = tp_out; /* (batch..., m, 1): the identity permutation */
-  tcol.dims[tcol.ndim - 1] = 1;
-  tcol.dtype = TTPU_I64;
-  ttpu_val perm = ttpu_hlo_iota(b, tcol, tcol.ndim - 2);
-  perm = apply_swaps(b, perm, piv, k, 1);
-  ttpu_type ti = with_dtype(tp_out, TTPU_I64);
-  int64_t last = tcol.ndim - 1;
-  ttpu_val pv = ttpu_hlo_reduce(b, perm, TTPU_RED_SUM, &last, 1); /* (batch..., m) */
+static ttpu_val perm_matrix(ttpu_hlo* b, ttpu_val piv, ttpu_type tp_out) {
   int nb = tp_out.ndim - 2;
+  ttpu_val pv = swaps_permutation(b, piv, tp_out.dims[nb], 1); /* (batch..., m) */
+  ttpu_type ti = with_dtype(tp_out, TTPU_I64);
   ttpu_val pcol = spread_vec(b, pv, ti, nb, nb + 1); /* perm[i] along columns */
   ttpu_val eq = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nb), pcol);
   return ttpu_hlo_convert(b, eq, tp_out.dtype);
@@ -465,11 +479,11 @@ static ttpu_val perm_matrix(ttpu_hlo* b, const ttpu_val* piv, int k, ttpu_type t
 
 /* P, L, U of a factorization into outputs first..first+2; an output with
  * no elements (lu_unpack's unpack_* = False) is left empty. */
-static void unpack_to(ttpu_lower* L, ttpu_val lu, const ttpu_val* piv, int k, int first) {
+static void unpack_to(ttpu_lower* L, ttpu_val lu, ttpu_val piv, int first) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type tp = ttpu_l_out_type(L, first), tl = ttpu_l_out_type(L, first + 1),
             tu = ttpu_l_out_type(L, first + 2);
-  ttpu_val p = ttpu_type_numel(&tp) ? perm_matrix(b, piv, k, tp) : kconst(b, tp, 0);
+  ttpu_val p = ttpu_type_numel(&tp) ? perm_matrix(b, piv, tp) : kconst(b, tp, 0);
   ttpu_val l = ttpu_type_numel(&tl)
                    ? tri_part(b, block(b, lu, tl.dims[tl.ndim - 2], tl.dims[tl.ndim - 1]), 1, 1)
                    : kconst(b, tl, 0);
@@ -490,7 +504,7 @@ static ttpu_status* lower_linalg_lu(ttpu_lower* L) {
                             "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   lu_fact f;
   if (!factor(L, a, &f)) return NULL;
-  unpack_to(L, f.lu, f.piv, f.k, 0);
+  unpack_to(L, f.lu, f.piv, 0);
   return NULL;
 }
 
@@ -498,12 +512,7 @@ static ttpu_status* lower_linalg_lu(ttpu_lower* L) {
 static ttpu_status* lower_lu_unpack(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val lu = ttpu_l_tensor(L, 0), pv = ttpu_l_tensor(L, 1);
-  ttpu_type tv = ttpu_l_type(L, pv);
-  int k = (int)tv.dims[tv.ndim - 1];
-  if (k > kMaxSteps) return ttpu_status_make(TTPU_UNIMPLEMENTED, "lu_unpack: matrix too large");
-  ttpu_val piv[kMaxSteps];
-  pivots_from(b, pv, k, piv);
-  unpack_to(L, lu, piv, k, 0);
+  unpack_to(L, lu, pivots_from(b, pv), 0);
   return NULL;
 }
 

@@ -3,6 +3,7 @@
  * ops for (Cholesky, triangular solve) with what PyTorch builds on them. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "matrix.h"
 
@@ -396,7 +397,49 @@ void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const cha
   for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
   char fmt[TTPU_L_CHECK_FMT_MAX];
   snprintf(fmt, sizeof fmt, "%s: %s%s", who, batched ? "(Batch element %lld): " : "", body);
-  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), TTPU_INVALID_ARGUMENT, fmt);
+  /* _linalg_check_errors raises LinAlgError, but a plain RuntimeError for
+   * lu_factor's zero pivot */
+  ttpu_code code = strstr(who, "lu_factor") ? TTPU_INVALID_ARGUMENT : TTPU_LINALG_ERROR;
+  ttpu_l_check(L, ttpu_hlo_concat(b, parts, 4, 0), code, fmt);
+}
+
+typedef struct {
+  int64_t trips;
+  int reverse;
+  ttpu_mx_fori_body body;
+  void* ctx;
+} fori_loop;
+
+static ttpu_val fori_cond(ttpu_hlo* b, void* ctx, const ttpu_val* st) {
+  const fori_loop* f = ctx;
+  return ttpu_hlo_compare(b, TTPU_LT, st[0], ttpu_hlo_const_i(b, TTPU_I64, f->trips));
+}
+
+static void fori_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next) {
+  const fori_loop* f = ctx;
+  ttpu_val j = f->reverse ? ttpu_hlo_binary(b, TTPU_SUB, ttpu_hlo_const_i(b, TTPU_I64, f->trips - 1), st[0]) : st[0];
+  f->body(b, f->ctx, j, st + 1, next + 1);
+  next[0] = ttpu_hlo_binary(b, TTPU_ADD, st[0], ttpu_hlo_const_i(b, TTPU_I64, 1));
+}
+
+void ttpu_mx_fori(ttpu_hlo* b, int64_t trips, int reverse, const ttpu_val* init, int n, ttpu_mx_fori_body body,
+                  void* ctx, ttpu_val* fin) {
+  enum { kMaxState = 15 };
+  if (n < 1 || n > kMaxState) {
+    ttpu_hlo_fail(b, TTPU_INTERNAL, "fori: %d state values (1..%d)", n, kMaxState);
+    for (int i = 0; i < n && i < kMaxState; ++i) fin[i] = TTPU_VAL_ERROR;
+    return;
+  }
+  if (trips <= 0) {
+    for (int i = 0; i < n; ++i) fin[i] = init[i];
+    return;
+  }
+  ttpu_val st[kMaxState + 1], out[kMaxState + 1];
+  st[0] = ttpu_hlo_const_i(b, TTPU_I64, 0);
+  for (int i = 0; i < n; ++i) st[i + 1] = init[i];
+  fori_loop f = {trips, reverse, body, ctx};
+  ttpu_hlo_while(b, st, n + 1, fori_cond, fori_body, &f, out);
+  for (int i = 0; i < n; ++i) fin[i] = out[i + 1];
 }
 
 /* x with the other triangle zeroed (the diagonal kept). */
@@ -459,27 +502,14 @@ static const char kNotPd[] =
     "The factorization could not be completed because the input is not positive-definite (the leading "
     "minor of order %lld is not positive-definite).";
 
-/* One column of the factorization per loop step (state: j, the factor so
- * far, info). */
-typedef struct {
-  ttpu_type t; /* the matrices (batch..., n, n) */
-  int64_t n;
-} chol_loop;
-
-static ttpu_val chol_cond(ttpu_hlo* b, void* ctx, const ttpu_val* st) {
-  const chol_loop* c = ctx;
-  return ttpu_hlo_compare(b, TTPU_LT, st[0], ttpu_hlo_const_i(b, TTPU_I64, c->n));
-}
-
 /* Column j, as LAPACK's left-looking potf2 computes it: a_jj - sum_k<j
  * |l_jk|^2 must be positive (else info = j + 1, the diagonal entry takes
  * that value and nothing more changes), then the entries below. */
-static void chol_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next) {
-  const chol_loop* c = ctx;
-  ttpu_type t = c->t, ti = t;
+static void chol_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
+  ttpu_type t = *(const ttpu_type*)ctx, ti = t;
   ti.dtype = TTPU_I64;
   int nd = t.ndim;
-  ttpu_val j = st[0], l = st[1], info = st[2];
+  ttpu_val l = st[0], info = st[1];
   ttpu_val row = ttpu_hlo_iota(b, ti, nd - 2), col = ttpu_hlo_iota(b, ti, nd - 1);
   ttpu_val jm = ttpu_hlo_broadcast_to(b, j, nd, t.dims);
   ttpu_val zero = ttpu_hlo_const(b, t, 0, 0);
@@ -517,12 +547,11 @@ static void chol_body(ttpu_hlo* b, void* ctx, const ttpu_val* st, ttpu_val* next
   tbm.dtype = TTPU_BOOL;
   ttpu_val write = ttpu_hlo_binary(b, TTPU_AND, at_j, ttpu_hlo_broadcast_in_dim(b, alive, tbm, map));
   map[nd - 2] = nd - 2;
-  next[1] = ttpu_hlo_select(b, write, ttpu_hlo_broadcast_in_dim(b, newcol, t, map), l);
+  next[0] = ttpu_hlo_select(b, write, ttpu_hlo_broadcast_in_dim(b, newcol, t, map), l);
   ttpu_val j1 = ttpu_hlo_binary(b, TTPU_ADD, j, ttpu_hlo_const_i(b, TTPU_I64, 1));
   ttpu_type tib = type_of(b, info);
   ttpu_val fails = ttpu_hlo_binary(b, TTPU_AND, alive, ttpu_hlo_unary(b, TTPU_NOT, ok));
-  next[2] = ttpu_hlo_select(b, fails, ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, j1, TTPU_I32), tib.ndim, tib.dims), info);
-  next[0] = j1;
+  next[1] = ttpu_hlo_select(b, fails, ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, j1, TTPU_I32), tib.ndim, tib.dims), info);
 }
 
 /* The lower Cholesky factor of self (arg 0, real symmetric or complex
@@ -541,11 +570,10 @@ static ttpu_val lower_factor(ttpu_lower* L, const char* kernel, ttpu_val* info_o
   ttpu_type tb = t;
   tb.ndim -= 2;
   tb.dtype = TTPU_I32;
-  chol_loop c = {t, t.dims[t.ndim - 1]};
-  ttpu_val init[3] = {ttpu_hlo_const_i(b, TTPU_I64, 0), triangle(b, a, 1), ttpu_hlo_const(b, tb, 0, 0)}, fin[3];
-  ttpu_hlo_while(b, init, 3, chol_cond, chol_body, &c, fin);
-  *info_out = fin[2];
-  return fin[1];
+  ttpu_val init[2] = {triangle(b, a, 1), ttpu_hlo_const(b, tb, 0, 0)}, fin[2];
+  ttpu_mx_fori(b, t.dims[t.ndim - 1], 0, init, 2, chol_body, &t, fin);
+  *info_out = fin[1];
+  return fin[0];
 }
 
 /* linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info) */

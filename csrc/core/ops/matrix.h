@@ -21,12 +21,24 @@ ttpu_val ttpu_mx_adjoint(ttpu_hlo* b, ttpu_val x);
 ttpu_val ttpu_mx_abs2(ttpu_hlo* b, ttpu_val x);
 /* The identity matrices of type t (batch..., n, n). */
 ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
-/* A data-dependent error, as PyTorch's _linalg_check_errors words it:
+/* A data-dependent error (torch.linalg.LinAlgError, TTPU_LINALG_ERROR, or a
+ * RuntimeError for lu_factor, as the CPU raises them), as PyTorch's
+ * _linalg_check_errors words it:
  * when an element of the integer tensor `info` (batch...) is non-zero the
  * call fails with "<who>: <body>", or "<who>: (Batch element k): <body>"
  * for a batched `info` (k the first failing element, flattened); body's
  * %lld conversions (at most two) all take that element's info value. */
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body);
+
+/* A counted loop (stablehlo.while) for j = 0 .. trips - 1, or from
+ * trips - 1 down to 0 when reverse: the program holds one trip whatever
+ * the count. The loop state is init[0..n) (n at most 15); each trip
+ * body(b, ctx, j, st, next) sees j (a 0-d i64) and the state and writes
+ * the next state. fin receives the last state (init itself for
+ * trips <= 0). */
+typedef void (*ttpu_mx_fori_body)(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next);
+void ttpu_mx_fori(ttpu_hlo* b, int64_t trips, int reverse, const ttpu_val* init, int n, ttpu_mx_fori_body body,
+                  void* ctx, ttpu_val* fin);
 
 /* The Jacobi rotation zeroing apq in [[app, apq], [apq, aqq]], elementwise
  * over vectors of type tv (one entry per column of a pairing; lo marks the

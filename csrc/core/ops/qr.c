@@ -2,8 +2,9 @@
  * builds on it: linalg_qr (Q, R), householder_product (Q from the
  * reflectors), ormqr (Q applied to a matrix).
  *
- * Like lu.c the factorization is unrolled over the min(m, n) columns with
- * masked full-matrix ops (every batch element at once). Each step is
+ * Like lu.c the factorization takes one column per step of a
+ * stablehlo.while (the program does not grow with the size), with masked
+ * full-matrix ops (every batch element at once). Each step is
  * LAPACK's dlarfg: beta = -sign(alpha) * ||x||, tau = (beta - alpha) /
  * beta, v = x / (alpha - beta) below the unit diagonal entry, tau = 0 when
  * the column below the diagonal is already zero. So R's signs, tau and the
@@ -16,8 +17,6 @@
  * factorization applies H^H (conj(tau)) to the trailing columns, as
  * zgeqr2 does. */
 #include "matrix.h"
-
-enum { kMaxSteps = 256 };
 
 static ttpu_type with_dtype(ttpu_type t, ttpu_dtype dt) {
   t.dtype = dt;
@@ -48,19 +47,26 @@ static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int at) {
   return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
 }
 
-/* Column j of x (batch..., m, n) as (batch..., m): index j of the last
- * dim, dropped. */
-static ttpu_val column(ttpu_hlo* b, ttpu_val x, int64_t j) {
-  const ttpu_type* tp = ttpu_hlo_type(b, x);
-  if (!tp) return TTPU_VAL_ERROR;
-  ttpu_type t = *tp;
-  int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
-  for (int d = 0; d < t.ndim; ++d) hi[d] = t.dims[d], st[d] = 1;
-  lo[t.ndim - 1] = j;
-  hi[t.ndim - 1] = j + 1;
-  ttpu_type r = t;
-  r.ndim--;
-  return ttpu_l_reshape_to(b, ttpu_hlo_slice(b, x, lo, hi, st), r);
+static ttpu_type type_of(ttpu_hlo* b, ttpu_val v) {
+  const ttpu_type* tp = ttpu_hlo_type(b, v);
+  if (tp) return *tp;
+  ttpu_type e = {TTPU_DTYPE_NONE, 0, {0}};
+  return e;
+}
+
+/* The mask "index along dim of t `op` the 0-d i64 j". */
+static ttpu_val cmp_index(ttpu_hlo* b, ttpu_type t, int dim, ttpu_cmp op, ttpu_val j) {
+  ttpu_type ti = with_dtype(t, TTPU_I64);
+  return ttpu_hlo_compare(b, op, ttpu_hlo_iota(b, ti, dim), ttpu_hlo_broadcast_to(b, j, ti.ndim, ti.dims));
+}
+
+/* Index j (a 0-d i64 value) of x along its last dim, that dim dropped:
+ * column j of a matrix, entry j of a vector. */
+static ttpu_val column(ttpu_hlo* b, ttpu_val x, ttpu_val j) {
+  ttpu_type t = type_of(b, x);
+  int64_t d = t.ndim - 1;
+  return ttpu_hlo_reduce(b, ttpu_hlo_select(b, cmp_index(b, t, t.ndim - 1, TTPU_EQ, j), x, kc(b, t, 0)),
+                         TTPU_RED_SUM, &d, 1);
 }
 
 /* Sum over the row dim (the second to last) of x. */
@@ -73,14 +79,11 @@ static ttpu_val col_sum(ttpu_hlo* b, ttpu_val x) {
 
 /* Reflector j of a factored matrix a (batch..., m, n): (batch..., m), 1
  * at row j, a's column below it, 0 above. */
-static ttpu_val reflector(ttpu_hlo* b, ttpu_val a, int64_t j) {
+static ttpu_val reflector(ttpu_hlo* b, ttpu_val a, ttpu_val j) {
   ttpu_val c = column(b, a, j);
-  const ttpu_type* tp = ttpu_hlo_type(b, c);
-  if (!tp) return TTPU_VAL_ERROR;
-  ttpu_type t = *tp, ti = with_dtype(*tp, TTPU_I64);
-  ttpu_val row = ttpu_hlo_iota(b, ti, t.ndim - 1);
-  ttpu_val v = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, row, kc(b, ti, (double)j)), c, kc(b, t, 0));
-  return ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_EQ, row, kc(b, ti, (double)j)), kc(b, t, 1), v);
+  ttpu_type t = type_of(b, c);
+  ttpu_val v = ttpu_hlo_select(b, cmp_index(b, t, t.ndim - 1, TTPU_GT, j), c, kc(b, t, 0));
+  return ttpu_hlo_select(b, cmp_index(b, t, t.ndim - 1, TTPU_EQ, j), kc(b, t, 1), v);
 }
 
 /* x - tau v (v^H x): reflector v (batch..., m) with scalar tau (batch...)
@@ -96,80 +99,82 @@ static ttpu_val reflect_left(ttpu_hlo* b, ttpu_val x, ttpu_val v, ttpu_val tau) 
   return ttpu_hlo_binary(b, TTPU_SUB, x, upd);
 }
 
+/* Step j of geqr2, dlarfg/zlarfg and the update (ctx: the matrices'
+ * type (batch..., m, n)); state {a, tau (batch..., k)}. */
+static void geqr2_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
+  ttpu_type t = *(const ttpu_type*)ctx;
+  int nb = t.ndim - 2;
+  int cx = ttpu_dtype_is_complex(t.dtype);
+  ttpu_type tb = batch_of(t, t.dtype), tbr = batch_of(t, ttpu_dtype_real(t.dtype));
+  ttpu_type tc = t; /* a column (batch..., m) */
+  tc.ndim = nb + 1;
+  ttpu_val a = st[0], taus = st[1];
+  ttpu_val c = column(b, a, j);
+  ttpu_val below = cmp_index(b, tc, nb, TTPU_GT, j);
+  ttpu_val at = cmp_index(b, tc, nb, TTPU_EQ, j);
+  ttpu_val zc = kc(b, tc, 0);
+  int64_t last = nb;
+  ttpu_val alpha = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at, c, zc), TTPU_RED_SUM, &last, 1);
+  ttpu_val xb = ttpu_hlo_select(b, below, c, zc);
+  ttpu_val xn2 = ttpu_hlo_reduce(b, ttpu_mx_abs2(b, xb), TTPU_RED_SUM, &last, 1);
+  ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, xn2, ttpu_mx_abs2(b, alpha)));
+  ttpu_val ar = cx ? ttpu_hlo_real(b, alpha) : alpha;
+  ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, ar, kc(b, tbr, 0));
+  ttpu_val beta = ttpu_hlo_select(b, neg, norm, ttpu_hlo_unary(b, TTPU_NEG, norm)); /* real */
+  ttpu_val trivial = ttpu_hlo_compare(b, TTPU_EQ, xn2, kc(b, tbr, 0));
+  if (cx)
+    trivial = ttpu_hlo_binary(b, TTPU_AND, trivial,
+                              ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_imag(b, alpha), kc(b, tbr, 0)));
+  if (cx) beta = ttpu_hlo_convert(b, beta, t.dtype);
+  ttpu_val tau = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, beta, alpha), beta);
+  tau = ttpu_hlo_select(b, trivial, kc(b, tb, 0), tau);
+  ttpu_val scale = ttpu_hlo_binary(b, TTPU_SUB, alpha, beta);
+  scale = ttpu_hlo_select(b, trivial, kc(b, tb, 1), scale);
+  ttpu_val v = ttpu_hlo_binary(b, TTPU_DIV, xb, spread(b, scale, tc, -1));
+  v = ttpu_hlo_select(b, at, kc(b, tc, 1), v);
+  /* the trailing columns take the reflection; column j becomes
+   * (beta, v below) */
+  ttpu_val right = cmp_index(b, t, nb + 1, TTPU_GT, j);
+  a = ttpu_hlo_select(b, right, reflect_left(b, a, v, ttpu_mx_conj(b, tau)), a);
+  ttpu_val newc = ttpu_hlo_select(b, at, spread(b, ttpu_hlo_select(b, trivial, alpha, beta), tc, -1),
+                                  ttpu_hlo_select(b, below, v, c));
+  next[0] = ttpu_hlo_select(b, cmp_index(b, t, nb + 1, TTPU_EQ, j), spread(b, newc, t, nb), a);
+  ttpu_type tt = type_of(b, taus);
+  next[1] = ttpu_hlo_select(b, cmp_index(b, tt, nb, TTPU_EQ, j), spread(b, tau, tt, -1), taus);
+}
+
 /* geqrf of a (batch..., m, n): the factored matrix and tau (batch..., k). */
 static int householder(ttpu_lower* L, ttpu_val a, ttpu_val* out_a, ttpu_val* out_tau, ttpu_type ttau) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type t = ttpu_l_type(L, a);
   int nb = t.ndim - 2;
-  int64_t m = t.dims[nb], n = t.dims[nb + 1], k = m < n ? m : n;
-  if (k > kMaxSteps) {
-    ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "QR on tpu takes matrices up to %d columns", kMaxSteps);
-    return 0;
-  }
-  int cx = ttpu_dtype_is_complex(t.dtype);
-  ttpu_type ti = with_dtype(t, TTPU_I64), tb = batch_of(t, t.dtype), tbr = batch_of(t, ttpu_dtype_real(t.dtype));
-  ttpu_val col = ttpu_hlo_iota(b, ti, nb + 1);
-  ttpu_type tc = t; /* a column (batch..., m) */
-  tc.ndim = nb + 1;
-  ttpu_val crow = ttpu_hlo_iota(b, with_dtype(tc, TTPU_I64), nb);
-  ttpu_val taus[kMaxSteps];
-  for (int64_t j = 0; j < k; ++j) {
-    ttpu_val c = column(b, a, j);
-    ttpu_val below = ttpu_hlo_compare(b, TTPU_GT, crow, kc(b, with_dtype(tc, TTPU_I64), (double)j));
-    ttpu_val at = ttpu_hlo_compare(b, TTPU_EQ, crow, kc(b, with_dtype(tc, TTPU_I64), (double)j));
-    ttpu_val zc = kc(b, tc, 0);
-    int64_t last = nb;
-    ttpu_val alpha = ttpu_hlo_reduce(b, ttpu_hlo_select(b, at, c, zc), TTPU_RED_SUM, &last, 1);
-    ttpu_val xb = ttpu_hlo_select(b, below, c, zc);
-    ttpu_val xn2 = ttpu_hlo_reduce(b, ttpu_mx_abs2(b, xb), TTPU_RED_SUM, &last, 1);
-    ttpu_val norm = ttpu_hlo_unary(b, TTPU_SQRT, ttpu_hlo_binary(b, TTPU_ADD, xn2, ttpu_mx_abs2(b, alpha)));
-    ttpu_val ar = cx ? ttpu_hlo_real(b, alpha) : alpha;
-    ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, ar, kc(b, tbr, 0));
-    ttpu_val beta = ttpu_hlo_select(b, neg, norm, ttpu_hlo_unary(b, TTPU_NEG, norm)); /* real */
-    ttpu_val trivial = ttpu_hlo_compare(b, TTPU_EQ, xn2, kc(b, tbr, 0));
-    if (cx)
-      trivial = ttpu_hlo_binary(b, TTPU_AND, trivial,
-                                ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_imag(b, alpha), kc(b, tbr, 0)));
-    if (cx) beta = ttpu_hlo_convert(b, beta, t.dtype);
-    ttpu_val tau = ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_binary(b, TTPU_SUB, beta, alpha), beta);
-    tau = ttpu_hlo_select(b, trivial, kc(b, tb, 0), tau);
-    ttpu_val scale = ttpu_hlo_binary(b, TTPU_SUB, alpha, beta);
-    scale = ttpu_hlo_select(b, trivial, kc(b, tb, 1), scale);
-    ttpu_val v = ttpu_hlo_binary(b, TTPU_DIV, xb, spread(b, scale, tc, -1));
-    v = ttpu_hlo_select(b, at, kc(b, tc, 1), v);
-    /* the trailing columns take the reflection; column j becomes
-     * (beta, v below) */
-    ttpu_val right = ttpu_hlo_compare(b, TTPU_GT, col, kc(b, ti, (double)j));
-    a = ttpu_hlo_select(b, right, reflect_left(b, a, v, ttpu_mx_conj(b, tau)), a);
-    ttpu_val newc = ttpu_hlo_select(b, at, spread(b, ttpu_hlo_select(b, trivial, alpha, beta), tc, -1),
-                                    ttpu_hlo_select(b, below, v, c));
-    ttpu_val is_j = ttpu_hlo_compare(b, TTPU_EQ, col, kc(b, ti, (double)j));
-    a = ttpu_hlo_select(b, is_j, spread(b, newc, t, nb), a);
-    const ttpu_type* tt = ttpu_hlo_type(b, tau);
-    if (!tt) return 0;
-    ttpu_type one = *tt;
-    one.dims[one.ndim++] = 1;
-    taus[j] = ttpu_hlo_reshape(b, tau, one.ndim, one.dims);
-  }
-  *out_a = a;
+  int64_t m = t.dims[nb], n = t.dims[nb + 1];
   ttau.dtype = t.dtype;
-  *out_tau = k ? ttpu_hlo_concat(b, taus, (int)k, nb) : kc(b, ttau, 0);
-  return 1;
+  ttpu_val init[2] = {a, kc(b, ttau, 0)}, fin[2];
+  ttpu_mx_fori(b, m < n ? m : n, 0, init, 2, geqr2_body, &t, fin);
+  *out_a = fin[0];
+  *out_tau = fin[1];
+  return fin[0] != TTPU_VAL_ERROR;
 }
 
-/* tau_j (batch...) of tau (batch..., k): the same slice as a column. */
-static ttpu_val tau_at(ttpu_hlo* b, ttpu_val tau, int64_t j) { return column(b, tau, j); }
+/* Reflector j applied, H_j^H for the adjoint (ctx: an int, set for
+ * it); state {x, a, tau}. */
+static void apply_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
+  int adjoint = *(const int*)ctx;
+  ttpu_val x = st[0], a = st[1], tau = st[2];
+  ttpu_val tj = column(b, tau, j);
+  next[0] = reflect_left(b, x, reflector(b, a, j), adjoint ? ttpu_mx_conj(b, tj) : tj);
+  next[1] = a;
+  next[2] = tau;
+}
 
 /* The k reflectors of a (batch..., m, n) with tau (batch..., k) applied
  * to x (batch..., m, c) from the left: Q x (H_{k-1} first) or Q^H x
  * (H_0^H first). */
 static ttpu_val apply_q(ttpu_hlo* b, ttpu_val a, ttpu_val tau, int64_t k, ttpu_val x, int adjoint) {
-  for (int64_t s = 0; s < k; ++s) {
-    int64_t j = adjoint ? s : k - 1 - s;
-    ttpu_val tj = tau_at(b, tau, j);
-    x = reflect_left(b, x, reflector(b, a, j), adjoint ? ttpu_mx_conj(b, tj) : tj);
-  }
-  return x;
+  ttpu_val init[3] = {x, a, tau}, fin[3];
+  ttpu_mx_fori(b, k, !adjoint, init, 3, apply_body, &adjoint, fin);
+  return fin[0];
 }
 
 /* geqrf(self) -> (a, tau) */

@@ -64,14 +64,16 @@ at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& /*grad_output*
   return at::empty_like(self);
 }
 
-// geqrf: the factored matrix like self, tau (batch..., min(m, n)).
+// geqrf: the factored matrix of self's shape in column-major (batched
+// Fortran) order, as LAPACK leaves it on the CPU; tau (batch..., min(m, n)).
 std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
   TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   auto tau_shape = self.sizes().vec();
   const int64_t m = tau_shape[self.dim() - 2], n = tau_shape[self.dim() - 1];
   tau_shape.pop_back();
   tau_shape.back() = std::min(m, n);
-  return {at::empty_like(self), at::empty(tau_shape, self.options())};
+  at::Tensor column_major = at::empty_like(self.mT(), at::MemoryFormat::Contiguous).mT();
+  return {column_major, at::empty(tau_shape, self.options())};
 }
 
 // geqrf.a: the outs resized to geqrf's shapes; the results are cast into
@@ -198,7 +200,8 @@ Lstsq linalg_lstsq_out_meta(const at::Tensor& input, const at::Tensor& other,
   const auto o_sizes = other.sizes();
   std::vector<int64_t> o_batch(o_sizes.begin(), o_sizes.end() - (vector_case ? 1 : 2));
   std::vector<int64_t> batch = at::infer_size(in_batch, o_batch);
-  TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
+  // the CPU's epsilon of the real type: complex64/128 pass, half types not
+  TORCH_CHECK(real_dtype == at::kFloat || real_dtype == at::kDouble,
               "This function doesn't handle types other than float and double");
 
   std::vector<int64_t> sol = batch;

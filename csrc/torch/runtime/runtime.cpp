@@ -143,6 +143,11 @@ void throw_status(ttpu_status* status, const char* what) {
   const ttpu_code code = ttpu_status_code(status);
   std::string message = ttpu_status_message(status);
   ttpu_status_free(status);
+  // A linear algebra error names the function the way the CPU's does
+  // ("linalg.inv: ..."): the message is the CPU's, word for word.
+  if (code == TTPU_LINALG_ERROR) {
+    TORCH_CHECK_LINALG(false, message);
+  }
   if (what != nullptr && *what != '\0') {
     message = std::string(what) + ": " + message;
   }
