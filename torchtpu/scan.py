@@ -132,7 +132,9 @@ def _with_statics(fn, n_before, consts):
     return with_statics, tensors, tuple((k, type(c), c) for k, c in statics)
 
 
-def _run_scan(fn, init, xs, consts):
+def _run_scan(fn, init, xs, consts, reverse=False):
+    """The loop of fn over xs (reverse: from the last row to the first, each
+    y still at its row): the carries' last values, then the stacked ys."""
     init, xs, consts = list(init), list(xs), list(consts)
     fn_key = _fn_key(fn)
     fn, consts, statics = _with_statics(fn, len(init) + len(xs), consts)
@@ -161,7 +163,7 @@ def _run_scan(fn, init, xs, consts):
     body, ys = hit
     meta = lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
     callee = _C._scan_define(
-        body, int(length), [meta(s, d) for s, d in carry], [meta(x.shape, x.dtype) for x in xs],
+        body, int(length), bool(reverse), [meta(s, d) for s, d in carry], [meta(x.shape, x.dtype) for x in xs],
         [meta(s, d) for s, d in ks], [meta(s, d) for s, d in ys])
     outs = [torch.empty(s, dtype=d, device=device) for s, d in carry]
     outs += [torch.empty((length,) + s, dtype=d, device=device) for s, d in ys]
@@ -220,34 +222,102 @@ def scan_layers(layers, x, *args):
         stacked.append(torch.stack([dict(l.named_parameters())[n] for l in layers]))
     for n in bnames:
         stacked.append(torch.stack([dict(l.named_buffers())[n] for l in layers]))
-    fn = _layer_step(first, tuple(names + bnames))
-
+    plan = _plan(first, tuple(names + bnames), len(names), args)
     if torch.compiler.is_compiling():
-        h, _ = _torch_scan(lambda h, p: (fn(h, *p, *args)[0], []), x, stacked)
+        # Dynamo makes it PyTorch's scan; AOTAutograd its backward, once.
+        h, _ = _torch_scan(lambda h, p: (plan.step(h, *p, *args)[0], []), x, stacked)
         return h
-    return scan_op(fn, [x], stacked, tuple(args))[0]
+    flat = stacked + list(args)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in [x] + flat):
+        return _ScanLayers.apply(plan, x, *flat)
+    return _run_scan(plan.step, [x], stacked, args)[0]
 
 
-_steps = {}
+class _ScanLayers(torch.autograd.Function):
+    """scan_layers in eager modes: the forward loop keeps each step's input
+    (its ys); the backward is a reversed loop of the step's vector-Jacobian
+    product, carrying x's gradient and the arguments' sums and stacking the
+    parameters'. Both steps are traced once per plan and signature (PyTorch's
+    own scan autograd would trace the step's joint graph on every call)."""
+
+    @staticmethod
+    def forward(ctx, plan, x, *flat):
+        n = plan.n_state
+        h, hs = _run_scan(plan.saving, [x], flat[:n], flat[n:])
+        ctx.plan = plan
+        ctx.save_for_backward(hs, *flat)
+        return h
+
+    @staticmethod
+    def backward(ctx, g):
+        plan = ctx.plan
+        hs, *flat = ctx.saved_tensors
+        n = plan.n_state
+        stacked, args = flat[:n], flat[n:]
+        sums = [torch.zeros_like(args[i]) for i in plan.float_args]
+        outs = _run_scan(plan.backward, [g, *sums], [*stacked, hs], args, reverse=True)
+        g_x, g_sums, g_params = outs[0], outs[1:1 + len(sums)], outs[1 + len(sums):]
+        g_args = [None] * len(args)
+        for i, gs in zip(plan.float_args, g_sums):
+            g_args[i] = gs
+        return (None, g_x, *g_params, *[None] * (n - plan.n_params), *g_args)
 
 
-def _layer_step(module, keys):
-    """The combine function of a layer: one per module and state names, so
-    the body is traced once."""
-    k = (id(module), keys)
-    hit = _steps.get(k)
-    if hit is not None and hit[0] is module:
-        return hit[1]
+_plans = {}
 
-    def step(h, *rest):
-        state, args = rest[:len(keys)], rest[len(keys):]
-        out = torch.func.functional_call(module, dict(zip(keys, state)), (h, *args))
-        if not isinstance(out, torch.Tensor) or out.shape != h.shape or out.dtype != h.dtype:
-            raise RuntimeError(
-                "scan_layers: a layer must map a tensor to one of the same shape "
-                f"and dtype ({list(h.shape)} {h.dtype}), got "
-                f"{type(out).__name__ if not isinstance(out, torch.Tensor) else list(out.shape)}")
-        return (out,)
 
-    _steps[k] = (module, step)
-    return step
+class _Plan:
+    """A layer's steps for the loops of scan_layers: one per module, state
+    names and arguments' dtypes, so each is traced once. step(h, *state,
+    *args) -> (h',); saving: (h', h); backward(g, *sums, *state, h, *args)
+    -> (g of h, *sums + g of the floating args, *g of the parameters)."""
+
+    def __init__(self, module, keys, n_params, float_args):
+        self.n_state = len(keys)
+        self.n_params = n_params
+        self.float_args = float_args
+        n_state = self.n_state
+
+        def step(h, *rest):
+            state, args = rest[:n_state], rest[n_state:]
+            out = torch.func.functional_call(module, dict(zip(keys, state)), (h, *args))
+            if not isinstance(out, torch.Tensor) or out.shape != h.shape or out.dtype != h.dtype:
+                got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                raise RuntimeError(
+                    "scan_layers: a layer must map a tensor to one of the same shape "
+                    f"and dtype ({list(h.shape)} {h.dtype}), got {got}")
+            return (out,)
+
+        def saving(h, *rest):
+            return step(h, *rest)[0], h
+
+        def backward(g, *rest):
+            sums = rest[:len(float_args)]
+            state = rest[len(float_args):len(float_args) + n_state]
+            h = rest[len(float_args) + n_state]
+            args = list(rest[len(float_args) + n_state + 1:])
+            with torch.enable_grad():
+                h = h.detach().requires_grad_()
+                params = [t.detach().requires_grad_() for t in state[:n_params]]
+                for i in float_args:
+                    args[i] = args[i].detach().requires_grad_()
+                out = step(h, *params, *state[n_params:], *args)[0]
+                wrt = [h, *params, *[args[i] for i in float_args]]
+                grads = torch.autograd.grad(out, wrt, g, allow_unused=True)
+            grads = [torch.zeros_like(w) if d is None else d for d, w in zip(grads, wrt)]
+            g_h, g_p, g_a = grads[0], grads[1:1 + n_params], grads[1 + n_params:]
+            return (g_h, *[s + d for s, d in zip(sums, g_a)], *g_p)
+
+        self.module = module
+        self.step = step
+        self.saving = saving
+        self.backward = backward
+
+
+def _plan(module, keys, n_params, args):
+    float_args = tuple(i for i, a in enumerate(args) if a.dtype.is_floating_point)
+    k = (id(module), keys, n_params, float_args)
+    hit = _plans.get(k)
+    if hit is None or hit.module is not module:
+        hit = _plans[k] = _Plan(module, keys, n_params, float_args)
+    return hit

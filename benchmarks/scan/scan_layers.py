@@ -3,10 +3,12 @@ and without torchtpu.scan_layers, in strict, fused and compiled modes; and,
 where libtpu is installed, the same training step compiled for a v5e.
 
     .venv/bin/python benchmarks/scan/scan_layers.py [--layers 2,12]
-        [--modes strict,fused,compiled] [--markdown] [--no-libtpu]
+        [--modes strict,fused,compiled] [--optimizer adamw|sgd|none] [--no-libtpu]
 
 The model: tests/support/llama.py's decoder (d=128, 4 heads, vocab 256,
-batch 4 x 64 tokens), AdamW (lr 1e-3); "scan" runs its blocks through
+batch 4 x 64 tokens), AdamW (lr 1e-3; --optimizer sgd: SGD lr 0.1 without
+foreach, one small program per parameter shape; none: no update, backward
+only); "scan" runs its blocks through
 torchtpu.scan_layers(blocks, x, cos, sin) instead of a Python loop.
 Every measurement is a fresh process (this script with --one) with
 TORCHTPU_DISK_CACHE=0, so every program compiles in it. Reported: seconds
@@ -52,23 +54,34 @@ def build(layers, scanned):
     return model, data
 
 
-def train(model, data, device, compiled=False):
+def make_optimizer(name, params):
+    import torch
+
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.1, foreach=False)
+    return None
+
+
+def train(model, data, device, compiled=False, optimizer="adamw"):
     import torch
 
     model = model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = make_optimizer(optimizer, model.parameters())
     fwd = torch.compile(model, backend="tpu") if compiled else model
     losses = []
     for x, y in data:
         loss = fwd(x.to(device), y.to(device))
-        opt.zero_grad()
         loss.backward()
-        opt.step()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad()
         losses.append(loss.item())
     return losses
 
 
-def one(mode, layers, scanned):
+def one(mode, layers, scanned, optimizer):
     import torch
     import torchtpu
     import torchtpu.dynamo
@@ -76,19 +89,20 @@ def one(mode, layers, scanned):
     torchtpu.dynamo.register()
     model, data = build(layers, scanned)
     ref, _ = build(layers, False)
-    want = train(ref, data, "cpu")
+    want = train(ref, data, "cpu", optimizer=optimizer)
     if mode != "compiled":
         torchtpu.set_eager_mode(mode)
     before = torchtpu.debug.metrics()["compiles"]
     t0 = time.perf_counter()
-    got = train(model, data, "tpu", compiled=mode == "compiled")
+    got = train(model, data, "tpu", compiled=mode == "compiled", optimizer=optimizer)
     seconds = time.perf_counter() - t0
     programs = torchtpu.debug.metrics()["compiles"] - before
     match = all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, want))
     return {"seconds": seconds, "programs": programs, "match": match, "losses": got, "cpu": want}
 
 
-def one_libtpu(layers, scanned):
+def one_libtpu(layers, scanned, optimizer):
+    import torch
     import torchtpu.aot as aot
 
     ok, why = aot.available()
@@ -97,7 +111,8 @@ def one_libtpu(layers, scanned):
     model, data = build(layers, scanned)
     x, y = data[0]
     t0 = time.perf_counter()
-    report = aot.compile_for(model, (x, y), topology="v5e:2x2")
+    opt = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD, "none": None}[optimizer]
+    report = aot.compile_for(model, (x, y), topology="v5e:2x2", optimizer=opt)
     return {"seconds": time.perf_counter() - t0, "programs": len(report.programs),
             "failures": len(report.failures)}
 
@@ -118,27 +133,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", default="2,12")
     ap.add_argument("--modes", default="strict,fused,compiled")
-    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd", "none"])
     ap.add_argument("--no-libtpu", action="store_true")
     ap.add_argument("--timeout", type=float, default=1200)
     ap.add_argument("--one")
     a = ap.parse_args()
     if a.one:
         spec = json.loads(a.one)
-        out = one_libtpu(spec["layers"], spec["scan"]) if spec["mode"] == "libtpu" else \
-            one(spec["mode"], spec["layers"], spec["scan"])
+        args = (spec["layers"], spec["scan"], spec["optimizer"])
+        out = one_libtpu(*args) if spec["mode"] == "libtpu" else one(spec["mode"], *args)
         print(json.dumps(out))
         return
     depths = [int(n) for n in a.layers.split(",")]
     modes = a.modes.split(",") + ([] if a.no_libtpu else ["libtpu"])
     rows = []
+    load0 = os.getloadavg()[0]
     for mode in modes:
         for scanned in (False, True):
-            res = {n: run_one({"mode": mode, "layers": n, "scan": scanned}, a.timeout) for n in depths}
+            res = {n: run_one({"mode": mode, "layers": n, "scan": scanned, "optimizer": a.optimizer},
+                              a.timeout) for n in depths}
             rows.append((mode, scanned, res))
             print(f"# {mode} scan={scanned}: {json.dumps(res)}", file=sys.stderr, flush=True)
     load = os.getloadavg()
-    head = f"d={D}, {HEADS} heads, batch {BATCH}x{BLOCK}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    head = f"d={D}, {HEADS} heads, batch {BATCH}x{BLOCK}, optimizer {a.optimizer}, load average {load0:.2f} at the start, {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end"
     cols = " | ".join(f"{n} layers: s (programs)" for n in depths)
     print(head)
     print(f"| mode | scan | {cols} | ratio {depths[-1]}/{depths[0]} | losses = CPU |")

@@ -1,7 +1,7 @@
 /* test_scan_loop.c - a loop body recorded as a function (never run) and a
- * scan over it as one stablehlo.while, run through torchtpu::extern_call
- * in strict and fused mode; the body's refusals (a tensor it is not
- * given, a host read inside it, an end without a begin). */
+ * scan over it as one stablehlo.while (forward and reversed), run through
+ * torchtpu::extern_call in strict and fused mode; the body's refusals (a
+ * tensor it is not given, a host read inside it, an end without a begin). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,20 +49,21 @@ static ttpu_status* define_body(ttpu_test_ctx* t, ttpu_runtime* rt, char* name) 
 static void test_scan_runs(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
-  for (int mode = 0; mode < 2; ++mode) {
-    TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, mode ? TTPU_MODE_FUSED : TTPU_MODE_STRICT));
+  for (int run = 0; run < 4; ++run) {
+    int fused = run & 1, reverse = run >> 1;
+    TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, fused ? TTPU_MODE_FUSED : TTPU_MODE_STRICT));
     char body[128], loop[128];
     TTPU_CHECK_OK(t, define_body(t, rt, body));
     TTPU_CHECK(t, !strncmp(body, "ttpu_fn_", 8) && ttpu_extern_text(body));
     ttpu_tensor carry = {NULL, TTPU_F32, 1, k4, s1, 0};
     ttpu_tensor xs = {NULL, TTPU_F32, 2, k34, s34, 0};
-    TTPU_CHECK_OK(t, ttpu_scan_define(body, 3, &carry, 1, &xs, 1, NULL, 0, &carry, 1, loop,
-                                      sizeof loop));
+    TTPU_CHECK_OK(t, ttpu_scan_define(body, 3, reverse, &carry, 1, &xs, 1, NULL, 0, &carry, 1,
+                                      loop, sizeof loop));
     const char* text = ttpu_extern_text(loop);
     TTPU_CHECK(t, text && strstr(text, "stablehlo.while") && strstr(text, body));
 
     float c0[4] = {1, 2, 3, 4}, xv[12];
-    for (int i = 0; i < 12; ++i) xv[i] = (float)i;
+    for (int i = 0; i < 12; ++i) xv[i] = (float)(i * i);
     ttpu_buffer* cb = ttpu_test_upload_f32(t, rt, c0, 4);
     ttpu_buffer* xb = ttpu_test_upload_f32(t, rt, xv, 12);
     ttpu_buffer* ob = fresh(t, rt, 16);
@@ -75,12 +76,14 @@ static void test_scan_runs(ttpu_test_ctx* t) {
     TTPU_CHECK_OK(t, ttpu_buffer_download(yb, ys, sizeof ys));
     memcpy(c, c0, sizeof c);
     int ok = 1;
-    for (int step = 0; step < 3; ++step)
+    for (int k = 0; k < 3; ++k) {
+      int step = reverse ? 2 - k : k;
       for (int i = 0; i < 4; ++i) {
         float old = c[i];
         c[i] = old + 2 * xv[4 * step + i];
         ok &= ys[4 * step + i] == c[i] + old;
       }
+    }
     for (int i = 0; i < 4; ++i) ok &= r[i] == c[i];
     TTPU_CHECK(t, ok);
     ttpu_buffer_release(cb);

@@ -157,13 +157,14 @@ ttpu_status* ttpu_runtime_end_function(ttpu_runtime* rt,
  * function of (carry..., xs..., consts...) returning (carry..., ys...)
  * that runs body(carry..., x_t..., consts...) -> (carry..., y_t...) for
  * t = 0 .. length-1 as one stablehlo.while, x_t the slice t of each xs
- * along dim 0 and ys stacked along a new dim 0 (PyTorch's scan). Types:
+ * along dim 0 and ys stacked along a new dim 0 (PyTorch's scan); reverse
+ * nonzero: t = length-1 .. 0, y_t still stored at row t. Types:
  * carry, xs (with their dim 0 of `length`), consts and the body's ys (one
  * step's, without it) as tensors whose dtype, ndim and sizes count (the
  * rest is ignored). Defined for the process as ttpu_extern_define does;
  * its name (from its text) is written to name, to call it through
  * "torchtpu::extern_call". Thread-safe. */
-ttpu_status* ttpu_scan_define(const char* body, int64_t length,
+ttpu_status* ttpu_scan_define(const char* body, int64_t length, int reverse,
                               const ttpu_tensor* carry, int n_carry,
                               const ttpu_tensor* xs, int n_xs,
                               const ttpu_tensor* consts, int n_consts,

@@ -7,7 +7,8 @@
  * Its state: the step, the carries, the stacked ys filled so far, then the
  * xs and the constants the body reads (a loop's regions see only its
  * state). A step slices x_t out of each xs, calls the body and writes y_t
- * into row t of each ys: the program holds one copy of the body whatever
+ * into row t of each ys (a reversed loop counts t down: a backward pass
+ * needs no flipped copies): the program holds one copy of the body whatever
  * the number of steps, which is what keeps a 12-layer model's compile near
  * a 2-layer one's. */
 #include <stdio.h>
@@ -20,6 +21,7 @@ typedef struct {
   const char* body;
   const char* body_text;
   int64_t length;
+  int reverse;
   int n_c, n_x, n_k, n_y;
   const ttpu_tensor* xs;
   const ttpu_tensor* ys;
@@ -40,8 +42,11 @@ static void scan_step(ttpu_hlo* b, void* vctx, const ttpu_val* st,
   const scan_ctx* c = vctx;
   ttpu_val step = st[0];
   ttpu_val zero = ttpu_hlo_const_i(b, TTPU_I64, 0);
+  ttpu_val row_at = c->reverse ? ttpu_hlo_binary(b, TTPU_SUB,
+                                                 ttpu_hlo_const_i(b, TTPU_I64, c->length - 1), step)
+                               : step;
   ttpu_val starts[TTPU_MAX_DIMS + 1];
-  for (int d = 0; d <= TTPU_MAX_DIMS; ++d) starts[d] = d ? zero : step;
+  for (int d = 0; d <= TTPU_MAX_DIMS; ++d) starts[d] = d ? zero : row_at;
   const ttpu_val* carry = st + 1;
   const ttpu_val* ys = st + 1 + c->n_c;
   const ttpu_val* xs = ys + c->n_y;
@@ -93,7 +98,7 @@ static ttpu_type type_of(const ttpu_tensor* t) {
   return ttpu_type_make(t->dtype, t->ndim, t->sizes);
 }
 
-ttpu_status* ttpu_scan_define(const char* body, int64_t length,
+ttpu_status* ttpu_scan_define(const char* body, int64_t length, int reverse,
                               const ttpu_tensor* carry, int n_carry,
                               const ttpu_tensor* xs, int n_xs,
                               const ttpu_tensor* consts, int n_consts,
@@ -123,6 +128,8 @@ ttpu_status* ttpu_scan_define(const char* body, int64_t length,
                               "than %d", ys[k].ndim, TTPU_MAX_DIMS);
   uint64_t h = ttpu_fnv1a(TTPU_FNV1A_SEED, body, strlen(body));
   h = ttpu_fnv1a(h, &length, sizeof(length));
+  reverse = reverse != 0;
+  h = ttpu_fnv1a(h, &reverse, sizeof(reverse));
   h = ttpu_types_hash(h, carry, n_carry);
   h = ttpu_types_hash(h, xs, n_xs);
   h = ttpu_types_hash(h, consts, n_consts);
@@ -134,7 +141,7 @@ ttpu_status* ttpu_scan_define(const char* body, int64_t length,
     return NULL;
   }
 
-  scan_ctx c = {.body = body, .body_text = body_text, .length = length,
+  scan_ctx c = {.body = body, .body_text = body_text, .length = length, .reverse = reverse,
                 .n_c = n_carry, .n_x = n_xs, .n_k = n_consts, .n_y = n_ys,
                 .xs = xs, .ys = ys};
   ttpu_hlo* b = ttpu_hlo_create();

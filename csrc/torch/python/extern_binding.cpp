@@ -51,7 +51,7 @@ std::string end_function(const std::vector<at::Tensor>& params,
   return name;
 }
 
-std::string scan_define(const std::string& body, int64_t length,
+std::string scan_define(const std::string& body, int64_t length, bool reverse,
                         const std::vector<at::Tensor>& carry,
                         const std::vector<at::Tensor>& xs,
                         const std::vector<at::Tensor>& consts,
@@ -59,7 +59,7 @@ std::string scan_define(const std::string& body, int64_t length,
   std::vector<ttpu_tensor> c = engine_tensors(carry), x = engine_tensors(xs),
                            k = engine_tensors(consts), y = engine_tensors(ys);
   char name[128];
-  check(ttpu_scan_define(body.c_str(), length, c.data(), static_cast<int>(c.size()),
+  check(ttpu_scan_define(body.c_str(), length, reverse ? 1 : 0, c.data(), static_cast<int>(c.size()),
                          x.data(), static_cast<int>(x.size()), k.data(),
                          static_cast<int>(k.size()), y.data(),
                          static_cast<int>(y.size()), name, sizeof(name)),
