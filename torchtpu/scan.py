@@ -36,6 +36,7 @@ of the scan operator, or a layer's own parameters and buffers).
 import torch
 from torch._higher_order_ops.scan import scan as _torch_scan, scan_op
 from torch._C import DispatchKey
+from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _C
 
@@ -74,6 +75,28 @@ def _check_tensors(what, tensors):
             raise RuntimeError(f"scan on tpu: {what} must be tpu tensors, got one on {t.device}")
 
 
+def _step_results(outs, carry):
+    """The step's outputs checked against the carries, as fresh dense
+    tensors (the function's results)."""
+    if isinstance(outs, torch.Tensor):
+        outs = (outs,)
+    outs = list(outs)
+    n_carry = len(carry)
+    if len(outs) < n_carry:
+        raise RuntimeError(
+            f"scan: the combine function returned {len(outs)} values, "
+            f"fewer than the {n_carry} carries")
+    for k, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise RuntimeError(f"scan on tpu: output {k} of the combine function is not a tensor")
+    for k, ((s, d), o) in enumerate(zip(carry, outs)):
+        if tuple(o.shape) != tuple(s) or o.dtype != d:
+            raise RuntimeError(
+                f"scan: carry {k} changes from {list(s)} {d} to "
+                f"{list(o.shape)} {o.dtype} in the combine function")
+    return [o.clone(memory_format=torch.contiguous_format) for o in outs]
+
+
 def _trace_body(fn, carry, x_rows, consts, device):
     """Records fn once on placeholders of the inputs' signatures into a
     function the engine defines; returns its name and the ys' templates."""
@@ -85,24 +108,11 @@ def _trace_body(fn, carry, x_rows, consts, device):
     _C._begin_function()
     ended = False
     try:
-        with torch.no_grad():
+        # Dispatch modes (a profiler's, torchtpu.aot's program counter) see
+        # the loop, not the step's ops, which never run.
+        with torch.no_grad(), _disable_current_modes():
             outs = fn(*params)
-        if isinstance(outs, torch.Tensor):
-            outs = (outs,)
-        outs = list(outs)
-        if len(outs) < n_carry:
-            raise RuntimeError(
-                f"scan: the combine function returned {len(outs)} values, "
-                f"fewer than the {n_carry} carries")
-        for k, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                raise RuntimeError(f"scan on tpu: output {k} of the combine function is not a tensor")
-        for k, ((s, d), o) in enumerate(zip(carry, outs)):
-            if tuple(o.shape) != tuple(s) or o.dtype != d:
-                raise RuntimeError(
-                    f"scan: carry {k} changes from {list(s)} {d} to "
-                    f"{list(o.shape)} {o.dtype} in the combine function")
-        results = [o.clone(memory_format=torch.contiguous_format) for o in outs]
+            results = _step_results(outs, carry)
         ended = True  # whatever end says, the body is closed after it
         name = _C._end_function(params, results)
     finally:
@@ -222,11 +232,14 @@ def scan_layers(layers, x, *args):
         stacked.append(torch.stack([dict(l.named_parameters())[n] for l in layers]))
     for n in bnames:
         stacked.append(torch.stack([dict(l.named_buffers())[n] for l in layers]))
-    plan = _plan(first, tuple(names + bnames), len(names), args)
+    keys = tuple(names + bnames)
     if torch.compiler.is_compiling():
-        # Dynamo makes it PyTorch's scan; AOTAutograd its backward, once.
-        h, _ = _torch_scan(lambda h, p: (plan.step(h, *p, *args)[0], []), x, stacked)
+        # Dynamo makes it PyTorch's scan, AOTAutograd its backward, once.
+        # (No plan: a lookup in the plans' cache would be a guard that the
+        # next call fails.)
+        h, _ = _torch_scan(lambda h, p: (_layer_call(first, keys, h, p, args), []), x, stacked)
         return h
+    plan = _plan(first, keys, len(names), args)
     flat = stacked + list(args)
     if torch.is_grad_enabled() and any(t.requires_grad for t in [x] + flat):
         return _ScanLayers.apply(plan, x, *flat)
@@ -266,6 +279,18 @@ class _ScanLayers(torch.autograd.Function):
 _plans = {}
 
 
+def _layer_call(module, keys, h, state, args):
+    """module's forward on (h, *args) with its state (parameters and
+    buffers, by name) replaced by one layer's slice of the stacks."""
+    out = torch.func.functional_call(module, dict(zip(keys, state)), (h, *args))
+    if not isinstance(out, torch.Tensor) or out.shape != h.shape or out.dtype != h.dtype:
+        got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise RuntimeError(
+            "scan_layers: a layer must map a tensor to one of the same shape "
+            f"and dtype ({list(h.shape)} {h.dtype}), got {got}")
+    return out
+
+
 class _Plan:
     """A layer's steps for the loops of scan_layers: one per module, state
     names and arguments' dtypes, so each is traced once. step(h, *state,
@@ -279,14 +304,7 @@ class _Plan:
         n_state = self.n_state
 
         def step(h, *rest):
-            state, args = rest[:n_state], rest[n_state:]
-            out = torch.func.functional_call(module, dict(zip(keys, state)), (h, *args))
-            if not isinstance(out, torch.Tensor) or out.shape != h.shape or out.dtype != h.dtype:
-                got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-                raise RuntimeError(
-                    "scan_layers: a layer must map a tensor to one of the same shape "
-                    f"and dtype ({list(h.shape)} {h.dtype}), got {got}")
-            return (out,)
+            return (_layer_call(module, keys, h, rest[:n_state], rest[n_state:]),)
 
         def saving(h, *rest):
             return step(h, *rest)[0], h

@@ -167,6 +167,50 @@ def test_scan_layers_matches_cpu(mode):
         torch.testing.assert_close(got[n], want[n], rtol=1e-4, atol=1e-5, msg=n)
 
 
+class Scaled(nn.Module):
+    """A layer with an argument every layer gets: gradients reach it too."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+        self.register_buffer("shift", torch.randn(d) * 0.1)
+
+    def forward(self, x, scale):
+        return torch.tanh(self.lin(x) * scale + self.shift)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_scan_layers_arguments_and_buffers(mode):
+    torch.manual_seed(2)
+    layers = nn.ModuleList(Scaled(8) for _ in range(4))
+    x = torch.randn(3, 8)
+    scale = torch.rand(8) + 0.5
+
+    def loss_cpu(x, scale):
+        for layer in layers:
+            x = layer(x, scale)
+        return x.square().sum()
+
+    xc, sc = x.clone().requires_grad_(), scale.clone().requires_grad_()
+    want = loss_cpu(xc, sc)
+    want.backward()
+    tpu_layers = copy.deepcopy(layers).to("tpu")
+    for p in tpu_layers.parameters():
+        p.grad = None
+
+    def loss_tpu(x, scale):
+        return torchtpu.scan_layers(tpu_layers, x, scale).square().sum()
+
+    xt, st = x.to("tpu").requires_grad_(), scale.to("tpu").requires_grad_()
+    got = run(mode, loss_tpu, xt, st)
+    got.backward()
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(st.grad.cpu(), sc.grad, rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(tpu_layers.named_parameters(), layers.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
 def depth_programs(mode):
     """Programs a training step's first run compiles at 2 and at 12 layers
     (each of its own width, after a first run at a third one)."""

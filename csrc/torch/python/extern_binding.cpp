@@ -39,10 +39,17 @@ std::vector<ttpu_tensor> engine_tensors(const std::vector<at::Tensor>& ts) {
 // as a function of params returning results; no results drops them.
 std::string end_function(const std::vector<at::Tensor>& params,
                          const std::optional<std::vector<at::Tensor>>& results) {
-  std::vector<ttpu_tensor> p = engine_tensors(params);
-  std::vector<ttpu_tensor> r;
-  if (results) r = engine_tensors(*results);
+  std::vector<ttpu_tensor> p, r;
   char name[128];
+  try {
+    p = engine_tensors(params);
+    if (results) r = engine_tensors(*results);
+  } catch (...) {
+    // The body ends whatever happens: the engine would go on recording.
+    ttpu_status_free(ttpu_runtime_end_function(runtime(), nullptr, 0, nullptr, 0, name,
+                                               sizeof(name)));
+    throw;
+  }
   py::gil_scoped_release no_gil;
   check(ttpu_runtime_end_function(runtime(), p.data(), static_cast<int>(p.size()),
                                   results ? r.data() : nullptr,
