@@ -72,6 +72,7 @@ from . import debug  # noqa: E402
 from .modes import flush, get_eager_mode, set_eager_mode  # noqa: E402
 from . import distributed  # noqa: E402  (the "tpu" c10d backend)
 from .kernels import jax_op  # noqa: E402  (JAX functions as ops; JAX imported on first use)
+from .scan import scan_layers  # noqa: E402  (PyTorch's scan as one loop on tpu)
 
 distributed.register()
 
@@ -134,5 +135,5 @@ def platform_info():
     return dict(_C._platform())
 
 
-__all__ = ["platform", "platform_info", "debug", "device_module", "jax_op",
+__all__ = ["platform", "platform_info", "debug", "device_module", "jax_op", "scan_layers",
            "set_eager_mode", "get_eager_mode", "flush"]

@@ -97,6 +97,32 @@ def _on_tpu(val):
     return True
 
 
+_SCAN_DECOMPOSITIONS = None
+
+
+def _has_scan(gm):
+    scan = _scan_op()
+    return any(n.op == "call_function" and n.target is scan for n in gm.graph.nodes)
+
+
+def _scan_decompositions():
+    """The table for graphs with a scan: detach and alias_copy stay whole.
+    Decomposed, the scan's step graph returns aliases of its inputs, which
+    PyTorch's scan refuses when it functionalizes the step ("scan might be
+    aliasing the input or the output!"); whole, they are views as usual."""
+    global _SCAN_DECOMPOSITIONS
+    if _SCAN_DECOMPOSITIONS is None:
+        keep = {torch.ops.aten.detach.default, torch.ops.aten.alias_copy.default}
+        _SCAN_DECOMPOSITIONS = {op: fn for op, fn in _DECOMPOSITIONS.items() if op not in keep}
+    return _SCAN_DECOMPOSITIONS
+
+
+def _scan_op():
+    from torch._higher_order_ops.scan import scan_op
+
+    return scan_op
+
+
 def _replayable(gm):
     """Whether every effect of the graph is inside its one program: only
     ATen ops on tpu tensors, none that changes an input's metadata or acts
@@ -107,6 +133,8 @@ def _replayable(gm):
         if n.op != "call_function" or n.target is operator.getitem:
             continue
         op = n.target
+        if op is _scan_op():
+            continue  # one engine op (torchtpu.scan): the loop's program
         if not isinstance(op, torch._ops.OpOverload):
             return False
         if op.namespace not in ("aten", "prims") and op.name() not in _ENGINE_CUSTOM_OPS:
@@ -356,7 +384,7 @@ def backend(gm, example_inputs, **kwargs):
         fw_compiler=make("forward", why),
         bw_compiler=make("backward", why),
         inference_compiler=make("inference", why),
-        decompositions=_DECOMPOSITIONS,
+        decompositions=_scan_decompositions() if _has_scan(gm) else _DECOMPOSITIONS,
         keep_inference_input_mutations=True,
     )
     if not cached:

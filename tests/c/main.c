@@ -116,6 +116,28 @@ ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
   return ttpu_test_binary(rt, "add.Tensor", x, y, out, &alpha);
 }
 
+ttpu_status* ttpu_test_extern_call(ttpu_runtime* rt, const char* callee,
+                                   const ttpu_tensor* in, int n_in,
+                                   const ttpu_tensor* out, int n_out) {
+  ttpu_arg args[2];
+  memset(args, 0, sizeof args);
+  args[0].kind = TTPU_ARG_TENSORS;
+  args[0].n = n_in;
+  args[1].kind = TTPU_ARG_STR;
+  args[1].tensor = -1;
+  args[1].str = callee;
+  ttpu_op_call call;
+  memset(&call, 0, sizeof call);
+  call.op = ttpu_op_lookup("torchtpu::extern_call");
+  call.n_args = 2;
+  call.args = args;
+  call.n_tensors = n_in;
+  call.tensors = in;
+  call.n_outputs = n_out;
+  call.outputs = out;
+  return ttpu_op_run(rt, &call);
+}
+
 ttpu_pjrt_plugin* ttpu_test_plugin(ttpu_test_ctx* t) {
   const char* path = ttpu_test_plugin_path(t);
   if (!path) return NULL;

@@ -108,24 +108,7 @@ static void test_define(ttpu_test_ctx* t) {
 
 static ttpu_status* call_fma(ttpu_runtime* rt, const char* callee, const ttpu_tensor* in,
                              const ttpu_tensor* out) {
-  ttpu_arg args[2];
-  memset(args, 0, sizeof args);
-  args[0].kind = TTPU_ARG_TENSORS;
-  args[0].tensor = 0;
-  args[0].n = 2;
-  args[1].kind = TTPU_ARG_STR;
-  args[1].tensor = -1;
-  args[1].str = callee;
-  ttpu_op_call call;
-  memset(&call, 0, sizeof call);
-  call.op = ttpu_op_lookup("torchtpu::extern_call");
-  call.n_args = 2;
-  call.args = args;
-  call.n_tensors = 2;
-  call.tensors = in;
-  call.n_outputs = 1;
-  call.outputs = out;
-  return ttpu_op_run(rt, &call);
+  return ttpu_test_extern_call(rt, callee, in, 2, out, 1);
 }
 
 static void test_runs_strict_and_fused(ttpu_test_ctx* t) {

@@ -75,6 +75,11 @@ ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
                            const ttpu_tensor* y, const ttpu_tensor* out,
                            double alpha);
 
+/* Runs torchtpu::extern_call of callee on in[0..n_in) into out[0..n_out). */
+ttpu_status* ttpu_test_extern_call(ttpu_runtime* rt, const char* callee,
+                                   const ttpu_tensor* in, int n_in,
+                                   const ttpu_tensor* out, int n_out);
+
 #define TTPU_CHECK(t, cond)                                          \
   do {                                                               \
     if (!(cond)) {                                                   \

@@ -352,7 +352,10 @@ class _ProgramCounter(TorchDispatchMode):
     program it lowers to the capture sink (torchtpu.aot.fill's recorder); an
     op call that lowered programs learns which program(s) its signature
     runs, and later calls with that signature (cache hits) are counted
-    against the same program(s)."""
+    against the same program(s). Higher-order operators (a scan: one loop
+    program, torchtpu/scan.py) are counted like any op."""
+
+    supports_higher_order_operators = True
 
     def __init__(self):
         super().__init__()

@@ -46,6 +46,7 @@ extern const ttpu_executor_ops ttpu_executor_strict; /* exec/strict.c */
 extern const ttpu_executor_ops ttpu_executor_debug;  /* exec/debug.c */
 extern const ttpu_executor_ops ttpu_executor_fused;  /* exec/fused.c */
 extern const ttpu_executor_ops ttpu_executor_graph;  /* exec/graph.c */
+extern const ttpu_executor_ops ttpu_executor_function; /* exec/function.c */
 
 /* The registered executor of an eager mode, or NULL for an unknown one
  * (exec/run.c). */

@@ -23,6 +23,7 @@ void ttpu_executors_destroy(ttpu_runtime* rt) {
   for (int k = 0; k < N_EXECUTORS; ++k)
     if (executors[k] && executors[k]->destroy) executors[k]->destroy(rt);
   if (ttpu_executor_graph.destroy) ttpu_executor_graph.destroy(rt);
+  if (ttpu_executor_function.destroy) ttpu_executor_function.destroy(rt);
   ttpu_window_destroy(rt);
   ttpu_queue_destroy(rt);
 }

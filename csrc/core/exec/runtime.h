@@ -29,6 +29,18 @@ typedef struct {
   struct ttpu_window_owner* owner;
 } ttpu_graph_state;
 
+/* Between ttpu_runtime_begin_function and end_function (exec/function.c;
+ * under mu): the window and executor set aside per open function. */
+#define TTPU_FUNCTION_DEPTH 8
+typedef struct {
+  int depth;
+  struct {
+    ttpu_window* window;
+    const ttpu_executor_ops* exec;
+  } saved[TTPU_FUNCTION_DEPTH];
+  struct ttpu_window_owner* owner; /* made at the first function */
+} ttpu_function_state;
+
 /* A scalar pack a strict-mode op uploaded (exec/queue.c), kept for the
  * next op with the same values: programs read their pack, never write it,
  * so one device buffer serves every execution. */
@@ -99,6 +111,7 @@ struct ttpu_runtime {
   ttpu_window* window;   /* recorded ops of fused mode and graphs
                             (exec/fused.c) */
   ttpu_graph_state graph;
+  ttpu_function_state function;
   char warning[1024];    /* pending warnings, "" when none */
   /* Trace hook (exec/trace.c; under mu). */
   ttpu_trace_fn trace_fn;

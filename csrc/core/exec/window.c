@@ -735,6 +735,13 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
  * someone else still holds become results; the rest were temporaries. */
 static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
                                ttpu_window_end why) {
+  if (w->owner && w->owner->never_run)
+    return ttpu_status_make(
+        TTPU_UNIMPLEMENTED,
+        "inside a loop body being traced (torchtpu.scan, scan_layers), "
+        "nothing may wait for the device: a host read (.item(), .cpu(), "
+        "printing), synchronize or an op on another device is not "
+        "supported there");
   int dev = w->device;
   int n_recs = w->n_recs;
   ttpu_stats* stats = &rt->dev[dev].stats;
@@ -1004,6 +1011,125 @@ ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
   if (!w) return owner ? ttpu_status_oom() : NULL;
   w->owner = owner;
   return NULL;
+}
+
+/* ------------------------------------------------------------ function */
+
+void ttpu_window_function_free(ttpu_window_function* fn) {
+  if (!fn) return;
+  free(fn->text);
+  free(fn->param_buf);
+  free(fn->param);
+  free(fn->f);
+  free(fn->i);
+  free(fn->results);
+  memset(fn, 0, sizeof(*fn));
+}
+
+static ttpu_status* function_program(ttpu_window* w, ttpu_buffer* const* outs,
+                                     int n_out, flush_ctx* c,
+                                     ttpu_window_function* fn) {
+  if (w->uses_rng)
+    return ttpu_status_make(
+        TTPU_UNIMPLEMENTED,
+        "random numbers (dropout, rand, ...) inside a loop body are not "
+        "supported: draw them outside the loop and pass them in as inputs, "
+        "or set dropout to 0");
+  int n_params = 0;
+  for (int k = 0; k < w->n_st; ++k) {
+    const wstore* x = &w->st[k];
+    ttpu_prog_store* ps = &c->stores[k];
+    if (x->pad0.mask || x->pad.mask)
+      return ttpu_status_make(TTPU_UNIMPLEMENTED,
+                              "a loop body over a padded (bucketed) tensor");
+    if (x->param > 0 && x->written)
+      return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                              "a loop body may not change its inputs in place");
+    ps->nbytes = x->buf->nbytes;
+    ps->param = x->param > 0 ? n_params++ : -1;
+    ps->result = -1;
+    ps->dtype = x->dt0;
+    ps->ndim = x->nd0;
+    memcpy(ps->dims, x->dims0, sizeof(ps->dims));
+  }
+  for (int j = 0; j < n_out; ++j) {
+    int k = outs[j] ? map_find(w, outs[j]) : -1;
+    if (k < 0 || !w->st[k].written || c->stores[k].result >= 0)
+      return ttpu_status_make(TTPU_INTERNAL,
+                              "loop body: output %d is not a storage the body "
+                              "computes (once)", j);
+    c->stores[k].result = j;
+  }
+  c->g.f_param = w->n_f ? n_params++ : -1;
+  c->g.i_param = w->n_i ? n_params++ : -1;
+  c->g.rng_param = -1;
+  c->g.rng_result = -1;
+  c->g.n_f = w->n_f;
+  c->g.n_i = w->n_i;
+  c->g.n_params = n_params;
+  c->g.n_results = n_out;
+  c->g.n_stores = w->n_st;
+  c->g.stores = c->stores;
+  c->g.n_ops = w->n_recs;
+  c->g.ops = c->ops;
+  for (int i = 0; i < w->n_recs; ++i) {
+    c->ops[i].plan = &w->recs[i].plan;
+    c->ops[i].store = w->recs[i].store;
+    c->ops[i].f_map = w->recs[i].f_map;
+    c->ops[i].i_map = w->recs[i].i_map;
+  }
+  ttpu_status* s = ttpu_lower_prog(&c->g, &fn->text, &fn->len, &fn->results,
+                                   &fn->n_results);
+  if (s) return ttpu_status_annotate(s, "lowering a loop body of %d ops", w->n_recs);
+  if (fn->n_results != n_out)
+    return ttpu_status_make(
+        TTPU_UNIMPLEMENTED,
+        "a loop body with an op that checks its data at run time (an index "
+        "checked on the device) is not supported");
+  fn->n_params = n_params;
+  fn->param_buf = calloc((size_t)n_params + 1, sizeof(*fn->param_buf));
+  fn->param = calloc((size_t)n_params + 1, sizeof(*fn->param));
+  fn->f = malloc(((size_t)w->n_f + 1) * sizeof(double));
+  fn->i = malloc(((size_t)w->n_i + 1) * sizeof(int64_t));
+  if (!fn->param_buf || !fn->param || !fn->f || !fn->i) return ttpu_status_oom();
+  for (int k = 0; k < w->n_st; ++k) {
+    int p = c->stores[k].param;
+    if (p < 0) continue;
+    fn->param_buf[p] = w->st[k].buf;
+    fn->param[p] = c->stores[k];
+  }
+  fn->f_param = c->g.f_param;
+  fn->i_param = c->g.i_param;
+  fn->n_f = w->n_f;
+  fn->n_i = w->n_i;
+  if (w->n_f) memcpy(fn->f, w->f, (size_t)w->n_f * sizeof(double));
+  if (w->n_i) memcpy(fn->i, w->i, (size_t)w->n_i * sizeof(int64_t));
+  return NULL;
+}
+
+ttpu_status* ttpu_window_lower_function(ttpu_runtime* rt,
+                                        ttpu_buffer* const* outs, int n_out,
+                                        ttpu_window_function* fn) {
+  memset(fn, 0, sizeof(*fn));
+  ttpu_window* w = rt->window;
+  if (!w || !w->n_recs || n_out < 1)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "a loop body must compute at least one output");
+  flush_ctx c;
+  memset(&c, 0, sizeof(c));
+  c.w = w;
+  c.n_recs = w->n_recs;
+  c.stores = calloc((size_t)w->n_st + 1, sizeof(*c.stores));
+  c.ops = calloc((size_t)w->n_recs + 1, sizeof(*c.ops));
+  ttpu_status* s = !c.stores || !c.ops ? ttpu_status_oom()
+                                       : function_program(w, outs, n_out, &c, fn);
+  free(c.stores);
+  free(c.ops);
+  /* The storages are compared with the caller's, never used: the window
+   * lets go of them now. */
+  window_clear(w);
+  if (s) ttpu_window_function_free(fn);
+  return s;
 }
 
 /* ------------------------------------------------------------ queries */

@@ -31,6 +31,9 @@ typedef struct ttpu_window_owner {
                    ttpu_cache_entry* e, const int64_t* key, size_t n_key,
                    ttpu_pjrt_buffer* fbuf, ttpu_pjrt_buffer* ibuf);
   void (*captured)(void* user, void* replay, int kept);
+  /* Set: the window's ops are a function's body (exec/function.c), never
+   * run: whatever would run them (a host read, synchronize) fails. */
+  int never_run;
 } ttpu_window_owner;
 
 /* Adds the call as the window's next op (a fill of a storage the window
@@ -47,6 +50,32 @@ ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
                                    const ttpu_window_owner* owner);
 /* Frees the window, at ttpu_runtime_destroy. */
 void ttpu_window_destroy(ttpu_runtime* rt);
+
+/* The window's ops as the program of a function (exec/function.c), lowered
+ * and not run; the window is emptied either way. Its parameters are the
+ * storages the ops read before writing them, in the window's order, then
+ * the scalar packs; its results are outs[0..n_out), storages the ops
+ * write, in that order, and nothing else. Refused: ops that draw random
+ * numbers, that write a storage they read first (an input changed in
+ * place), that check data at run time, or padded storages. */
+typedef struct {
+  char* text;               /* the program (its function is main) */
+  size_t len;
+  int n_params;
+  ttpu_buffer** param_buf;  /* per parameter: its storage (only to compare
+                               with; not retained), NULL for a pack */
+  ttpu_prog_store* param;   /* per parameter: its dtype and dims */
+  int f_param, i_param;     /* the packs' parameters, or -1 */
+  int n_f, n_i;
+  double* f;                /* the packs' values at the recording */
+  int64_t* i;
+  int n_results;
+  ttpu_result_plan* results; /* per result: its dtype and dims */
+} ttpu_window_function;
+ttpu_status* ttpu_window_lower_function(ttpu_runtime* rt,
+                                        ttpu_buffer* const* outs, int n_out,
+                                        ttpu_window_function* fn);
+void ttpu_window_function_free(ttpu_window_function* fn);
 
 /* Whether store k was padded at the window's start or is at its end
  * (prog/bucket.c): a graph is then not captured for replay, since its

@@ -740,10 +740,6 @@ void ttpu_hlo_call(ttpu_hlo* b, const char* callee, const char* text,
                   callee);
     return;
   }
-  if (b->depth != 1) {
-    ttpu_hlo_fail(b, TTPU_INTERNAL, "call: @%s inside a region", callee);
-    return;
-  }
   if (add_callee(b, callee, text)) return;
   char attrs[320];
   snprintf(attrs, sizeof attrs, "callee = @%s", callee);
@@ -936,4 +932,20 @@ ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len) {
   *out = text;
   if (len) *len = n;
   return NULL;
+}
+
+char* ttpu_hlo_module_as_callee(const char* text, const char* name) {
+  static const char kMain[] = "func.func public @main(";
+  if (!text || !symbol_ok(name)) return NULL;
+  const char* first = strchr(text, '\n');
+  const char* main = strstr(text, kMain);
+  const char* close = strrchr(text, '}');
+  if (strncmp(text, "module ", 7) || !first || !main || !close || close < main)
+    return NULL;
+  ttpu_hloi_buf s = {0};
+  buf_putn(&s, first + 1, (size_t)(main - first - 1));
+  ttpu_hloi_buf_printf(&s, "func.func private @%s(", name);
+  const char* rest = main + sizeof(kMain) - 1;
+  buf_putn(&s, rest, (size_t)(close - rest));
+  return ttpu_hloi_buf_take(&s);
 }

@@ -8,7 +8,8 @@
 #include "hlo_internal.h"
 #include "ttpu_hlo.h"
 
-enum { kMaxLoopState = 16 };
+/* A scan's loop carries every stacked input and output of its body. */
+enum { kMaxLoopState = 256 };
 
 void ttpu_hlo_while(ttpu_hlo* b, const ttpu_val* init, int n,
                     ttpu_hlo_while_cond cond, ttpu_hlo_while_body body,

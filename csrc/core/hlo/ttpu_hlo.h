@@ -62,6 +62,12 @@ void ttpu_hlo_return(ttpu_hlo* b, const ttpu_val* vals, int n);
 /* Prints the module. *out is malloc'ed, NUL-terminated (caller frees). */
 ttpu_status* ttpu_hlo_print(ttpu_hlo* b, char** out, size_t* len);
 
+/* A module ttpu_hlo_print printed, as a callee's text for ttpu_hlo_call
+ * and ttpu_extern_define: its main becomes `func.func private @name`, the
+ * functions it calls stay after it, the module around them goes. NULL
+ * when text is not such a module or memory runs out; caller frees. */
+char* ttpu_hlo_module_as_callee(const char* text, const char* name);
+
 /* ---- constants */
 /* A scalar constant broadcast to type t (t.ndim may be 0). Integers are
  * converted exactly from v_int when the dtype is integral or bool, else from
@@ -273,7 +279,7 @@ void ttpu_hlo_rng_bits(ttpu_hlo* b, ttpu_val state, ttpu_type bits,
                        ttpu_val* new_state, ttpu_val* out);
 
 /* ---- control flow */
-/* stablehlo.while over a loop state of n values (1..16) starting at init.
+/* stablehlo.while over a loop state of n values (1..256) starting at init.
  * cond(b, ctx, state) emits the loop test and returns a 0-d bool; body(b,
  * ctx, state, next) emits one iteration and writes the n next state values
  * (each of its state value's type). Both may use values of the enclosing
@@ -299,7 +305,7 @@ ttpu_val ttpu_hlo_opaque(ttpu_hlo* b, ttpu_val x);
  * a callee must always come with the same text. args must have the
  * callee's argument types and res are its result types (n_res >= 1); the
  * call is pure: equal calls are shared and an unused one is dropped. outs
- * receives n_res values. */
+ * receives n_res values. A call may sit inside a region (a loop's body). */
 void ttpu_hlo_call(ttpu_hlo* b, const char* callee, const char* text,
                    const ttpu_val* args, int n, const ttpu_type* res,
                    int n_res, ttpu_val* outs);

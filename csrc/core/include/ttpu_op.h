@@ -134,6 +134,43 @@ ttpu_status* ttpu_extern_define(const char* callee, const char* text);
 /* The text defining callee, or NULL. Valid for the process. Thread-safe. */
 const char* ttpu_extern_text(const char* callee);
 
+/* A function's body: the ops called from begin to end are recorded into
+ * a window of their own and never run (whatever the mode, inside a graph
+ * too: the window in force is set aside and comes back at the end);
+ * anything that would wait for them (a host read, synchronize) fails.
+ * end lowers them to a StableHLO function of params (tensors the ops read:
+ * dense, at offset 0, each covering its storage) returning results
+ * (tensors the ops computed, dense and covering likewise), defines it for
+ * the process as ttpu_extern_define does and writes its name (derived
+ * from its text) to name. results NULL: the ops are dropped, nothing is
+ * defined. Functions nest (8 deep). Refused: a body that reads a tensor
+ * other than params, draws random numbers, changes a param in place or
+ * checks data on the device. Thread rule: the runtime's lock orders the
+ * calls, but a body is one thread's: record it from one thread. */
+ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt);
+ttpu_status* ttpu_runtime_end_function(ttpu_runtime* rt,
+                                       const ttpu_tensor* params, int n_params,
+                                       const ttpu_tensor* results,
+                                       int n_results, char* name,
+                                       size_t name_cap);
+/* A loop over a body defined above (ttpu_runtime_end_function): a
+ * function of (carry..., xs..., consts...) returning (carry..., ys...)
+ * that runs body(carry..., x_t..., consts...) -> (carry..., y_t...) for
+ * t = 0 .. length-1 as one stablehlo.while, x_t the slice t of each xs
+ * along dim 0 and ys stacked along a new dim 0 (PyTorch's scan); reverse
+ * nonzero: t = length-1 .. 0, y_t still stored at row t. Types:
+ * carry, xs (with their dim 0 of `length`), consts and the body's ys (one
+ * step's, without it) as tensors whose dtype, ndim and sizes count (the
+ * rest is ignored). Defined for the process as ttpu_extern_define does;
+ * its name (from its text) is written to name, to call it through
+ * "torchtpu::extern_call". Thread-safe. */
+ttpu_status* ttpu_scan_define(const char* body, int64_t length, int reverse,
+                              const ttpu_tensor* carry, int n_carry,
+                              const ttpu_tensor* xs, int n_xs,
+                              const ttpu_tensor* consts, int n_consts,
+                              const ttpu_tensor* ys, int n_ys, char* name,
+                              size_t name_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,13 @@
 extern "C" {
 #endif
 
+/* Names derived from texts and types (ops/loop.c): 64-bit FNV-1a over
+ * bytes, and over tensors' dtypes and sizes (strides and storages left
+ * out), continuing from h. */
+#define TTPU_FNV1A_SEED 0xcbf29ce484222325ull
+uint64_t ttpu_fnv1a(uint64_t h, const void* p, size_t n);
+uint64_t ttpu_types_hash(uint64_t h, const ttpu_tensor* t, int n);
+
 typedef struct ttpu_lower ttpu_lower;
 typedef ttpu_status* (*ttpu_lower_fn)(ttpu_lower* L);
 
