@@ -104,13 +104,15 @@ def test_scan_outputs_like_cpu():
 
 def test_loop_programs_do_not_grow_with_length():
     """A loop of 3 steps and one of 24 compile the same programs: one body.
-    (A first run compiles what no shape decides, as the scalar loss.)"""
+    (A first run compiles what no shape decides, as the scalar loss.) The
+    widths are ones no other test uses, so that no program of either run is
+    in the memory cache already when the suite shares a process."""
     def once(length, d):
         inputs = [t.to("tpu") for t in rnn_inputs(length=length, d=d)]
         return programs_compiled(lambda: grads_of(rnn_loss, inputs, "strict"))
 
     once(2, 5)
-    short, long = once(3, 6), once(24, 7)
+    short, long = once(3, 13), once(24, 17)
     assert len(short) == len(long), (short, long)
     loops = [c for c in long if c["what"] == "torchtpu::extern_call"]
     assert len(loops) == 2, long  # the forward scan and the backward scan
