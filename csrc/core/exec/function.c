@@ -150,8 +150,6 @@ static ttpu_status* define_function(const ttpu_window_function* fn,
   ttpu_val* args = malloc(((size_t)fn->n_params + 1) * sizeof(*args));
   ttpu_type* res = malloc(((size_t)n_results + 1) * sizeof(*res));
   ttpu_val* outs = malloc(((size_t)n_results + 1) * sizeof(*outs));
-  char* text = NULL;
-  char* callee = NULL;
   ttpu_status* s = NULL;
   if (!inner_text || !b || !in || !args || !res || !outs) {
     s = ttpu_status_oom();
@@ -201,16 +199,7 @@ static ttpu_status* define_function(const ttpu_window_function* fn,
   for (int k = 0; k < n_results; ++k)
     outs[k] = ttpu_hlo_reshape(b, outs[k], results[k].ndim, results[k].sizes);
   ttpu_hlo_return(b, outs, n_results);
-  s = ttpu_hlo_take_status(b);
-  if (!s) s = ttpu_hlo_print(b, &text, NULL);
-  if (s) goto done;
-  callee = ttpu_hlo_module_as_callee(text, outer);
-  if (!callee) {
-    s = ttpu_status_oom();
-    goto done;
-  }
-  s = ttpu_extern_define(outer, callee);
-  if (!s && name && name_cap) snprintf(name, name_cap, "%s", outer);
+  s = ttpu_extern_define_module(b, outer, name, name_cap);
 done:
   if (s) s = ttpu_status_annotate(s, "defining a loop body");
   ttpu_hlo_free(b);
@@ -219,8 +208,6 @@ done:
   free(args);
   free(res);
   free(outs);
-  free(text);
-  free(callee);
   return s;
 }
 

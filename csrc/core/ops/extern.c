@@ -10,6 +10,7 @@
  * signature (a STR argument), so its text must be a function of the name:
  * the front end derives the name from the text. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,21 @@ ttpu_status* ttpu_extern_define(const char* callee, const char* text) {
   }
   pthread_mutex_unlock(&g_lock);
   return st;
+}
+
+ttpu_status* ttpu_extern_define_module(ttpu_hlo* b, const char* callee,
+                                       char* name, size_t name_cap) {
+  char* text = NULL;
+  ttpu_status* s = ttpu_hlo_take_status(b);
+  if (!s) s = ttpu_hlo_print(b, &text, NULL);
+  if (s) return s;
+  char* ctext = ttpu_hlo_module_as_callee(text, callee);
+  free(text);
+  if (!ctext) return ttpu_status_oom();
+  s = ttpu_extern_define(callee, ctext);
+  free(ctext);
+  if (!s && name && name_cap) snprintf(name, name_cap, "%s", callee);
+  return s;
 }
 
 const char* ttpu_extern_text(const char* callee) {

@@ -150,8 +150,6 @@ ttpu_status* ttpu_scan_define(const char* body, int64_t length, int reverse,
   c.args = malloc(((size_t)n_carry + n_xs + n_consts + 1) * sizeof(ttpu_val));
   c.res = malloc(((size_t)n_carry + n_ys) * sizeof(ttpu_type));
   c.outs = malloc(((size_t)n_carry + n_ys) * sizeof(ttpu_val));
-  char* text = NULL;
-  char* ctext = NULL;
   ttpu_status* s = NULL;
   if (!b || !init || !fin || !c.args || !c.res || !c.outs) {
     s = ttpu_status_oom();
@@ -176,16 +174,7 @@ ttpu_status* ttpu_scan_define(const char* body, int64_t length, int reverse,
   }
   ttpu_hlo_while(b, init, n_state, scan_cond, scan_step, &c, fin);
   ttpu_hlo_return(b, fin + 1, n_carry + n_ys);
-  s = ttpu_hlo_take_status(b);
-  if (!s) s = ttpu_hlo_print(b, &text, NULL);
-  if (s) goto done;
-  ctext = ttpu_hlo_module_as_callee(text, callee);
-  if (!ctext) {
-    s = ttpu_status_oom();
-    goto done;
-  }
-  s = ttpu_extern_define(callee, ctext);
-  if (!s && name && name_cap) snprintf(name, name_cap, "%s", callee);
+  s = ttpu_extern_define_module(b, callee, name, name_cap);
 done:
   if (s) s = ttpu_status_annotate(s, "defining a scan over @%s", body);
   ttpu_hlo_free(b);
@@ -194,7 +183,5 @@ done:
   free(c.args);
   free(c.res);
   free(c.outs);
-  free(text);
-  free(ctext);
   return s;
 }

@@ -285,6 +285,14 @@ ttpu_val ttpu_l_scatter_dim(ttpu_hlo* b, ttpu_val x, int dim, ttpu_val idx,
  * bf16/f16 DEFAULT (they accumulate in f32 anyway). */
 ttpu_precision ttpu_l_precision(ttpu_lower* L, ttpu_dtype dt);
 
+/* Finishes builder b (its main's results set: its sticky error first) and
+ * defines the printed module for the process as callee
+ * (ttpu_extern_define); writes callee to name when name_cap > 0. Loop
+ * bodies and scans are defined this way. Thread-safe as
+ * ttpu_extern_define. */
+ttpu_status* ttpu_extern_define_module(ttpu_hlo* b, const char* callee,
+                                       char* name, size_t name_cap);
+
 /* x reshaped to t's dims (t's dtype is x's). */
 static inline ttpu_val ttpu_l_reshape_to(ttpu_hlo* b, ttpu_val x, ttpu_type t) {
   return ttpu_hlo_reshape(b, x, t.ndim, t.dims);
