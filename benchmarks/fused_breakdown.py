@@ -33,7 +33,7 @@ import torchtpu
 import torchtpu.dynamo  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama import Llama  # noqa: E402
+from steady import training_step  # noqa: E402
 
 
 def device_time(fn):
@@ -61,19 +61,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=3)
     a = ap.parse_args(argv)
 
-    torch.manual_seed(0)
-    vocab = 512
-    model = Llama(vocab, d=a.dim, layers=a.layers).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    x = torch.randint(0, vocab, (8, 128)).to("tpu")
-    y = torch.randint(0, vocab, (8, 128)).to("tpu")
-
-    def step(x, y):
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+    step, x, y = training_step(d=a.dim, layers=a.layers)
 
     compiled = torch.compile(step, backend="tpu")
     modes = ("strict", "fused", "compiled")
