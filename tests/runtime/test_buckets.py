@@ -87,6 +87,8 @@ OPS = {
     "any over n": lambda x: (x > 2).any(1),
     "where": lambda x: torch.where(x > 0, x, -x),
     "isin a set": lambda x: torch.isin((x * 2).round(), torch.tensor([0.0, 1.0, -2.0], device=x.device)),
+    "isin, out=": lambda x: torch.isin((x * 2).round(), torch.tensor([0.0, 1.0], device=x.device),
+                                       out=torch.empty(x.shape, dtype=torch.bool, device=x.device)),
     "isin a padded set (no rule)": lambda x: torch.isin(x[:, :, 0].round(), x[0, :, 1].round()),
     "cat again": lambda x: torch.cat([x, x[:, :1]], 1),
     "cat along a fixed dim": lambda x: torch.cat([x, -x], 2),
