@@ -104,18 +104,30 @@ def test_scan_outputs_like_cpu():
 
 def test_loop_programs_do_not_grow_with_length():
     """A loop of 3 steps and one of 24 compile the same programs: one body.
-    (A first run compiles what no shape decides, as the scalar loss.) The
-    widths are ones no other test uses, so that no program of either run is
-    in the memory cache already when the suite shares a process."""
-    def once(length, d):
-        inputs = [t.to("tpu") for t in rnn_inputs(length=length, d=d)]
-        return programs_compiled(lambda: grads_of(rnn_loss, inputs, "strict"))
+    (A first run compiles what no shape decides, as the scalar loss.) It runs
+    in a fresh process with the disk cache off, so that no program another
+    test compiled is already in the memory cache and every count is exact."""
+    from _proc import check, run_script
 
-    once(2, 5)
-    short, long = once(3, 13), once(24, 17)
-    assert len(short) == len(long), (short, long)
-    loops = [c for c in long if c["what"] == "torchtpu::extern_call"]
-    assert len(loops) == 2, long  # the forward scan and the backward scan
+    out = check(run_script("""
+        import json
+        import torch
+        import torchtpu
+        from compile.test_scan import grads_of, programs_compiled, rnn_inputs, rnn_loss
+
+        def once(length, d):
+            inputs = [t.to("tpu") for t in rnn_inputs(length=length, d=d)]
+            return programs_compiled(lambda: grads_of(rnn_loss, inputs, "strict"))
+
+        once(2, 5)
+        short, long = once(3, 13), once(24, 17)
+        print(json.dumps([[c["what"] for c in short], [c["what"] for c in long]]))
+        print("ok")
+    """, timeout=300, TORCHTPU_DISK_CACHE="0"))
+    import json
+    short, long = json.loads(out.splitlines()[-2])
+    assert sorted(short) == sorted(long), (short, long)
+    assert long.count("torchtpu::extern_call") == 2, long  # the forward scan and the backward scan
 
 
 # ------------------------------------------------------------ scan_layers
