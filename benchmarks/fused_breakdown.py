@@ -19,10 +19,14 @@ Per mode (medians over rounds):
   divided by the ATen ops strict mode runs;
 - device: the summed run time of the programs the step launched, from the
   engine's own timing (torch.profiler's tpu track), and how many;
-- windows (fused): windows per step, ops per window, and why they ended.
+- windows (fused): windows per step, ops per window, and why they ended;
+- faults: the process's minor page faults per step (getrusage), and its
+  kernel (system) CPU time per step: a program whose temporaries the
+  plugin maps afresh at each run pays for them here.
 """
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -72,6 +76,7 @@ def main(argv=None):
         torch.tpu.synchronize()
         m0 = torchtpu.debug.metrics()  # (synchronizes too)
         issue = 0.0
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         with torchtpu.set_eager_mode("strict" if mode == "compiled" else mode):
             for _ in range(steps):
@@ -81,8 +86,11 @@ def main(argv=None):
                 loss.item()
             torch.tpu.synchronize()
         wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
         m1 = torchtpu.debug.metrics()
         d = {k: (m1[k] - m0[k]) / steps for k in ("executions", "fused_windows", "fused_ops")}
+        d["faults"] = (r1.ru_minflt - r0.ru_minflt) / steps
+        d["sys"] = (r1.ru_stime - r0.ru_stime) / steps
         d["ends"] = {k: (v - m0["fused_window_ends"].get(k, 0)) / steps
                      for k, v in m1["fused_window_ends"].items() if v - m0["fused_window_ends"].get(k, 0)}
         return wall / steps, issue / steps, d
@@ -112,8 +120,9 @@ def main(argv=None):
     ops = rows["strict"][-1][2]["executions"]
     print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW; load average "
           f"{os.getloadavg()[0]:.2f}; medians of {a.rounds} rounds")
-    print("| mode | step ms | issue ms | issue us/op | device ms (programs) | windows/step | ends |")
-    print("|---|---|---|---|---|---|---|")
+    print("| mode | step ms | issue ms | issue us/op | device ms (programs) | windows/step | ends "
+          "| faults/step | kernel ms/step |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
         wall = statistics.median(r[0] for r in rows[mode]) * 1e3
         issue = statistics.median(r[1] for r in rows[mode]) * 1e3
@@ -121,7 +130,8 @@ def main(argv=None):
         win = f'{d["fused_windows"]:.0f}' if mode == "fused" else "-"
         ends = ", ".join(f"{k} {v:.0f}" for k, v in d["ends"].items()) if mode == "fused" else "-"
         print(f"| {mode} | {wall:.1f} | {issue:.1f} | {issue * 1e3 / max(ops, 1):.1f} | "
-              f"{dev[mode][0] * 1e3:.1f} ({dev[mode][1]}) | {win} | {ends} |")
+              f"{dev[mode][0] * 1e3:.1f} ({dev[mode][1]}) | {win} | {ends} | "
+              f"{d['faults']:.0f} | {d['sys'] * 1e3:.0f} |")
     for mode in modes:
         print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")

@@ -84,9 +84,11 @@ ttpu_buffer* ttpu_test_upload_f32(ttpu_test_ctx* t, ttpu_runtime* rt,
   return b;
 }
 
-ttpu_status* ttpu_test_binary(ttpu_runtime* rt, const char* op,
-                              const ttpu_tensor* x, const ttpu_tensor* y,
-                              const ttpu_tensor* out, const double* alpha) {
+/* op(x, y[, alpha]) into out, as a call of autograd pass `task`. */
+static ttpu_status* binary_in_pass(ttpu_runtime* rt, const char* op,
+                                   const ttpu_tensor* x, const ttpu_tensor* y,
+                                   const ttpu_tensor* out, const double* alpha,
+                                   int task) {
   ttpu_tensor ts[2] = {*x, *y};
   ttpu_arg args[3] = {{0}};
   args[0].kind = TTPU_ARG_TENSOR;
@@ -107,7 +109,21 @@ ttpu_status* ttpu_test_binary(ttpu_runtime* rt, const char* op,
   c.n_outputs = 1;
   c.outputs = out;
   c.common_dtype = TTPU_F32;
+  c.autograd_task = task;
   return ttpu_op_run(rt, &c);
+}
+
+ttpu_status* ttpu_test_binary(ttpu_runtime* rt, const char* op,
+                              const ttpu_tensor* x, const ttpu_tensor* y,
+                              const ttpu_tensor* out, const double* alpha) {
+  return binary_in_pass(rt, op, x, y, out, alpha, 0);
+}
+
+ttpu_status* ttpu_test_add_in_pass(ttpu_runtime* rt, const ttpu_tensor* x,
+                                   const ttpu_tensor* y,
+                                   const ttpu_tensor* out, int task) {
+  static const double one = 1.0;
+  return binary_in_pass(rt, "add.Tensor", x, y, out, &one, task);
 }
 
 ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,

@@ -79,6 +79,48 @@ static void test_fused_chain(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* out = a + b, dense 1-d views of n elements, as a call of autograd pass
+ * `task` (0: none). */
+static ttpu_status* add_in_pass(ttpu_runtime* rt, ttpu_buffer* a,
+                                ttpu_buffer* b, ttpu_buffer* out, int64_t* n,
+                                int task) {
+  static const int64_t one = 1;
+  ttpu_tensor x = {a, TTPU_F32, 1, n, &one, 0}, y = {b, TTPU_F32, 1, n, &one, 0};
+  ttpu_tensor o = {out, TTPU_F32, 1, n, &one, 0};
+  return ttpu_test_add_in_pass(rt, &x, &y, &o, task);
+}
+
+/* A fused window ends where an autograd pass begins or ends (a forward, a
+ * backward and an update run as three windows), and at any host read,
+ * even of a storage the window does not write. */
+static void test_window_ends_at_passes_and_reads(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  int64_t n = 4;
+  ttpu_buffer* x = make_f32(t, rt, 1, n);
+  ttpu_buffer* acc = make_f32(t, rt, 0, n);
+  TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_FUSED));
+  ttpu_stats st0, st;
+  ttpu_runtime_stats(rt, -1, &st0);
+  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0)); /* forward */
+  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0));
+  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 3)); /* backward */
+  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 3));
+  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0)); /* update */
+  float r[4];
+  /* x is only read by the window: the read still ends it */
+  TTPU_CHECK_OK(t, ttpu_buffer_download(x, r, sizeof(r)));
+  ttpu_runtime_stats(rt, -1, &st);
+  TTPU_CHECK(t, st.windows - st0.windows == 3);
+  TTPU_CHECK(t, st.window_ends[TTPU_END_PASS] - st0.window_ends[TTPU_END_PASS] == 2);
+  TTPU_CHECK(t, st.window_ends[TTPU_END_READ] - st0.window_ends[TTPU_END_READ] == 1);
+  TTPU_CHECK_OK(t, ttpu_buffer_download(acc, r, sizeof(r)));
+  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == (float)i + 5.0f * (1.0f + (float)i));
+  ttpu_buffer_release(acc);
+  ttpu_buffer_release(x);
+  ttpu_runtime_destroy(rt);
+}
+
 /* A graph is one program whatever the op limit. */
 static void test_graph_ignores_limit(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
@@ -247,6 +289,7 @@ static void test_disk_cache(ttpu_test_ctx* t) {
 
 static const ttpu_test kTests[] = {
     {"fused_chain", test_fused_chain},
+    {"window_ends_at_passes_and_reads", test_window_ends_at_passes_and_reads},
     {"graph_ignores_limit", test_graph_ignores_limit},
     {"graph_replay", test_graph_replay},
     {"debug_mode_names_op", test_debug_mode_names_op},

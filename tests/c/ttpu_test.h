@@ -75,6 +75,12 @@ ttpu_status* ttpu_test_add(ttpu_runtime* rt, const ttpu_tensor* x,
                            const ttpu_tensor* y, const ttpu_tensor* out,
                            double alpha);
 
+/* out = x + y as a call of autograd pass `task` (ttpu_op_call's
+ * autograd_task; 0: none). */
+ttpu_status* ttpu_test_add_in_pass(ttpu_runtime* rt, const ttpu_tensor* x,
+                                   const ttpu_tensor* y,
+                                   const ttpu_tensor* out, int task);
+
 /* Runs torchtpu::extern_call of callee on in[0..n_in) into out[0..n_out). */
 ttpu_status* ttpu_test_extern_call(ttpu_runtime* rt, const char* callee,
                                    const ttpu_tensor* in, int n_in,

@@ -111,9 +111,10 @@ def test_loop_programs_do_not_grow_with_length():
 
     out = check(run_script("""
         import json
-        import torch
-        import torchtpu
-        from compile.test_scan import grads_of, programs_compiled, rnn_inputs, rnn_loss
+        import os
+        import sys
+        sys.path.insert(0, os.path.join(sys.path[0], "compile"))  # this file's folder
+        from test_scan import grads_of, programs_compiled, rnn_inputs, rnn_loss
 
         def once(length, d):
             inputs = [t.to("tpu") for t in rnn_inputs(length=length, d=d)]

@@ -8,4 +8,5 @@ const ttpu_executor_ops ttpu_executor_fused = {
     .submit = ttpu_window_record,
     .flush = ttpu_window_flush,
     .touch = ttpu_window_touch,
+    .host_read = ttpu_window_host_read,
 };

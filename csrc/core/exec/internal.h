@@ -29,6 +29,9 @@
 ttpu_status* ttpu_exec_flush(ttpu_runtime* rt, ttpu_window_end why);
 ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                              int writing);
+/* Before a copy of b to the host: ttpu_exec_touch, or more where the
+ * executor ends its held-back work at host reads (fused mode). */
+ttpu_status* ttpu_exec_host_read(ttpu_runtime* rt, const ttpu_buffer* b);
 /* An upload, download or storage copy happened (under rt->mu): inside a
  * compiled graph it is work its program does not do, so the graph cannot
  * be replayed. */

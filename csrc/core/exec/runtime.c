@@ -782,7 +782,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_exec_touch(rt, b, 0);
+  s = ttpu_exec_host_read(rt, b);
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;

@@ -65,6 +65,7 @@ struct ttpu_window {
   /* Who records into it other than fused mode (a graph), or NULL. */
   const ttpu_window_owner* owner;
   int device;
+  int autograd_task; /* the autograd pass its calls came from */
   int limit;
   wrec* recs;
   int n_recs, cap_recs;
@@ -900,6 +901,11 @@ ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
   return ttpu_window_flush(rt, TTPU_END_READ);
 }
 
+ttpu_status* ttpu_window_host_read(ttpu_runtime* rt, const ttpu_buffer* b) {
+  (void)b;
+  return ttpu_window_flush(rt, TTPU_END_READ);
+}
+
 ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_window* w = rt->window;
   if (!w || !w->n_recs) return NULL;
@@ -978,7 +984,18 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
     s = ttpu_window_flush(rt, TTPU_END_DEVICE);
     if (s) return s;
   }
+  /* A backward pass begins or ends: the window ends there. One window for
+   * forward, backward and update would hold every activation as a temporary
+   * of one program, which a host platform's runtime maps afresh, page by
+   * page, at each run (on the XLA CPU plugin a 4-layer step spent a fifth
+   * of its time in page faults); across windows activations are buffers,
+   * which stay allocated. A graph is one program whatever records it. */
+  if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task) {
+    s = ttpu_window_flush(rt, TTPU_END_PASS);
+    if (s) return s;
+  }
   w->device = call->device;
+  w->autograd_task = call->autograd_task;
   s = append(rt, w, call, def);
   if (s) return s;
   if (w->owner) return NULL; /* a graph is one program, however long */

@@ -45,6 +45,11 @@ ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why);
 /* Runs the window when b's read (writing 0) or write needs it. */
 ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                                int writing);
+/* A host read of b ends the window whatever b depends on: the host waits
+ * at a step's end or for a value, and the ops recorded so far start. (A
+ * training loop that reads its loss then runs its update as a window of
+ * its own, not as the head of the next step's forward.) */
+ttpu_status* ttpu_window_host_read(ttpu_runtime* rt, const ttpu_buffer* b);
 /* Sets the owner (borrowed until set again), or NULL: fused mode. */
 ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
                                    const ttpu_window_owner* owner);

@@ -89,6 +89,12 @@ typedef struct {
    * 2 "medium" (XLA DEFAULT: one bf16 pass on a TPU). The numbering is
    * at::Float32MatmulPrecision's. Part of the program signature. */
   int matmul_precision;
+  /* The autograd pass that issued the call: 0 outside one (a forward, an
+   * optimizer step), else the autograd engine's graph task id + 1. Never
+   * part of a program: a fused window ends where it changes, so a
+   * training step runs as forward, backward and update windows, whose
+   * activations pass between programs as buffers. */
+  int autograd_task;
 } ttpu_op_call;
 
 /* Id of an ATen overload name ("add.Tensor", "relu.default" is "relu"),

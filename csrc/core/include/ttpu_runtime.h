@@ -162,6 +162,8 @@ typedef enum {
   TTPU_END_REPEAT,    /* the repeat detector saw the next step begin */
   TTPU_END_DEVICE,    /* an op on another device */
   TTPU_END_GRAPH,     /* the end of a compiled graph (ttpu_runtime_end_graph) */
+  TTPU_END_PASS,      /* an op of another autograd pass (ttpu_op_call's
+                         autograd_task): a backward begins or ends */
   TTPU_END_COUNT
 } ttpu_window_end;
 

@@ -11,6 +11,7 @@
 #include <ATen/Context.h>
 #include <ATen/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -176,6 +177,7 @@ class CallPacker {
     call.device = device;
     call.matmul_precision =
         static_cast<int>(at::globalContext().float32MatmulPrecision());
+    call.autograd_task = torch::autograd::get_current_graph_task_id() + 1;
     return call;
   }
 
