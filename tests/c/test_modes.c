@@ -90,34 +90,51 @@ static ttpu_status* add_in_pass(ttpu_runtime* rt, ttpu_buffer* a,
   return ttpu_test_add_in_pass(rt, &x, &y, &o, task);
 }
 
-/* A fused window ends where an autograd pass begins or ends (a forward, a
- * backward and an update run as three windows), and at any host read,
- * even of a storage the window does not write. */
+/* Forward, backward and update ops (autograd passes 0, 3, 0) on storages
+ * of n floats, then a host read of x, which the window only reads: how
+ * many windows ran, and how many of them ended at a pass. */
+static void record_passes(ttpu_test_ctx* t, ttpu_runtime* rt, int64_t n,
+                          int64_t* windows, int64_t* at_pass,
+                          int64_t* at_read) {
+  ttpu_buffer* x = make_f32(t, rt, 1, n);
+  ttpu_buffer* acc = make_f32(t, rt, 0, n);
+  float* r = malloc((size_t)n * sizeof(float));
+  if (!x || !acc || !r) {
+    ttpu_test_fail(t, __FILE__, __LINE__, "setup failed");
+    goto done;
+  }
+  ttpu_stats st0, st;
+  ttpu_runtime_stats(rt, -1, &st0);
+  static const int task[] = {0, 0, 3, 3, 0};
+  for (int k = 0; k < 5; ++k)
+    TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, task[k]));
+  TTPU_CHECK_OK(t, ttpu_buffer_download(x, r, (size_t)n * sizeof(float)));
+  ttpu_runtime_stats(rt, -1, &st);
+  *windows = st.windows - st0.windows;
+  *at_pass = st.window_ends[TTPU_END_PASS] - st0.window_ends[TTPU_END_PASS];
+  *at_read = st.window_ends[TTPU_END_READ] - st0.window_ends[TTPU_END_READ];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(acc, r, (size_t)n * sizeof(float)));
+  for (int64_t i = 0; i < n; i += n / 4)
+    TTPU_CHECK(t, r[i] == (float)i + 5.0f * (1.0f + (float)i));
+done:
+  free(r);
+  ttpu_buffer_release(acc);
+  ttpu_buffer_release(x);
+}
+
+/* A fused window that has written 32 MiB ends where an autograd pass
+ * begins or ends (forward, backward and update run as three windows); a
+ * smaller one stays whole. Either ends at a host read, even of a storage
+ * it only reads. */
 static void test_window_ends_at_passes_and_reads(ttpu_test_ctx* t) {
   ttpu_runtime* rt = ttpu_test_runtime(t, 1);
   if (!rt) return;
-  int64_t n = 4;
-  ttpu_buffer* x = make_f32(t, rt, 1, n);
-  ttpu_buffer* acc = make_f32(t, rt, 0, n);
   TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, TTPU_MODE_FUSED));
-  ttpu_stats st0, st;
-  ttpu_runtime_stats(rt, -1, &st0);
-  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0)); /* forward */
-  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0));
-  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 3)); /* backward */
-  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 3));
-  TTPU_CHECK_OK(t, add_in_pass(rt, acc, x, acc, &n, 0)); /* update */
-  float r[4];
-  /* x is only read by the window: the read still ends it */
-  TTPU_CHECK_OK(t, ttpu_buffer_download(x, r, sizeof(r)));
-  ttpu_runtime_stats(rt, -1, &st);
-  TTPU_CHECK(t, st.windows - st0.windows == 3);
-  TTPU_CHECK(t, st.window_ends[TTPU_END_PASS] - st0.window_ends[TTPU_END_PASS] == 2);
-  TTPU_CHECK(t, st.window_ends[TTPU_END_READ] - st0.window_ends[TTPU_END_READ] == 1);
-  TTPU_CHECK_OK(t, ttpu_buffer_download(acc, r, sizeof(r)));
-  for (int i = 0; i < 4; ++i) TTPU_CHECK(t, r[i] == (float)i + 5.0f * (1.0f + (float)i));
-  ttpu_buffer_release(acc);
-  ttpu_buffer_release(x);
+  int64_t windows = -1, at_pass = -1, at_read = -1;
+  record_passes(t, rt, 8, &windows, &at_pass, &at_read);
+  TTPU_CHECK(t, windows == 1 && at_pass == 0 && at_read == 1);
+  record_passes(t, rt, (int64_t)8 << 20, &windows, &at_pass, &at_read);
+  TTPU_CHECK(t, windows == 3 && at_pass == 2 && at_read == 1);
   ttpu_runtime_destroy(rt);
 }
 

@@ -30,6 +30,10 @@
 #include "../prog/program.h"
 
 #define REPEAT_K 8
+/* Bytes a window must have written before an autograd pass boundary ends
+ * it: glibc's largest mmap threshold, above which every allocation of a
+ * program's temporaries is a fresh mapping. */
+#define PASS_CUT_BYTES ((size_t)32 << 20)
 #define DEFAULT_LIMIT 1000
 #define WINDOW_TAG (-0x7454505557494e44ll) /* marks a window key */
 
@@ -66,6 +70,7 @@ struct ttpu_window {
   const ttpu_window_owner* owner;
   int device;
   int autograd_task; /* the autograd pass its calls came from */
+  size_t written_bytes; /* storages its ops write, counted once each */
   int limit;
   wrec* recs;
   int n_recs, cap_recs;
@@ -323,6 +328,7 @@ static void window_clear(ttpu_window* w) {
   if (w->ih_cap) memset(w->ih, 0, (size_t)w->ih_cap * sizeof(*w->ih));
   w->uses_rng = 0;
   w->n_key = 0;
+  w->written_bytes = 0;
 }
 
 void ttpu_window_destroy(ttpu_runtime* rt) {
@@ -499,6 +505,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     if (p->slots[sl].has_param && !x->written) x->param = 1;
     if (!p->slots[sl].written) continue;
     ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims, &x->pad);
+    if (!x->written && x->buf) w->written_bytes += x->buf->nbytes;
     x->written = 1;
     x->has_value = 1;
   }
@@ -984,13 +991,18 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
     s = ttpu_window_flush(rt, TTPU_END_DEVICE);
     if (s) return s;
   }
-  /* A backward pass begins or ends: the window ends there. One window for
-   * forward, backward and update would hold every activation as a temporary
-   * of one program, which a host platform's runtime maps afresh, page by
-   * page, at each run (on the XLA CPU plugin a 4-layer step spent a fifth
-   * of its time in page faults); across windows activations are buffers,
-   * which stay allocated. A graph is one program whatever records it. */
-  if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task) {
+  /* A backward pass begins or ends in a window that has written at least
+   * PASS_CUT_BYTES: the window ends there. One window for forward, backward
+   * and update holds every activation as a temporary of one program, which
+   * the XLA CPU plugin maps afresh, page by page, at each run (a 4-layer
+   * step spent a fifth of its time in page faults); across windows
+   * activations are buffers, which stay allocated. Smaller windows stay
+   * whole: their temporaries are reused, and a cut would cost a launch.
+   * The rule depends on shapes only, so a TPU records the windows a CPU
+   * filling its cache recorded. A graph is one program whatever records
+   * it. */
+  if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task &&
+      w->written_bytes >= PASS_CUT_BYTES) {
     s = ttpu_window_flush(rt, TTPU_END_PASS);
     if (s) return s;
   }
