@@ -101,6 +101,19 @@ ttpu_val ttpu_hlo_dot_general(ttpu_hlo* b, ttpu_val lhs, ttpu_val rhs,
   const ttpu_type* tr = ttpu_hloi_check(b, rhs, what);
   if (!tl || !tr) return TTPU_VAL_ERROR;
   if (!check_operands(b, what, tl, tr, out)) return TTPU_VAL_ERROR;
+  if ((tl->dtype == TTPU_BF16 || tl->dtype == TTPU_F16) && out == TTPU_F32) {
+    /* 16-bit operands, float32 products: the operands are widened first.
+     * Exact (a product of two 16-bit floats fits in float32, and the sum
+     * accumulates in float32 either way), and a float32 contraction of
+     * DEFAULT precision is one bf16 pass on a TPU's MXU. The XLA CPU
+     * plugin refuses some mixed contractions at run time ("Unsupported
+     * element type for DotThunk::Execute: BF16 x BF16 = F32"). */
+    lhs = ttpu_hlo_convert(b, lhs, TTPU_F32);
+    rhs = ttpu_hlo_convert(b, rhs, TTPU_F32);
+    tl = ttpu_hloi_check(b, lhs, what);
+    tr = ttpu_hloi_check(b, rhs, what);
+    if (!tl || !tr) return TTPU_VAL_ERROR;
+  }
   int used_l[TTPU_MAX_DIMS] = {0}, used_r[TTPU_MAX_DIMS] = {0};
   int np = n_batch + n_contract;
   if (n_batch < 0 || n_contract < 0 || np > tl->ndim || np > tr->ndim)

@@ -200,7 +200,8 @@ ttpu_val ttpu_hlo_triangular_solve(ttpu_hlo* b, ttpu_val a, ttpu_val rhs,
 typedef enum { TTPU_PREC_DEFAULT = 0, TTPU_PREC_HIGH, TTPU_PREC_HIGHEST }
     ttpu_precision;
 /* dot_general; result dtype `out` (accumulation type hint). Result dims:
- * batch, lhs free, rhs free. */
+ * batch, lhs free, rhs free. bf16/f16 operands with a float32 result are
+ * widened to float32 first (exact; see hlo_linalg.c). */
 ttpu_val ttpu_hlo_dot_general(ttpu_hlo* b, ttpu_val lhs, ttpu_val rhs,
                               const int64_t* lhs_batch,
                               const int64_t* rhs_batch, int n_batch,
