@@ -35,8 +35,8 @@ struct ttpu_executor_ops {
   /* Storage b is about to be read (writing 0) or written outside the
    * executor: runs the held-back ops that b's value depends on. */
   ttpu_status* (*touch)(ttpu_runtime* rt, const ttpu_buffer* b, int writing);
-  /* Storage b is about to be copied to the host: runs at least what touch
-   * would (NULL: touch). */
+  /* Storage b is about to be copied to the host: runs what the executor
+   * holds back beyond what touch would (touch follows it). */
   ttpu_status* (*host_read)(ttpu_runtime* rt, const ttpu_buffer* b);
   /* Host work (upload, download, storage copy) happened. */
   void (*note_host_work)(ttpu_runtime* rt);

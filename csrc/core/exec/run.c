@@ -60,10 +60,9 @@ ttpu_status* ttpu_exec_touch(ttpu_runtime* rt, const ttpu_buffer* b,
 }
 
 ttpu_status* ttpu_exec_host_read(ttpu_runtime* rt, const ttpu_buffer* b) {
-  if (!rt->exec || !rt->exec->host_read) return ttpu_exec_touch(rt, b, 0);
-  ttpu_status* s = rt->exec->host_read(rt, b);
-  if (!s && ttpu_queue_length(rt)) s = ttpu_queue_run_for(rt, b, 0);
-  return s;
+  ttpu_status* s =
+      rt->exec && rt->exec->host_read ? rt->exec->host_read(rt, b) : NULL;
+  return s ? s : ttpu_exec_touch(rt, b, 0);
 }
 
 void ttpu_exec_note_host_work(ttpu_runtime* rt) {

@@ -91,9 +91,9 @@ typedef struct {
   int matmul_precision;
   /* The autograd pass that issued the call: 0 outside one (a forward, an
    * optimizer step), else the autograd engine's graph task id + 1. Never
-   * part of a program: a fused window ends where it changes, so a
-   * training step runs as forward, backward and update windows, whose
-   * activations pass between programs as buffers. */
+   * part of a program: a fused window that has written 32 MiB ends where
+   * it changes, so a large training step runs as forward, backward and
+   * update windows, whose activations pass between programs as buffers. */
   int autograd_task;
 } ttpu_op_call;
 
