@@ -166,13 +166,86 @@ def _latest_guard_failure():
     return latest
 
 
-def _graph_runner(name, gm, replayable):
+# Sizes of a graph with symbolic sizes that keep their own replays (each
+# replay holds the true sizes of its recording: docs/design/shapes.md).
+_MAX_REPLAY_SIZES = 64
+
+
+def _symbolic_inputs(gm):
+    """A graph's inputs with symbolic sizes (Dynamo's dynamic shapes:
+    dynamic=True, automatic dynamic, mark_dynamic): the indices of its
+    integer size inputs, and per tensor input with symbolic dims, those
+    dims grouped by symbol."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    sizes, tensors = [], []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(placeholders):
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt):
+            sizes.append(i)
+        elif isinstance(v, torch.Tensor):
+            groups = {}
+            for d, size in enumerate(v.shape):
+                if not is_concrete_int(size):
+                    groups.setdefault(str(size), []).append(d)
+            if groups:
+                tensors.append((i, list(groups.values())))
+    return sizes, tensors
+
+
+class _Padder:
+    """Stores a graph's tensor inputs padded along their symbolic dims, so
+    that the graph compiles one program per bucket of sizes, not one per
+    size. A tensor with one symbolic size is padded along it from the first
+    call (mark_dynamic, or a dimension Dynamo found changing); with several
+    (dynamic=True) along the one seen changing."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+        self.last = {}
+        self.chosen = {}
+
+    def __call__(self, args):
+        for i, groups in self.tensors:
+            a = args[i]
+            if not isinstance(a, torch.Tensor) or a.device.type != "tpu":
+                continue
+            d = self.chosen.get(i)
+            if d is None:
+                if len(groups) == 1:
+                    d = groups[0][0]
+                else:
+                    prev, now = self.last.get(i), a.shape
+                    self.last[i] = now
+                    if prev is None or len(prev) != len(now):
+                        continue
+                    moved = [g[0] for g in groups if prev[g[0]] != now[g[0]]]
+                    if len(moved) != 1:
+                        continue
+                    d = moved[0]
+                self.chosen[i] = d
+            _C._pad_graph_input(a, d)
+
+
+def _graph_runner(name, gm, replayable, symbolic=None):
     """The boxed callable that runs one ATen graph as one program (and
-    replays it once it did)."""
-    replays = []
+    replays it once it did). symbolic: _symbolic_inputs(gm), given for a
+    graph loaded from its source (which has no FX graph to read)."""
+    replays = {}
+    sizes, tensors = symbolic if symbolic is not None else _symbolic_inputs(gm)
+    pad = _Padder(tensors) if tensors and os.environ.get("TORCHTPU_BUCKETS", "") != "off" else None
 
     def run(*args):
-        for replay in replays:
+        if pad is not None:
+            pad(args)
+        if sizes or tensors:
+            key = tuple(args[i] for i in sizes) + tuple(
+                getattr(args[i], "shape", None) for i, _ in tensors)
+        else:
+            key = ()
+        kept = replays.get(key)
+        for replay in kept or ():
             out = replay.run(args)
             if out is not None:
                 return out
@@ -182,10 +255,12 @@ def _graph_runner(name, gm, replayable):
             out = gm(*args)
         finally:
             # (out stays None when gm raised: that graph just ends)
-            if replayable and isinstance(out, (list, tuple)) and len(replays) < _MAX_REPLAYS:
+            room = (len(kept) < _MAX_REPLAYS if kept is not None
+                    else len(replays) < _MAX_REPLAY_SIZES)
+            if replayable and isinstance(out, (list, tuple)) and room:
                 replay = _C._end_graph_capture(args, out)
                 if replay is not None:
-                    replays.append(replay)
+                    replays.setdefault(key, []).append(replay)
             else:
                 _C._end_graph()
         return out
@@ -193,8 +268,50 @@ def _graph_runner(name, gm, replayable):
     return run
 
 
+def _whole_slice_scatters(gm):
+    """slice_scatter(x, src, dim, 0, end, 1) with src the shape of x (end
+    at or past x's size: the backward of a slice over a whole dim, as in
+    Hugging Face's logits_to_keep=0) is src itself: it becomes a clone of
+    src. Written as a fill and a scatter, it would cost a program per size
+    where the sizes are symbolic, since the fill is not of an input's
+    size."""
+    target = torch.ops.aten.slice_scatter.default
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not target:
+            continue
+        args = list(n.args) + [None] * (6 - len(n.args))
+        x, src, dim, start, end, step = args[:6]
+        dim = n.kwargs.get("dim", 0 if dim is None else dim)
+        start = n.kwargs.get("start", start)
+        end = n.kwargs.get("end", end)
+        step = n.kwargs.get("step", 1 if step is None else step)
+        xv = getattr(x, "meta", {}).get("val")
+        sv = getattr(src, "meta", {}).get("val")
+        if not (isinstance(xv, torch.Tensor) and isinstance(sv, torch.Tensor)):
+            continue
+        if (start not in (None, 0) or step != 1 or xv.dtype != sv.dtype
+                or [str(d) for d in xv.shape] != [str(d) for d in sv.shape]
+                or not isinstance(end, int) or not isinstance(dim, int)):
+            continue
+        size = xv.shape[dim]
+        if end < 2 ** 62 and str(end) != str(size):
+            continue
+        with gm.graph.inserting_before(n):
+            copy = gm.graph.call_function(torch.ops.aten.clone.default, (src,))
+        copy.meta = dict(n.meta)
+        n.replace_all_uses_with(copy)
+        gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return gm
+
+
 def _graph_compiler(kind, why=None):
     def compile_graph(gm, example_inputs):
+        gm = _whole_slice_scatters(gm)
         name = f"{kind}{next(_counter)}"
         if len(graph_reasons) < 4096:
             graph_reasons[name] = (f"recompiled by Dynamo: {why}" if why
@@ -257,8 +374,9 @@ def _graph_code_type():
             self.kind = kind
             self.gm = gm
             self.replayable = replayable
+            self.symbolic = _symbolic_inputs(gm)
             self.name = f"{kind}{next(_counter)}"
-            self._run = _graph_runner(self.name, gm, replayable)
+            self._run = _graph_runner(self.name, gm, replayable, self.symbolic)
 
         def __call__(self, inputs):
             return self._run(*inputs)
@@ -271,7 +389,8 @@ def _graph_code_type():
                 why = _loading_why
                 graph_reasons[self.name] = (f"recompiled by Dynamo: {why} (AOTAutograd cache hit)" if why
                                             else "new graph (first compile of this code; AOTAutograd cache hit)")
-            self._run = _graph_runner(self.name, self.gm, self.replayable and _replay_enabled())
+            self._run = _graph_runner(self.name, self.gm, self.replayable and _replay_enabled(),
+                                      getattr(self, "symbolic", None) or ([], []))
 
         def set_triton_bundle(self, triton_bundle):
             pass
@@ -361,6 +480,7 @@ def _cached_graph_compiler(kind, why=None):
     code_type = _graph_code_type()
 
     def compile_graph(gm, example_inputs):
+        gm = _whole_slice_scatters(gm)
         code = code_type(kind, gm, _replay_enabled() and _replayable(gm))
         if len(graph_reasons) < 4096:
             graph_reasons[code.name] = (f"recompiled by Dynamo: {why}" if why

@@ -1,9 +1,12 @@
 /* test_pad.c - a padded version's true elements gathered in row-major
- * order (ttpu_pad_compact, what a download of a padded storage does). */
+ * order (ttpu_pad_compact, what a download of a padded storage does), and
+ * a storage stored padded after the fact (ttpu_buffer_pad_dim). */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "prog/storage.h"
+#include "ttpu.h"
 #include "ttpu_test.h"
 
 /* [2, 4, 3] padded in dim 1 to hold 2 true rows: element (i, j, k) of the
@@ -49,7 +52,41 @@ static void test_unpadded(ttpu_test_ctx* t) {
   TTPU_CHECK(t, !memcmp(v, out, sizeof(v)));
 }
 
+/* ttpu_buffer_pad_dim: the values stay; a second call, a size too small
+ * for its bucket and a dim out of range leave the storage as it is. */
+static void test_pad_dim(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  enum { A = 3, N = 70, C = 5 };
+  float* v = malloc(sizeof(float) * A * N * C);
+  float* back = malloc(sizeof(float) * A * N * C);
+  ttpu_buffer *b = NULL, *small = NULL;
+  int padded = -1, ok = v && back;
+  for (int i = 0; ok && i < A * N * C; ++i) v[i] = (float)i * 0.5f;
+  int64_t dims[3] = {A, N, C}, sdims[2] = {4, 2};
+  ok = ok && !ttpu_buffer_create(rt, 0, sizeof(float) * A * N * C, &b) &&
+       !ttpu_buffer_upload(b, v, TTPU_F32, dims, 3) &&
+       !ttpu_buffer_pad_dim(b, TTPU_F32, dims, 3, 1, &padded);
+  TTPU_CHECK(t, ok && padded == 1);
+  TTPU_CHECK(t, !ttpu_buffer_download(b, back, sizeof(float) * A * N * C));
+  TTPU_CHECK(t, !memcmp(v, back, sizeof(float) * A * N * C));
+  TTPU_CHECK(t, !ttpu_buffer_pad_dim(b, TTPU_F32, dims, 3, 1, &padded) && padded == 1);
+  ttpu_status* s = ttpu_buffer_pad_dim(b, TTPU_F32, dims, 3, 3, &padded);
+  TTPU_CHECK(t, s != NULL && padded == 0);
+  ttpu_status_free(s);
+  TTPU_CHECK(t, !ttpu_buffer_create(rt, 0, sizeof(float) * 8, &small) &&
+                !ttpu_buffer_upload(small, v, TTPU_F32, sdims, 2) &&
+                !ttpu_buffer_pad_dim(small, TTPU_F32, sdims, 2, 1, &padded) &&
+                padded == 0);
+  ttpu_buffer_release(small);
+  ttpu_buffer_release(b);
+  free(v);
+  free(back);
+  ttpu_runtime_destroy(rt);
+}
+
 static const ttpu_test kTests[] = {
+    {"pad_dim", test_pad_dim},
     {"inner_dim", test_inner_dim},
     {"two_dims_and_last", test_two_dims_and_last},
     {"unpadded", test_unpadded},

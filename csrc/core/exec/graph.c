@@ -62,8 +62,11 @@ static int matches(const ttpu_graph_replay* g, ttpu_buffer* const* bufs) {
     const ttpu_buffer* b = bufs[k];
     if (!b || b->device != g->device || b->nbytes != t->nbytes) return 0;
     if ((b->pb != NULL) != t->has_value0) return 0;
-    /* a padded storage (prog/bucket.c) is never a capture's store */
-    if (b->pad.mask) return 0;
+    /* Padded storages (prog/bucket.c): the program's pack holds the
+     * true sizes of the capture, so they must be the same (sizes in one
+     * bucket share the program, and each records its own replay). */
+    if (b->pad.mask != t->pad0.mask || (b->pad.mask && b->pad.n != t->pad0.n))
+      return 0;
     if (t->param >= 0 &&
         (b->phys_dtype != t->dt0 || b->phys_ndim != t->nd0 ||
          memcmp(b->phys_dims, t->dims0, (size_t)t->nd0 * sizeof(int64_t))))
@@ -97,9 +100,11 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   ttpu_pjrt_buffer** args = calloc((size_t)g->n_params + 1, sizeof(*args));
   ttpu_pjrt_buffer** outs = NULL;
   int* kept = malloc(((size_t)g->n_window_stores + 1) * sizeof(*kept));
-  if (!args || !kept) {
+  ttpu_pad* pads = calloc((size_t)g->n_window_stores + 1, sizeof(*pads));
+  if (!args || !kept || !pads) {
     free(args);
     free(kept);
+    free(pads);
     return ttpu_status_oom();
   }
   pthread_mutex_lock(&rt->mu);
@@ -121,6 +126,7 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   }
   for (int k = 0; k < g->n_st; ++k) {
     kept[g->st[k].store] = k;
+    pads[g->st[k].store] = g->st[k].pad;
     if (g->st[k].param >= 0) args[g->st[k].param] = bufs[k]->pb;
   }
   if (g->f_param >= 0) args[g->f_param] = g->fbuf;
@@ -148,12 +154,13 @@ ttpu_status* ttpu_runtime_graph_replay(ttpu_runtime* rt, ttpu_graph_replay* g,
   ttpu_rt_add_pending(rt, g->device, g->e, done_event);
   replay_ctx c = {g, bufs, kept};
   s = ttpu_prog_take_results(&rt->prog, g->device, g->e, outs, replay_buffer, &c,
-                             NULL);
+                             pads);
 done:
   pthread_mutex_unlock(&rt->mu);
   free(args);
   free(outs);
   free(kept);
+  free(pads);
   return s;
 }
 
@@ -167,9 +174,7 @@ ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
                                       ttpu_pjrt_buffer* ibuf) {
   const ttpu_prog_store* ps = g->stores;
   int n_st = ttpu_window_store_count(w);
-  int padded = 0;
-  for (int k = 0; k < n_st; ++k) padded |= ttpu_window_store_padded(w, k);
-  ttpu_graph_replay* r = padded ? NULL : calloc(1, sizeof(*r));
+  ttpu_graph_replay* r = calloc(1, sizeof(*r));
   if (r) r->st = calloc((size_t)n_st + 1, sizeof(*r->st));
   if (r && !e) r->key = malloc(n_key * sizeof(int64_t) + 1);
   if (!r || !r->st || (!e && !r->key)) {
@@ -215,6 +220,7 @@ ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
     t->dt0 = x->dtype;
     t->nd0 = x->ndim;
     memcpy(t->dims0, x->dims, sizeof(t->dims0));
+    ttpu_window_store_pads(w, k, &t->pad0, &t->pad);
   }
   return r;
 }

@@ -19,6 +19,9 @@ typedef struct {
   ttpu_dtype dt0;          /* its parameter's shape */
   int nd0;
   int64_t dims0[TTPU_MAX_DIMS];
+  ttpu_pad pad0;           /* its padding at capture (prog/bucket.c): a
+                              replay's storage must have the same */
+  ttpu_pad pad;            /* what the program leaves it with */
 } ttpu_replay_store;
 
 struct ttpu_graph_replay {

@@ -710,9 +710,10 @@ static ttpu_status* check_cover(const ttpu_buffer* b, ttpu_dtype dtype,
   return NULL;
 }
 
-ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
-                                ttpu_dtype dtype, const int64_t* dims,
-                                int ndim) {
+/* An upload; force_d >= 0 stores it padded in that dim whatever the
+ * upload history says. */
+static ttpu_status* upload(ttpu_buffer* b, const void* data, ttpu_dtype dtype,
+                           const int64_t* dims, int ndim, int force_d) {
   ttpu_status* s = check_cover(b, dtype, dims, ndim);
   if (s) return s;
   /* A complex storage is kept as its interleaved real components (see
@@ -742,7 +743,9 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   void* padded = NULL;
   if (ndim <= TTPU_MAX_DIMS) {
     pthread_mutex_lock(&rt->mu);
-    int d = ttpu_bucket_upload_dim(&rt->prog, dtype, ndim, dims);
+    int d = force_d >= 0 ? force_d
+                         : ttpu_bucket_upload_dim(&rt->prog, dtype, ndim, dims);
+    if (force_d >= 0) ttpu_bucket_note_length(&rt->prog, dims[d]);
     int64_t bucket = d >= 0 ? ttpu_bucket_size(&rt->prog, dims[d]) : 0;
     pthread_mutex_unlock(&rt->mu);
     if (d >= 0) {
@@ -770,6 +773,43 @@ ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
   b->pad = pad;
   rt->dev[b->device].stats.h2d_bytes += (int64_t)b->nbytes;
   pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
+ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
+                                ttpu_dtype dtype, const int64_t* dims,
+                                int ndim) {
+  return upload(b, data, dtype, dims, ndim, -1);
+}
+
+ttpu_status* ttpu_buffer_pad_dim(ttpu_buffer* b, ttpu_dtype dtype,
+                                 const int64_t* dims, int ndim, int d,
+                                 int* padded) {
+  *padded = 0;
+  ttpu_status* s = check_cover(b, dtype, dims, ndim);
+  if (s) return s;
+  if (d < 0 || d >= ndim)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "dim %d out of range for rank %d", d, ndim);
+  if (ttpu_dtype_is_complex(dtype) || dims[d] <= 1 || !b->nbytes) return NULL;
+  ttpu_runtime* rt = b->rt;
+  s = ttpu_rt_enter(rt);
+  if (s) return s;
+  int64_t bucket = ttpu_bucket_size(&rt->prog, dims[d]);
+  int already = b->pad.mask;
+  *padded = already == 1 << d;
+  pthread_mutex_unlock(&rt->mu);
+  /* Buckets off, a storage padded already, or a bucket more than four
+   * times the size (8 rows in a smallest bucket of 128): left as it is. */
+  if (already || rt->prog.bucket_min <= 0 || bucket > 4 * dims[d]) return NULL;
+  /* Padding on the device would take a program per size; the host pads
+   * for free as it copies the storage back. */
+  void* host = malloc(b->nbytes);
+  if (!host) return ttpu_status_oom();
+  s = ttpu_buffer_download(b, host, b->nbytes);
+  if (!s) s = upload(b, host, dtype, dims, ndim, d);
+  free(host);
+  if (!s) *padded = 1;
   return s;
 }
 

@@ -1166,8 +1166,10 @@ ttpu_status* ttpu_window_lower_function(ttpu_runtime* rt,
 
 int ttpu_window_store_count(const ttpu_window* w) { return w->n_st; }
 
-int ttpu_window_store_padded(const ttpu_window* w, int k) {
-  return w->st[k].pad0.mask || w->st[k].pad.mask;
+void ttpu_window_store_pads(const ttpu_window* w, int k, ttpu_pad* pad0,
+                            ttpu_pad* pad) {
+  *pad0 = w->st[k].pad0;
+  *pad = w->st[k].pad;
 }
 
 ttpu_buffer* ttpu_window_store(const ttpu_window* w, int k, int* has_value0) {

@@ -82,10 +82,11 @@ ttpu_status* ttpu_window_lower_function(ttpu_runtime* rt,
                                         ttpu_window_function* fn);
 void ttpu_window_function_free(ttpu_window_function* fn);
 
-/* Whether store k was padded at the window's start or is at its end
- * (prog/bucket.c): a graph is then not captured for replay, since its
- * program's run-time sizes are the recording's. */
-int ttpu_window_store_padded(const ttpu_window* w, int k);
+/* How store k was padded (prog/bucket.c) at the window's start and is at
+ * its end: a graph's replay over padded storages holds the true sizes of
+ * its recording, so it runs only where they are the same. */
+void ttpu_window_store_pads(const ttpu_window* w, int k, ttpu_pad* pad0,
+                            ttpu_pad* pad);
 
 /* The window's storages, for a graph's capture: how many, and storage k
  * with whether it held a value when the window began. */

@@ -38,6 +38,16 @@ int ttpu_buffer_device(const ttpu_buffer* b);
 ttpu_status* ttpu_buffer_upload(ttpu_buffer* b, const void* data,
                                 ttpu_dtype dtype, const int64_t* dims,
                                 int ndim);
+/* Stores the storage, laid out row-major as `dims` of `dtype`, padded to
+ * its bucket in dim d (docs/design/shapes.md): a compiled graph's input
+ * whose size in d varies, so that one program serves the bucket. Its
+ * content is unchanged. *padded says whether it is padded in d now; a
+ * storage padded already (in any dim), a complex one, a size of 1, buckets
+ * turned off, or a bucket more than four times the size leave it as it
+ * is. */
+ttpu_status* ttpu_buffer_pad_dim(ttpu_buffer* b, ttpu_dtype dtype,
+                                 const int64_t* dims, int ndim, int d,
+                                 int* padded);
 /* Copies the whole storage (its nbytes, in storage order) to host `dst`.
  * Waits for pending work. */
 ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes);

@@ -165,9 +165,13 @@ static const rule_def kRules[] = {
     {"amin", TTPU_B_FILL_HIGHEST},
     {"min.dim", TTPU_B_FILL_HIGHEST},
     {"argmin", TTPU_B_FILL_HIGHEST},
+    /* the padding holds 0; the count is the true one */
+    {"mean", TTPU_B_MEAN},
+    {"mse_loss", TTPU_B_MEAN},
+    {"mse_loss_backward", TTPU_B_MEAN},
+    {"mean.dim", TTPU_B_MEAN},
     /* Right only when no padded dim is among the dims they reduce: they
      * divide by the count of what they reduce. */
-    {"mean.dim", TTPU_B_OTHER_DIMS},
     {"var.correction", TTPU_B_OTHER_DIMS},
     {"native_layer_norm", TTPU_B_LAST_DIMS},
     /* grad_weight and grad_bias sum over the rows: zero rows add nothing */

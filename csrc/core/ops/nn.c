@@ -549,14 +549,46 @@ static ttpu_status* lower_group_norm_bwd(ttpu_lower* L) {
 /* ------------------------------------------------------------ losses */
 
 /* Applies at::Reduction to an elementwise loss. */
+/* The number of elements of x (the broadcast shape of tensor args 0 and
+ * 1), as a 0-d value of x's dtype, or a negative count when it is static
+ * (returned in *fixed). A bucketed call (prog/bucket.c) counts its padded
+ * dims at their true size. */
+static ttpu_val loss_count(ttpu_lower* L, ttpu_val x, double* fixed) {
+  ttpu_type t = ttpu_l_type(L, x);
+  int dyn = 0;
+  for (int a = 0; a < 2 && a < ttpu_l_nargs(L); ++a) {
+    int m = ttpu_l_dyn_dims(L, a, -1);
+    if (!m) continue;
+    ttpu_type ta = ttpu_l_type(L, ttpu_l_tensor(L, a));
+    dyn |= m << (t.ndim - ta.ndim);
+  }
+  double n_fixed = 1;
+  int padded = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (dyn >> d & 1) padded++;
+    else n_fixed *= (double)t.dims[d];
+  }
+  *fixed = padded ? -1 : n_fixed;
+  if (!padded) return TTPU_VAL_ERROR;
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val n = ttpu_hlo_convert(b, ttpu_l_dyn_size(L), t.dtype);
+  ttpu_val count = ttpu_l_const_like(L, n, n_fixed);
+  for (int k = 0; k < padded; ++k) count = ttpu_hlo_binary(b, TTPU_MUL, count, n);
+  return count;
+}
+
 static ttpu_val reduce_loss(ttpu_lower* L, ttpu_val loss, int64_t reduction) {
   if (reduction == RED_NONE) return loss;
   ttpu_type t = ttpu_l_type(L, loss);
   int mask[TTPU_MAX_DIMS];
   for (int d = 0; d < t.ndim; ++d) mask[d] = 1;
   ttpu_val s = ttpu_l_reduce_mask(L, loss, TTPU_RED_SUM, mask);
-  if (reduction == RED_MEAN)
-    s = bin_c(L, TTPU_DIV, s, (double)ttpu_type_numel(&t));
+  if (reduction == RED_MEAN) {
+    double fixed;
+    ttpu_val count = loss_count(L, loss, &fixed);
+    s = fixed >= 0 ? bin_c(L, TTPU_DIV, s, fixed)
+                   : ttpu_hlo_binary(ttpu_l_hlo(L), TTPU_DIV, s, count);
+  }
   return s;
 }
 
@@ -608,8 +640,20 @@ static ttpu_status* lower_mse_loss_bwd(ttpu_lower* L) {
                    tensor_as(L, 0, acc)};
   bcast_all(L, v, 3);
   ttpu_val d = bin(L, TTPU_SUB, v[0], v[1]);
-  ttpu_val gi = bin(L, TTPU_MUL, bin_c(L, TTPU_MUL, d, 2.0 * loss_norm(L, v[0], red)),
-                    v[2]);
+  ttpu_val gi;
+  double fixed = 1;
+  ttpu_val count = red == RED_MEAN ? loss_count(L, v[0], &fixed) : TTPU_VAL_ERROR;
+  if (red == RED_MEAN && fixed < 0) {
+    /* bucketed: 2 / the true count */
+    ttpu_hlo* b = ttpu_l_hlo(L);
+    ttpu_val two = ttpu_l_const_like(L, count, 2.0);
+    ttpu_val scale = ttpu_hlo_binary(b, TTPU_DIV, two, count);
+    int64_t no_dims[1] = {0};
+    scale = ttpu_hlo_broadcast_in_dim(b, scale, ttpu_l_type(L, d), no_dims);
+    gi = bin(L, TTPU_MUL, bin(L, TTPU_MUL, d, scale), v[2]);
+  } else {
+    gi = bin(L, TTPU_MUL, bin_c(L, TTPU_MUL, d, 2.0 * loss_norm(L, v[0], red)), v[2]);
+  }
   set_out(L, 0, gi);
   return NULL;
 }

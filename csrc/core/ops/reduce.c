@@ -96,9 +96,25 @@ static ttpu_status* lower_sum_like(ttpu_lower* L, int dim_arg, ttpu_redop op,
     x = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_NE, x, x),
                         ttpu_l_const_like(L, x, 0.0), x);
   ttpu_val r = ttpu_l_reduce_mask(L, x, op, mask);
-  if (mean)
+  /* A bucketed call (prog/bucket.c) reduces padded dims at their bucket's
+   * size, the padding zeroed: the count is the true one. */
+  int dyn = mean ? ttpu_l_dyn_dims(L, 0, -1) : 0, padded = 0;
+  for (int d = 0; d < tx.ndim; ++d)
+    if (mask[d] && dyn >> d & 1) padded++;
+  if (mean && padded) {
+    int fixed[TTPU_MAX_DIMS];
+    for (int d = 0; d < tx.ndim; ++d) fixed[d] = mask[d] && !(dyn >> d & 1);
+    ttpu_type tr = ttpu_l_type(L, r);
+    ttpu_val n = ttpu_hlo_convert(b, ttpu_l_dyn_size(L), tr.dtype);
+    ttpu_val count = ttpu_l_const_like(L, n, (double)masked_numel(tx, fixed));
+    for (int k = 0; k < padded; ++k) count = ttpu_hlo_binary(b, TTPU_MUL, count, n);
+    int64_t no_dims[1] = {0};
+    count = ttpu_hlo_broadcast_in_dim(b, count, tr, no_dims);
+    r = ttpu_hlo_binary(b, TTPU_DIV, r, count);
+  } else if (mean) {
     r = ttpu_hlo_binary(b, TTPU_DIV, r,
                         ttpu_l_const_like(L, r, (double)masked_numel(tx, mask)));
+  }
   ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, out));
   return NULL;
 }

@@ -149,6 +149,9 @@ enum {
   TTPU_B_NORM_BACKWARD, /* native_layer_norm_backward: FILL_ZERO, and only
                            when none of its last len(argument 2) dims is
                            padded */
+  TTPU_B_MEAN,         /* mean: FILL_ZERO, and the lowering divides by the
+                          true count (ttpu_l_dyn_size) where it reduces a
+                          padded dim; not over a flattened one */
   TTPU_B_FIRST,        /* isin: elementwise over its first operand; the
                           others enter whole (a set) and are never padded */
 };

@@ -261,8 +261,15 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
   return g->dynamic;
 }
 
-/* The dims of output 0 found growing for calls like c (a mask). */
-static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need) {
+static int var_length(const ttpu_prog_ctx* pc, int64_t n);
+
+/* The dims of output 0 found growing for calls like c (a mask). A
+ * factory's kind may include its dims other than those of a varying
+ * length (shaped), so that the fills of one step ([b, n, 128], [b, n,
+ * 256], ...) each keep their own history instead of resetting one
+ * another's. */
+static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
+                       int shaped) {
   const ttpu_tensor* o = &c->outputs[0];
   uint64_t h = 1469598103934665603ull;
   h = mix(h, c->op);
@@ -270,6 +277,9 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need) {
   h = mix(h, o->ndim);
   for (int a = 0; a < c->n_args; ++a)
     if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
+  if (shaped)
+    for (int j = 0; j < o->ndim; ++j)
+      h = mix(h, var_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
   return watch(pc, h, o->ndim, o->sizes, need);
 }
 
@@ -282,7 +292,9 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
   if (pc->bucket_min <= 0 || ndim < 2 || ttpu_dtype_is_float(dt) ||
       ttpu_dtype_is_complex(dt))
     return -1;
-  uint64_t h = mix(mix(mix(1469598103934665603ull, -7), dt), ndim);
+  /* One history per batch size: unrelated integer uploads (indices of
+   * other shapes) do not move a token stream's. */
+  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
   int m = watch(pc, h, ndim, dims, 0);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
   /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
@@ -292,12 +304,16 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
       ttpu_bucket_size(pc, dims[1]) <= 4 * dims[1])
     d = 1;
   if (d <= 0 || dims[d] <= 1) return -1;
-  if (pc->var_len[0] != dims[d]) {
+  ttpu_bucket_note_length(pc, dims[d]);
+  return d;
+}
+
+void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n) {
+  if (pc->var_len[0] != n) {
     memmove(pc->var_len + 1, pc->var_len, sizeof(pc->var_len) - sizeof(pc->var_len[0]));
-    pc->var_len[0] = dims[d];
+    pc->var_len[0] = n;
   }
   pc->var_clock = pc->growth_clock;
-  return d;
 }
 
 /* Whether n is one of the last lengths of uploads stored padded (a fused
@@ -486,6 +502,63 @@ static int reduces_other_dims(const ttpu_op_call* c, int arg, int mask, int ndim
   return red >= 0 && !(red & mask);
 }
 
+/* Whether view t is flat over its whole storage of `bytes` (offset 0,
+ * stride 1). */
+static int flat_whole(const ttpu_tensor* t, size_t bytes) {
+  return t->buffer && t->ndim == 1 && t->offset == 0 &&
+         (t->strides[0] == 1 || t->sizes[0] <= 1) &&
+         (size_t)t->sizes[0] * ttpu_dtype_size(t->dtype) == bytes;
+}
+
+/* A clone of a whole padded storage through flat views into a fresh one
+ * (clone_preserve_strides: the first step of slice_scatter, select_scatter
+ * and the other scatters of a view) copies the padded version as it is,
+ * padding and all, instead of unpadding it in a program per size. */
+static int whole_copy(ttpu_prog_ctx* pc, ttpu_plan* p) {
+  const ttpu_op_call* c = p->call;
+  if (c->n_tensors != 1 || c->n_outputs != 1 || strcmp(ttpu_op_name(c->op), "clone"))
+    return 0;
+  int si = p->tensor_slot[0], so = p->out_slot[0];
+  if (si < 0 || so < 0 || si == so) return 0;
+  ttpu_slot* in = &p->slots[si];
+  ttpu_slot* out = &p->slots[so];
+  const ttpu_tensor* a = &c->tensors[0];
+  const ttpu_tensor* o = &c->outputs[0];
+  if (!in->pad.mask || out->pad.mask || !p->out_full[0] || !out->written ||
+      (out->read && out->has_value) || a->dtype != o->dtype ||
+      ttpu_dtype_is_complex(a->dtype) ||
+      ttpu_dtype_size(a->dtype) != ttpu_dtype_size(in->phys_dtype) ||
+      !flat_whole(a, in->buf->nbytes) || !flat_whole(o, out->buf->nbytes) ||
+      a->sizes[0] != o->sizes[0])
+    return 0;
+  int nd = in->phys_ndim;
+  int64_t B = 0;
+  for (int k = 0; k < 2; ++k) {
+    ttpu_tensor* t = &p->rtens[k];
+    int64_t* sz = (int64_t*)t->sizes;
+    memcpy(sz, in->phys_dims, sizeof(int64_t) * (size_t)nd);
+    t->ndim = nd;
+    t->offset = 0;
+    int64_t acc = 1, *st = (int64_t*)t->strides;
+    for (int d = nd - 1; d >= 0; --d) {
+      st[d] = acc;
+      acc *= sz[d];
+    }
+  }
+  for (int d = 0; d < nd; ++d)
+    if (in->pad.mask >> d & 1) B = in->phys_dims[d];
+  out->bytes = in->bytes;
+  p->tensor_dyn[0] = p->out_dyn[0] = in->pad.mask;
+  p->bucket_rule = TTPU_B_ELEMENTWISE;
+  p->dyn_n = p->dyn_out_n = in->pad.n;
+  p->dyn_b = B;
+  p->dyn_at = p->n_i;
+  p->i[p->n_i++] = in->pad.n;
+  p->poison = pc->bucket_poison;
+  p->call = p->rcall;
+  return 1;
+}
+
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
@@ -521,7 +594,11 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       !(p->slots[p->out_slot[0]].read && p->slots[p->out_slot[0]].has_value)) {
     /* A cat grows when it grew twice; a factory once, to the length of
      * the uploads that vary. */
-    int m = growth_mask(pc, c, rule == TTPU_B_CAT ? 2 : 1);
+    /* A factory: by its kind (seen changing from the first length on),
+     * or by its kind and fixed dims (where fills of other shapes
+     * interleave with it). */
+    int m = rule == TTPU_B_CAT ? growth_mask(pc, c, 2, 0)
+                               : growth_mask(pc, c, 1, 0) | growth_mask(pc, c, 1, 1);
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
@@ -559,6 +636,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     t->sizes = sz;
     t->strides = st;
   }
+  if (any_pad && !factory && whole_copy(pc, p)) return NULL;
   /* Map every view over a padded storage; a storage with a view that
    * does not map is unpadded for this call instead. */
   if (factory) {
@@ -652,8 +730,19 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     else if (m != n) ok = 0;
   }
   if (M == 0) M = 1;
-  ok = ok && n > 1 && (M == 1 || rule != TTPU_B_CAT);
+  ok = ok && n > 1 && (M == 1 || (rule != TTPU_B_CAT && rule != TTPU_B_MEAN));
   int64_t nn = n * M; /* a spanning dim's size */
+  /* A broadcast dim (stride 0) of the true size over an exact storage
+   * reads the same at any size: it spans the bucket too (the gradient of
+   * a sum, expand()ed from one element). */
+  for (int k = 0; k < nt && ok; ++k) {
+    int s = p->tensor_slot[k];
+    const ttpu_tensor* t = &c->tensors[k];
+    if (s < 0 || p->slots[s].pad.mask || !t->buffer || fresh_self(p, c, k))
+      continue;
+    for (int j = 0; j < t->ndim; ++j)
+      if (t->strides[j] == 0 && t->sizes[j] == nn) p->tensor_dyn[k] |= 1 << j;
+  }
   /* A dim of the true size that holds no bucket would meet a padded one
    * (elementwise, contracted): not bucketed. Where the op's dims line up
    * in a known way only the dims that meet count; elsewhere any such dim

@@ -47,6 +47,9 @@ void ttpu_pad_expand(const void* src, void* dst, size_t es, int nd,
 int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
                            const int64_t* dims);
 int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n);
+/* Notes n as the length of a storage just stored padded: factories of
+ * that length (arange, fills) come out padded too. */
+void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n);
 
 struct ttpu_buffer {
   atomic_int refs;

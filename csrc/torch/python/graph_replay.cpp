@@ -340,9 +340,42 @@ py::object end_graph_capture(const py::sequence& args, const py::sequence& outs)
   return py::cast(std::move(replay));
 }
 
+// Stores t's storage padded to its bucket in `dim` (a compiled graph's
+// input whose size there is symbolic): whether it is padded there now.
+// Only a contiguous tensor that covers its storage from offset 0 can be.
+bool pad_graph_input(const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1,
+              "_pad_graph_input: expected a tpu tensor");
+  TORCH_CHECK_INDEX(dim >= 0 && dim < t.dim(), "_pad_graph_input: dim ", dim,
+                    " out of range for a tensor of ", t.dim(), " dims");
+  if (t.dim() > TTPU_MAX_DIMS ||
+      t.storage_offset() != 0 || !t.is_contiguous() ||
+      storage_nbytes(t) != static_cast<size_t>(t.numel()) * t.element_size()) {
+    return false;
+  }
+  const ttpu_dtype dtype = to_ttpu_dtype(t.scalar_type());
+  if (dtype == TTPU_DTYPE_NONE) {
+    return false;
+  }
+  std::vector<int64_t> dims(t.sizes().begin(), t.sizes().end());
+  int padded = 0;
+  {
+    py::gil_scoped_release no_gil;
+    check(ttpu_buffer_pad_dim(writable_buffer_of(t), dtype, dims.data(),
+                              static_cast<int>(dims.size()), static_cast<int>(dim),
+                              &padded),
+          "padding a compiled graph's input");
+  }
+  return padded != 0;
+}
+
 }  // namespace
 
 void init_graph_replay(py::module_& m) {
+  m.def("_pad_graph_input", &pad_graph_input, py::arg("tensor"), py::arg("dim"),
+        "Stores a tpu tensor's storage padded to its size bucket in dim (its "
+        "values unchanged), so that compiled graphs over it compile one "
+        "program per bucket; whether it is padded there.");
   py::class_<GraphReplay>(m, "_GraphReplay")
       .def("run", &GraphReplay::run,
            "Runs the graph's program on these inputs: its outputs, or None "
