@@ -261,13 +261,24 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
   return g->dynamic;
 }
 
-static int var_length(const ttpu_prog_ctx* pc, int64_t n);
+static void note_batch(ttpu_prog_ctx* pc, int64_t n) {
+  if (n > 1 && pc->batch_len[0] != n) {
+    memmove(pc->batch_len + 1, pc->batch_len, sizeof(pc->batch_len) - sizeof(pc->batch_len[0]));
+    pc->batch_len[0] = n;
+  }
+}
+
+/* Whether n is one of the last lengths of integer batches uploaded. */
+static int batch_length(const ttpu_prog_ctx* pc, int64_t n) {
+  for (size_t k = 0; k < sizeof(pc->batch_len) / sizeof(pc->batch_len[0]); ++k)
+    if (n > 1 && pc->batch_len[k] == n) return 1;
+  return 0;
+}
 
 /* The dims of output 0 found growing for calls like c (a mask). A
- * factory's kind may include its dims other than those of a varying
- * length (shaped), so that the fills of one step ([b, n, 128], [b, n,
- * 256], ...) each keep their own history instead of resetting one
- * another's. */
+ * factory's kind (shaped) includes its dims other than those of a batch
+ * length, so that the fills of one step ([b, n, 128], [b, n, 256], ...)
+ * each keep their own history instead of resetting one another's. */
 static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
                        int shaped) {
   const ttpu_tensor* o = &c->outputs[0];
@@ -279,7 +290,7 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
     if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
   if (shaped)
     for (int j = 0; j < o->ndim; ++j)
-      h = mix(h, var_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
+      h = mix(h, batch_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
   return watch(pc, h, o->ndim, o->sizes, need);
 }
 
@@ -296,6 +307,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
    * other shapes) do not move a token stream's. */
   uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
   int m = watch(pc, h, ndim, dims, 0);
+  note_batch(pc, dims[1]);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
   /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
    * from its first upload, where its bucket is at most four times n (a
@@ -309,6 +321,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
 }
 
 void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n) {
+  note_batch(pc, n);
   if (pc->var_len[0] != n) {
     memmove(pc->var_len + 1, pc->var_len, sizeof(pc->var_len) - sizeof(pc->var_len[0]));
     pc->var_len[0] = n;
@@ -594,11 +607,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       !(p->slots[p->out_slot[0]].read && p->slots[p->out_slot[0]].has_value)) {
     /* A cat grows when it grew twice; a factory once, to the length of
      * the uploads that vary. */
-    /* A factory: by its kind (seen changing from the first length on),
-     * or by its kind and fixed dims (where fills of other shapes
-     * interleave with it). */
     int m = rule == TTPU_B_CAT ? growth_mask(pc, c, 2, 0)
-                               : growth_mask(pc, c, 1, 0) | growth_mask(pc, c, 1, 1);
+                               : growth_mask(pc, c, 1, 1);
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);

@@ -80,6 +80,9 @@ typedef struct ttpu_prog_ctx {
    * parameter) are not taken for growth. */
   int64_t var_len[4];
   uint64_t var_clock; /* growth_clock at that upload */
+  /* The last lengths of integer batches uploaded, padded or not: a fill's
+   * growth history leaves dims of these sizes out of its kind. */
+  int64_t batch_len[4];
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */
