@@ -101,3 +101,51 @@ def test_eig_rejects_like_cpu():
             torch.linalg.eig(bad)
         with pytest.raises(type(cpu.value)):
             torch.linalg.eig(bad.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", REAL + CPLX)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 5, 5)])
+@pytest.mark.parametrize("val", [float("inf"), float("nan")])
+def test_eig_refuses_non_finite_input_like_cpu(dtype, shape, val):
+    a = rand(*shape, dtype=dtype)
+    a[..., -1, -1] = val
+    with pytest.raises(RuntimeError) as cpu:
+        torch.linalg.eig(a)
+    with pytest.raises(RuntimeError) as dev:
+        torch.linalg.eig(a.to(DEV))
+    assert str(cpu.value) == "torch.linalg.eig: input tensor should not contain infs or NaNs."
+    assert str(cpu.value) in str(dev.value)
+
+
+@pytest.mark.parametrize("dtype", REAL)
+def test_eig_real_input_pairs_exactly_conjugate(dtype):
+    """As LAPACK leaves them: a real matrix's complex eigenvalues come in
+    exactly conjugate pairs and its real ones have a zero imaginary part,
+    so sorting them (as NumPy users do) gives the CPU's order."""
+    a = rand(6, 7, 7, dtype=dtype, seed="pairs")
+    w = torch.linalg.eig(a.to(DEV))[0].cpu()
+    wv = torch.linalg.eigvals(a.to(DEV)).cpu()
+    want = torch.linalg.eigvals(a)
+    for got in (w, wv):
+        for x, e in zip(got, want):
+            assert sorted(x.imag.tolist()) == sorted((-x.imag).tolist())  # pairs, exactly
+            real = x[x.imag == 0]
+            assert len(real) == int((e.imag == 0).sum())
+            paired = x[x.imag > 0]
+            for z in paired.tolist():
+                assert complex(z.real, -z.imag) in x.tolist()
+            key = lambda z: (z.real, z.imag)  # noqa: E731
+            s, t = sorted(x.tolist(), key=key), sorted(e.tolist(), key=key)
+            assert max(abs(p - q) for p, q in zip(s, t)) <= 1e3 * EPS[dtype] * max(1, max(map(abs, t)))
+
+
+def test_eigvals_out_dtype_refused_with_cpu_message():
+    from optest import same_error
+    for dtype in (torch.float32, torch.int32):
+        same_error(lambda d: torch.linalg.eigvals(torch.tensor([[3., -2.], [4., -1.]], device=d),
+                                                  out=torch.empty(0, dtype=dtype, device=d)))
+    a = rand(3, 3)
+    out = torch.empty(0, dtype=torch.complex128, device=DEV)
+    torch.linalg.eigvals(a.to(DEV), out=out)
+    want = torch.linalg.eigvals(a).to(torch.complex128)
+    assert out.dtype == torch.complex128 and out.shape == want.shape

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+import torchtpu
 
 from optest import DEV, assert_close, check, check_fb, rand, same_error
 
@@ -401,3 +402,159 @@ def test_addmm_activation(dtype, use_gelu):
     torch._addmm_activation(s, a, b, use_gelu=use_gelu, out=out_c)
     torch._addmm_activation(s.to(DEV), a.to(DEV), b.to(DEV), use_gelu=use_gelu, out=out_t)
     torch.testing.assert_close(out_t.cpu(), out_c, **tol)
+
+
+# ------------------------------------------------------------------ complex add forms
+
+
+ADD_FORMS = [
+    (torch.addmm, (3, 4), (3, 5), (5, 4)),
+    (torch.addmv, (3,), (3, 5), (5,)),
+    (torch.baddbmm, (2, 3, 4), (2, 3, 5), (2, 5, 4)),
+    (torch.addbmm, (3, 4), (2, 3, 5), (2, 5, 4)),
+]
+
+
+@pytest.mark.parametrize("dtype", CPLX)
+@pytest.mark.parametrize("fn,s,a,b", ADD_FORMS, ids=[f[0].__name__ for f in ADD_FORMS])
+def test_add_forms_complex(dtype, fn, s, a, b):
+    tol = DTOL[dtype]
+    args = [rand(*x, dtype=dtype, seed=i).requires_grad_() for i, x in enumerate((s, a, b))]
+    for beta, alpha in ((1, 1), (0.5j, 2 - 1j), (0, 1j)):
+        check_fb(lambda s, a, b: fn(s, a, b, beta=beta, alpha=alpha), *args, noncontig=True, **tol)
+    # self broadcast, in-place and out=
+    check(lambda s, a, b: fn(s, a, b, alpha=1j), rand(*s[-1:], dtype=dtype), *args[1:], **tol)
+    name = fn.__name__ + "_"
+
+    def inplace(s, a, b):
+        s = s.clone()
+        getattr(s, name)(a, b, beta=0.5j, alpha=2)
+        return s
+
+    check(inplace, *[t.detach() for t in args], **tol)
+    out = torch.empty(0, dtype=dtype, device=DEV)
+    fn(*[t.detach().to(DEV) for t in args], beta=1j, out=out)
+    assert_close(out, fn(*[t.detach() for t in args], beta=1j), **tol)
+    # beta 0 ignores a NaN self, as on the CPU
+    nan = torch.full(s, complex(float("nan"), 0), dtype=dtype)
+    check(lambda s, a, b: fn(s, a, b, beta=0), nan, *[t.detach() for t in args[1:]], noncontig=False, **tol)
+
+
+@pytest.mark.parametrize("fn,s,a,b", ADD_FORMS, ids=[f[0].__name__ for f in ADD_FORMS])
+@pytest.mark.parametrize("which", ["alpha", "beta"])
+def test_add_forms_refuse_complex_scalar_for_real_tensors(fn, s, a, b, which):
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
+        # (read back: a data-dependent refusal, raised where fused mode runs it)
+        same_error(lambda d: fn(*[rand(*x, dtype=dtype, seed=i).to(d) for i, x in enumerate((s, a, b))],
+                                **{which: 1j}).cpu())
+    # a complex value without an imaginary part is a real one
+    check(lambda s, x, y: fn(s, x, y, **{which: 2 + 0j}), rand(*s), rand(*a), rand(*b), noncontig=False)
+
+
+# ------------------------------------------------------------------ operand layouts
+
+
+def _programs(op):
+    return sum(1 for c in torchtpu.debug.compiles() if c["what"] == op)
+
+
+def test_product_layouts_compile_few_programs():
+    """Every permutation of a bmm's operands and of its out= gives the CPU's
+    values through one program per pair of operand layouts the product
+    reads directly (row- or column-major, batch outermost or broadcast);
+    the other layouts are copied, and so is a strided out=."""
+
+    B, M, N, O = 3, 7, 11, 13  # sizes no other test uses: every program here is new
+    a, b = rand(B, M, N, seed="perm-a"), rand(B, N, O, seed="perm-b")
+    want = torch.bmm(a, b)
+    with torchtpu.set_eager_mode("strict"):  # one program per op, to count
+        _bmm_layouts(a, b, want, B, M, N, O)
+
+
+def _bmm_layouts(a, b, want, B, M, N, O):
+    import itertools
+
+    torchtpu.debug.compiles(clear=True)
+    for pa, pb, po in itertools.product(itertools.permutations(range(3)), repeat=3):
+        if pb != (0, 1, 2) and pa != (0, 1, 2):
+            continue
+        inv = lambda p: tuple(p.index(i) for i in range(3))  # noqa: E731
+        x = a.permute(pa).contiguous().permute(inv(pa)).to(DEV)
+        y = b.permute(pb).contiguous().permute(inv(pb)).to(DEV)
+        out = torch.full((B, M, O), float("nan")).permute(po).contiguous().permute(inv(po)).to(DEV)
+        assert_close(torch.bmm(x, y), want)
+        r = torch.bmm(x, y, out=out)
+        assert r is out and out.stride() == torch.empty(B, M, O).permute(po).contiguous().permute(inv(po)).stride()
+        assert_close(out, want)
+    # broadcast batches and rows
+    for x, y in ((a[:1].expand(B, M, N), b), (a, b[:, :1].expand(B, N, O)), (a[:, :, :1].expand(B, M, N), b)):
+        assert_close(torch.bmm(x.to(DEV), y.to(DEV)), torch.bmm(x, y))
+    torch.tpu.synchronize()
+    # (row, row), (row, column), (column, row), and the broadcast batch:
+    # 4, where every stride pattern would compile 6 x 6 x 6
+    assert _programs("bmm") <= 4, torchtpu.debug.compiles()
+    # the same pairs into an out= that holds values or a fresh stand-in
+    assert _programs("bmm.out") <= 6, torchtpu.debug.compiles()
+
+
+def test_solve_triangular_layouts_compile_one_program():
+    a = torch.linalg.qr(rand(9, 9, seed="st-a", dtype=torch.float64)).R + 4 * torch.eye(9, dtype=torch.float64)
+    b = rand(2, 9, 5, seed="st-b", dtype=torch.float64)
+    with torchtpu.set_eager_mode("strict"):  # one program per op, to count
+        _solve_layouts(a, b)
+
+
+def _solve_layouts(a, b):
+    want = torch.linalg.solve_triangular(a, b, upper=True)
+    torchtpu.debug.compiles(clear=True)
+    for x in (a, a.mT.contiguous().mT, a.expand(2, 9, 9)):
+        for y in (b, b.mT.contiguous().mT, b[:1].expand(2, 9, 5)):
+            w = torch.linalg.solve_triangular(x, y, upper=True)
+            got = torch.linalg.solve_triangular(x.to(DEV), y.to(DEV), upper=True)
+            assert_close(got, w, atol=1e-10, rtol=1e-10)
+            out = y.clone().to(DEV) if y.is_contiguous() or y.mT.is_contiguous() else y.to(DEV).clone()
+            torch.linalg.solve_triangular(x.to(DEV), y.to(DEV), upper=True, out=out)
+            assert_close(out, w, atol=1e-10, rtol=1e-10)
+    assert_close(torch.linalg.solve_triangular(a.to(DEV), b.to(DEV), upper=True), want, atol=1e-10, rtol=1e-10)
+    torch.tpu.synchronize()
+    # a 9x9 solve of a (2, 9, 5) and of a (9, 5) right-hand side (the
+    # broadcast batch's storage), nothing per stride pattern
+    assert _programs("linalg_solve_triangular") <= 3, torchtpu.debug.compiles()
+
+
+def test_product_into_strided_out_and_inplace_views():
+    """The contiguous stand-in of a strided written operand is copied into
+    place: the rest of the base tensor is untouched, in-place reads self."""
+    base = torch.zeros(4, 6, 5)
+    a, b = rand(4, 3, 2, seed="ip-a"), rand(4, 2, 5, seed="ip-b")
+
+    def fn(base, a, b):
+        x = base.clone()
+        torch.bmm(a, b, out=x[:, ::2])             # a strided out=
+        x[:, 1::2].baddbmm_(a, b, alpha=2)          # an in-place self with gaps
+        x.transpose(0, 1)[3:].baddbmm_(a.transpose(0, 1), b[:1].expand(3, 2, 5))
+        return x
+
+    check(fn, base, a, b, noncontig=False)
+
+
+@pytest.mark.parametrize("dtype", CPLX)
+def test_cross_complex(dtype):
+    tol = DTOL[dtype]
+    a = rand(4, 3, dtype=dtype, seed="cx-a").requires_grad_()
+    b = rand(4, 3, dtype=dtype, seed="cx-b").requires_grad_()
+    check_fb(torch.linalg.cross, a, b, noncontig=True, **tol)
+    check(lambda x, y: torch.linalg.cross(x, y, dim=0), a.detach().mT, b.detach()[:1].mT, **tol)
+    check(lambda x, y: torch.cross(x, y, dim=1), a.detach(), b.detach(), **tol)
+
+
+@pytest.mark.parametrize("dtype", CPLX)
+def test_vdot_complex_conjugates_first(dtype):
+    tol = DTOL[dtype]
+    a = rand(7, dtype=dtype, seed="vd-a").requires_grad_()
+    b = rand(7, dtype=dtype, seed="vd-b").requires_grad_()
+    check_fb(torch.vdot, a, b, noncontig=True, **tol)
+    check(lambda x, y: torch.vdot(x.conj(), y), a.detach(), b.detach(), **tol)
+    out = torch.empty((), dtype=dtype, device=DEV)
+    torch.vdot(a.detach().to(DEV), b.detach().to(DEV), out=out)
+    assert_close(out, torch.vdot(a.detach(), b.detach()), **tol)

@@ -36,7 +36,8 @@ counts as a pass.
 Writes docs/pytorch_suite.json (every result) and docs/pytorch_suite.md
 (per file: pass / fail / skip / time-out; failures by cause; each wrong
 result and wrong exception by name). With --files, results are merged into
-an existing docs/pytorch_suite.json.
+an existing docs/pytorch_suite.json; files run whole (no --sample) into a
+sampled report are named as such in its header.
 """
 import argparse
 import hashlib
@@ -479,7 +480,9 @@ def write_report(results, json_out=None, md_out=None):
         f"- test files: {meta.get('source')}",
         f"- torch {meta.get('torch')}, per-test limit {meta.get('timeout')} s"
         + (f", a sample of {meta['sample']} tests per file (seed {meta.get('seed')})"
-           if meta.get("sample") else ", every test"),
+           if meta.get("sample") else ", every test")
+        + (f"; every test of {', '.join(sorted(meta['whole']))}" if meta.get("sample") and meta.get("whole")
+           else ""),
         f"- run on {meta.get('date')}",
         "",
         "| file | tests | pass | fail | skip | xfail | time-out | crash | failures by cause |",
@@ -630,8 +633,17 @@ def main():
     if args.files and os.path.exists(json_out):
         with open(json_out) as f:
             results = json.load(f)
-    results["meta"].update(source=source, torch=torch.__version__, timeout=args.timeout,
-                           sample=args.sample, seed=args.seed, date=time.strftime("%Y-%m-%d"))
+    whole = set(results["meta"].get("whole", []))
+    if args.files and not args.sample and results["meta"].get("sample"):
+        # every test of these files, merged into a sample of the others
+        whole |= set(files)
+        results["meta"].update(source=source, torch=torch.__version__, timeout=args.timeout,
+                               date=time.strftime("%Y-%m-%d"), whole=sorted(whole))
+    else:
+        whole -= set(files) if args.sample else set()
+        results["meta"].update(source=source, torch=torch.__version__, timeout=args.timeout,
+                               sample=args.sample, seed=args.seed, date=time.strftime("%Y-%m-%d"),
+                               whole=sorted(whole))
     if chosen:
         results["meta"]["ids"] = os.path.relpath(os.path.abspath(args.ids), ROOT)
     bad = []

@@ -396,6 +396,36 @@ static ttpu_val scale_vectors(ttpu_hlo* b, const eig_ctx* e, ttpu_val v) {
   return bin(b, TTPU_MUL, v, spread(b, e, f, 1));
 }
 
+/* The eigenvalues w (batch..., n) of real matrices as LAPACK leaves them:
+ * a complex pair exactly conjugate (equal real parts, opposite imaginary
+ * ones) and a real eigenvalue with a zero imaginary part. The complex
+ * iteration gets them only to rounding; w_i's partner is the w_j nearest
+ * conj(w_i) (itself for a real eigenvalue), and a mutual pair takes the
+ * mean of w_i and conj(w_j), which is exactly conjugate since IEEE
+ * addition commutes and subtraction is antisymmetric. */
+static ttpu_val conjugate_pairs(ttpu_hlo* b, const eig_ctx* e, ttpu_val w) {
+  ttpu_val wi = spread(b, e, w, 0), wj = spread(b, e, w, 1);
+  ttpu_val dist = ttpu_mx_abs2(b, bin(b, TTPU_SUB, wi, conj_v(b, wj)));
+  ttpu_val best, p;
+  ttpu_hlo_reduce_arg(b, ttpu_hlo_unary(b, TTPU_NEG, dist), e->nb + 1, 1, &best, &p);
+  p = ttpu_hlo_convert(b, p, TTPU_I64);
+  ttpu_val row = idx(b, e, 0), col = idx(b, e, 1);
+  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, col, spread(b, e, p, 0));        /* j == p_i */
+  ttpu_val back = ttpu_hlo_compare(b, TTPU_EQ, spread(b, e, p, 1), row);        /* p_j == i */
+  int64_t last = e->nb + 1;
+  ttpu_val mutual = ttpu_hlo_reduce(b, bin(b, TTPU_AND, is_p, back), TTPU_RED_OR, &last, 1);
+  ttpu_val wp = sum_dim(b, ttpu_hlo_select(b, is_p, wj, kc(b, e->tm, 0)), e->nb + 1);
+  ttpu_type tv = vec_type(e, e->tb.dtype);
+  ttpu_val half = kc(b, tv, 0.5);
+  ttpu_val re = bin(b, TTPU_MUL, bin(b, TTPU_ADD, ttpu_hlo_real(b, w), ttpu_hlo_real(b, wp)), half);
+  ttpu_val im = bin(b, TTPU_MUL, bin(b, TTPU_SUB, ttpu_hlo_imag(b, w), ttpu_hlo_imag(b, wp)), half);
+  ttpu_val self = ttpu_hlo_compare(b, TTPU_EQ, p, ttpu_hlo_iota(b, with_dtype(tv, TTPU_I64), e->nb));
+  im = ttpu_hlo_select(b, self, kc(b, tv, 0), im);
+  return ttpu_hlo_select(b, mutual, ttpu_hlo_complex(b, re, im), w);
+}
+
+static const char kNonFinite[] = "torch.linalg.eig: input tensor should not contain infs or NaNs.";
+
 /* linalg_eig(A) -> (eigenvalues, eigenvectors); _linalg_eigvals(A) ->
  * eigenvalues. */
 static ttpu_status* lower_eig(ttpu_lower* L) {
@@ -415,7 +445,19 @@ static ttpu_status* lower_eig(ttpu_lower* L) {
   e.vectors = vectors;
   e.eps = e.tm.dtype == TTPU_C128 ? DBL_EPSILON : FLT_EPSILON;
   e.max_sweeps = 30 * (e.n < 10 ? 10 : e.n);
+  /* linalg.eig refuses a non-finite input before LAPACK runs, as the CPU
+   * does (its eigvals does not check, and LAPACK then fails or crashes). */
+  ttpu_val nonfinite = TTPU_VAL_ERROR;
+  if (vectors) {
+    ttpu_val fin = ttpu_dtype_is_complex(ta.dtype)
+                       ? ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_unary(b, TTPU_IS_FINITE, ttpu_hlo_real(b, a)),
+                                         ttpu_hlo_unary(b, TTPU_IS_FINITE, ttpu_hlo_imag(b, a)))
+                       : ttpu_hlo_unary(b, TTPU_IS_FINITE, a);
+    nonfinite = ttpu_hlo_unary(b, TTPU_NOT, fin);
+  }
   if (ttpu_type_numel(&ta) == 0 || e.n == 1) {
+    if (vectors && ttpu_type_numel(&ta))
+      ttpu_mx_check_info_unless(L, nonfinite, kNonFinite, kc(b, with_dtype(e.tb, TTPU_I64), 0), "linalg.eig", "");
     ttpu_val w = ttpu_type_numel(&ta) ? ttpu_l_reshape_to(b, ttpu_hlo_convert(b, a, e.tm.dtype), ow) : kc(b, ow, 0);
     ttpu_l_set_out(L, 0, w);
     if (vectors) {
@@ -434,12 +476,13 @@ static ttpu_status* lower_eig(ttpu_lower* L) {
   ttpu_hlo_while(b, ss, vectors ? 5 : 4, sweep_cond, sweep_body, &e, sf);
   ttpu_val m = sf[3];
   ttpu_val info = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GE, m, kc(b, ti, 2)), m, kc(b, ti, 0));
-  ttpu_mx_check_info(L, info, "linalg.eig",
-                     "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
-                     "many repeated eigenvalues (error code: %lld).");
+  ttpu_mx_check_info_unless(L, nonfinite, vectors ? kNonFinite : NULL, info, "linalg.eig",
+                            "The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                            "many repeated eigenvalues (error code: %lld).");
   ttpu_val t = sf[1];
   ttpu_val eye = ttpu_hlo_compare(b, TTPU_EQ, idx(b, &e, 0), idx(b, &e, 1));
-  ttpu_l_set_out(L, 0, sum_dim(b, ttpu_hlo_select(b, eye, t, kc(b, e.tm, 0)), e.nb + 1));
+  ttpu_val w = sum_dim(b, ttpu_hlo_select(b, eye, t, kc(b, e.tm, 0)), e.nb + 1);
+  ttpu_l_set_out(L, 0, ttpu_dtype_is_complex(ta.dtype) ? w : conjugate_pairs(b, &e, w));
   if (!vectors) return NULL;
   ttpu_val row = idx(b, &e, 0), col = idx(b, &e, 1);
   t = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_GT, row, col), kc(b, e.tm, 0), t);

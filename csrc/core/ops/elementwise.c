@@ -683,8 +683,25 @@ static const char* c_type_name(ttpu_dtype dt) {
     case TTPU_I16: return "int16_t";
     case TTPU_I8: return "int8_t";
     case TTPU_U8: return "uint8_t";
+    case TTPU_BF16: return "c10::BFloat16";
+    case TTPU_F16: return "c10::Half";
     default: return "float";
   }
+}
+
+ttpu_val ttpu_ew_scalar_to(ttpu_lower* L, int arg, ttpu_dtype dt, ttpu_dtype cpu_type) {
+  ttpu_dtype vt = ttpu_l_scalar_dtype(L, arg);
+  if (ttpu_dtype_is_complex(dt) || !ttpu_dtype_is_complex(vt))
+    return ttpu_l_scalar(L, arg, dt);
+  /* a complex value converts to a real type only without an imaginary
+   * part (the CPU's checked conversion) */
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_val z = ttpu_l_scalar(L, arg, vt);
+  char msg[80];
+  snprintf(msg, sizeof msg, "value cannot be converted to type %s without overflow",
+           c_type_name(cpu_type));
+  ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_NE, ttpu_hlo_imag(b, z), 0), msg);
+  return ttpu_hlo_convert(b, ttpu_hlo_real(b, z), dt);
 }
 
 /* addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2 (in
@@ -701,19 +718,10 @@ static ttpu_status* addc(ttpu_lower* L) {
   ttpu_dtype md = ttpu_ew_opmath(dt);
   ttpu_val s = ttpu_ew_in(L, 0, md), t1 = ttpu_ew_in(L, 1, md);
   ttpu_val t2 = ttpu_ew_in(L, 2, md), v;
-  ttpu_dtype vt = ttpu_l_scalar_dtype(L, 3);
-  if (!cx && ttpu_dtype_is_complex(vt)) {
-    /* a complex value converts to a real type only without an imaginary
-     * part (the CPU's checked conversion) */
-    ttpu_val z = ttpu_l_scalar(L, 3, vt);
-    char msg[80];
-    snprintf(msg, sizeof msg, "value cannot be converted to type %s without overflow",
-             c_type_name(md));
-    ttpu_ew_check(L, ttpu_ew_cmpk(b, TTPU_NE, ttpu_hlo_imag(b, z), 0), msg);
-    v = ttpu_ew_fit(L, ttpu_hlo_real(b, z), md);
-  } else {
+  if (!cx && ttpu_dtype_is_complex(ttpu_l_scalar_dtype(L, 3)))
+    v = ttpu_ew_fit(L, ttpu_ew_scalar_to(L, 3, md, md), md);
+  else
     v = ttpu_ew_in(L, 3, md);
-  }
   ttpu_val p = ttpu_ew_mul(b, v, t1);
   p = ttpu_hlo_binary(b, divide ? TTPU_DIV : TTPU_MUL, p, t2);
   ttpu_l_set_out(L, 0, ttpu_ew_add(b, s, p));

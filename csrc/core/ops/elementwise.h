@@ -69,6 +69,13 @@ ttpu_val ttpu_ew_erfc(ttpu_hlo* b, ttpu_val x);
 /* gelu(x) in x's (float) type: x/2 (1 + erf(x/sqrt2)), or the tanh form
  * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when tanh_form. */
 ttpu_val ttpu_ew_gelu(ttpu_hlo* b, ttpu_val x, int tanh_form);
+/* Scalar argument `arg` as a 0-d value of dt, converted as the CPU
+ * converts a Scalar to a kernel's C type: a complex value into a real dt
+ * fails the call (a data-dependent check) with "value cannot be converted
+ * to type <C type of cpu_type> without overflow" unless its imaginary part
+ * is zero. cpu_type is the type the CPU kernel converts to (float for
+ * bf16/f16 where it computes in float, else the dtype itself). */
+ttpu_val ttpu_ew_scalar_to(ttpu_lower* L, int arg, ttpu_dtype dt, ttpu_dtype cpu_type);
 /* A data-dependent error: after the program runs, the call fails with
  * RuntimeError(msg) if any element of `flags` is true. */
 void ttpu_ew_check(ttpu_lower* L, ttpu_val flags, const char* msg);

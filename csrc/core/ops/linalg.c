@@ -73,7 +73,8 @@ static const contraction kDot = {NULL, NULL, 0, D0, D0, 1};
  * the batch and the inner dim. */
 static const contraction kBatchSum = {NULL, NULL, 0, D02, D01, 2};
 
-/* dot_general of a and b (converted to dt) accumulating in acc_dtype(dt). */
+/* dot_general of a and b (converted to dt) accumulating in acc_dtype(dt);
+ * a complex product at its parts' precision. */
 static ttpu_val contract(ttpu_lower* L, ttpu_val a, ttpu_val b, ttpu_dtype dt,
                          const contraction* c) {
   ttpu_hlo* h = ttpu_l_hlo(L);
@@ -81,13 +82,15 @@ static ttpu_val contract(ttpu_lower* L, ttpu_val a, ttpu_val b, ttpu_dtype dt,
   b = ttpu_hlo_convert(h, b, dt);
   return ttpu_hlo_dot_general(h, a, b, c->a_batch, c->b_batch, c->n_batch,
                               c->a_con, c->b_con, c->n_con, acc_dtype(dt),
-                              ttpu_l_precision(L, dt));
+                              ttpu_l_precision(L, ttpu_dtype_real(dt)));
 }
 
 /* beta * self + alpha * product, in the product's (accumulation) type.
  * As in BLAS, a zero beta ignores self and a zero alpha ignores the
- * product, so NaN/inf there do not propagate. beta at arg 3, alpha at 4. */
-static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod) {
+ * product, so NaN/inf there do not propagate. beta at arg 3, alpha at 4;
+ * a complex beta or alpha of a real product must have no imaginary part,
+ * as the CPU's conversion to cpu_type requires. */
+static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod, ttpu_dtype cpu_type) {
   ttpu_hlo* h = ttpu_l_hlo(L);
   ttpu_type t = ttpu_l_type(L, prod);
   ttpu_dtype at = t.dtype;
@@ -95,7 +98,7 @@ static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod) {
   self = ttpu_hlo_broadcast_to(h, ttpu_hlo_convert(h, self, at), t.ndim,
                                t.dims);
   ttpu_val zero = ttpu_hlo_const(h, t, 0, 0);
-  ttpu_val beta = ttpu_l_scalar(L, 3, at), alpha = ttpu_l_scalar(L, 4, at);
+  ttpu_val beta = ttpu_ew_scalar_to(L, 3, at, cpu_type), alpha = ttpu_ew_scalar_to(L, 4, at, cpu_type);
   ttpu_val zero0 = ttpu_hlo_const(h, ttpu_type_make(at, 0, NULL), 0, 0);
   ttpu_val beta_is0 = ttpu_hlo_compare(h, TTPU_EQ, beta, zero0);
   ttpu_val alpha_is0 = ttpu_hlo_compare(h, TTPU_EQ, alpha, zero0);
@@ -124,7 +127,9 @@ static ttpu_status* lower_add_product(ttpu_lower* L, const char* cpu_kernel,
                                       const contraction* c) {
   ttpu_dtype dt = product_dtype(L, 3, cpu_kernel);
   ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, c);
-  ttpu_l_set_out(L, 0, add_scaled(L, p));
+  /* addmv's CPU kernel converts beta and alpha to the tensors' type,
+   * the others to the type they accumulate in */
+  ttpu_l_set_out(L, 0, add_scaled(L, p, c == &kMatmul && ttpu_l_type(L, p).ndim == 1 ? dt : acc_dtype(dt)));
   return NULL;
 }
 
@@ -146,6 +151,17 @@ static ttpu_status* lower_mv(ttpu_lower* L) {
 /* dot / vdot (the same for real dtypes) */
 static ttpu_status* lower_dot(ttpu_lower* L) {
   return lower_product(L, "dot", &kDot);
+}
+
+/* vdot(self, other) of complex vectors: sum(conj(self) * other), the
+ * first operand conjugated as the CPU's (BLAS dotc). */
+static ttpu_status* lower_vdot_complex(ttpu_lower* L) {
+  ttpu_hlo* h = ttpu_l_hlo(L);
+  ttpu_dtype dt = product_dtype(L, 2, "dot");
+  ttpu_val x = ttpu_hlo_convert(h, ttpu_l_tensor(L, 0), dt);
+  x = ttpu_hlo_complex(h, ttpu_hlo_real(h, x), ttpu_hlo_unary(h, TTPU_NEG, ttpu_hlo_imag(h, x)));
+  ttpu_l_set_out(L, 0, contract(L, x, ttpu_l_tensor(L, 1), dt, &kDot));
+  return NULL;
 }
 
 /* addmm(self, mat1, mat2, beta, alpha) */
@@ -178,24 +194,25 @@ static ttpu_status* lower_addmm_activation(ttpu_lower* L) {
   if (gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "GeluKernelImpl")) return NULL;
   if (!gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_NUM, "clamp_min_scalar_cpu")) return NULL;
   ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, &kMatmul);
-  ttpu_val x = ttpu_hlo_convert(b, ttpu_hlo_convert(b, add_scaled(L, p), dt), ttpu_ew_opmath(dt));
+  ttpu_val x = ttpu_hlo_convert(b, ttpu_hlo_convert(b, add_scaled(L, p, acc_dtype(dt)), dt), ttpu_ew_opmath(dt));
   ttpu_l_set_out(L, 0, gelu ? ttpu_ew_gelu(b, x, 0) : ttpu_ew_max(b, x, ttpu_ew_k(b, x, 0)));
   return NULL;
 }
 
 /* The functional, in-place and out= overloads share argument positions
  * (self/operands first, beta and alpha at 3 and 4, out last), so one
- * lowering serves all three. */
+ * lowering serves all three. The add* forms' lowering is the same for
+ * complex operands (dot_general, multiply and add of complex values). */
 const ttpu_op_def ttpu_ops_linalg[] = {
     {"mm", lower_mm, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
     {"bmm", lower_bmm, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
     {"mv", lower_mv, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
     {"dot", lower_dot, .variants = TTPU_V_OUT, .complex_fn = ttpu_complex_product},
-    {"vdot", lower_dot, .variants = TTPU_V_OUT},
-    {"addmm", lower_addmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"addmv", lower_addmv, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"baddbmm", lower_baddbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
-    {"addbmm", lower_addbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
+    {"vdot", lower_dot, .variants = TTPU_V_OUT, .complex_fn = lower_vdot_complex},
+    {"addmm", lower_addmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"addmv", lower_addmv, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"baddbmm", lower_baddbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
+    {"addbmm", lower_addbmm, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"_addmm_activation", lower_addmm_activation, .variants = TTPU_V_OUT},
     {0},
 };

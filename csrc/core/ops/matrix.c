@@ -49,7 +49,9 @@ static ttpu_val comp(ttpu_hlo* b, ttpu_val x, int dim, int k) {
 }
 
 /* linalg_cross(self, other, *, int dim=-1): both broadcast to the output's
- * shape (the meta kernel has checked that dim has size 3 in each). */
+ * shape (the meta kernel has checked that dim has size 3 in each). The
+ * same products and differences for complex values, unconjugated, as on
+ * the CPU. */
 static ttpu_status* lower_linalg_cross(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
@@ -377,6 +379,11 @@ void ttpu_mx_jacobi_rotation(ttpu_hlo* b, ttpu_type tv, ttpu_val app, ttpu_val a
 }
 
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body) {
+  ttpu_mx_check_info_unless(L, TTPU_VAL_ERROR, NULL, info, who, body);
+}
+
+void ttpu_mx_check_info_unless(ttpu_lower* L, ttpu_val refuse, const char* refusal,
+                               ttpu_val info, const char* who, const char* body) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   const ttpu_type* tp = ttpu_hlo_type(b, info);
   if (!tp) return;
@@ -393,10 +400,30 @@ void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const cha
                                    TTPU_RED_SUM, &d0, 1);
   ttpu_val flag = ttpu_hlo_convert(b, ttpu_hlo_compare(b, TTPU_LT, first, ttpu_hlo_const_i(b, TTPU_I64, count)),
                                    TTPU_I64);
-  ttpu_val parts[4] = {flag, batched ? first : value, value, value};
-  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
   char fmt[TTPU_L_CHECK_FMT_MAX];
   snprintf(fmt, sizeof fmt, "%s: %s%s", who, batched ? "(Batch element %lld): " : "", body);
+  if (refusal) { /* flag 1: the refusal, 2: info's message */
+    const ttpu_type* rt = ttpu_hlo_type(b, refuse);
+    if (!rt) return;
+    int64_t rn = ttpu_type_numel(rt);
+    ttpu_val any = ttpu_hlo_const_i(b, TTPU_I64, 0);
+    if (rn > 0) {
+      ttpu_val rflat = ttpu_hlo_reshape(b, ttpu_hlo_convert(b, refuse, TTPU_BOOL), 1, &rn);
+      any = ttpu_hlo_convert(b, ttpu_hlo_reduce(b, rflat, TTPU_RED_OR, &d0, 1), TTPU_I64);
+    }
+    ttpu_val two = ttpu_hlo_const_i(b, TTPU_I64, 2);
+    flag = ttpu_hlo_select(b, ttpu_hlo_compare(b, TTPU_NE, any, ttpu_hlo_const_i(b, TTPU_I64, 0)),
+                           ttpu_hlo_const_i(b, TTPU_I64, 1), ttpu_hlo_binary(b, TTPU_MUL, flag, two));
+    char both[TTPU_L_CHECK_FMT_MAX];
+    int w = snprintf(both, sizeof both, "%s" TTPU_CHECK_ALT "%s", refusal, fmt);
+    if (w < 0 || (size_t)w >= sizeof both) {
+      ttpu_hlo_fail(b, TTPU_INTERNAL, "%s: check message too long", who);
+      return;
+    }
+    memcpy(fmt, both, (size_t)w + 1);
+  }
+  ttpu_val parts[4] = {flag, batched ? first : value, value, value};
+  for (int i = 0; i < 4; ++i) parts[i] = ttpu_hlo_reshape(b, parts[i], 1, &one);
   /* _linalg_check_errors raises LinAlgError, but a plain RuntimeError for
    * lu_factor's zero pivot */
   ttpu_code code = strstr(who, "lu_factor") ? TTPU_INVALID_ARGUMENT : TTPU_LINALG_ERROR;
@@ -679,6 +706,6 @@ const ttpu_op_def ttpu_ops_matrix[] = {
     {"linalg_solve_triangular", lower_linalg_solve_triangular, .variants = TTPU_V_OUT,
      .complex_fn = lower_linalg_solve_triangular},
     {"trace", lower_trace, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
-    {"linalg_cross", lower_linalg_cross, .variants = TTPU_V_OUT},
+    {"linalg_cross", lower_linalg_cross, .variants = TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
     {0},
 };

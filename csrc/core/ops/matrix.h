@@ -29,6 +29,12 @@ ttpu_val ttpu_mx_identity(ttpu_hlo* b, ttpu_type t);
  * for a batched `info` (k the first failing element, flattened); body's
  * %lld conversions (at most two) all take that element's info value. */
 void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const char* body);
+/* ttpu_mx_check_info preceded by a refusal: when any element of the bool
+ * tensor `refuse` is true the call fails with `refusal` (a message with no
+ * conversions) instead, whatever `info` holds. The two share the check's
+ * one error type. */
+void ttpu_mx_check_info_unless(ttpu_lower* L, ttpu_val refuse, const char* refusal,
+                               ttpu_val info, const char* who, const char* body);
 
 /* A counted loop (stablehlo.while) for j = 0 .. trips - 1, or from
  * trips - 1 down to 0 when reverse: the program holds one trip whatever

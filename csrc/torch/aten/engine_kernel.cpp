@@ -11,6 +11,7 @@
 #include "aten/meta_geometry.h"
 #include "aten/op_info.h"
 #include "aten/ops.h"
+#include "aten/matrix_operands.h"
 #include "aten/write_overlap.h"
 #include "runtime/generator.h"
 #include "runtime/runtime.h"
@@ -229,6 +230,53 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
                  resized.offset);
   }
 
+  // A matrix op's operands in few layouts (matrix_operands.h), after the
+  // checks above saw the tensors the caller passed: (argument, passed)
+  // for each one replaced on the stack, and (passed, stand-in) for each
+  // written one, copied into place once the op ran.
+  std::vector<std::pair<size_t, c10::IValue>> replaced;
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;
+  if (info.hooks->matrix_operands != MatrixOperands::kAsPassed) {
+    const bool product = info.hooks->matrix_operands == MatrixOperands::kProduct;
+    for (size_t i = 0; i < num_args; ++i) {
+      c10::IValue& value = (*stack)[base + i];
+      if (!value.isTensor()) {
+        continue;
+      }
+      const at::Tensor t = value.toTensor();
+      if (!t.defined() || t.is_cpu() || t.numel() == 0 || t.is_conj() || t.is_neg()) {
+        continue;
+      }
+      at::Tensor use;
+      if (info.is_mutable[i]) {
+        if (dense_ignoring_unit_dims(t)) {
+          continue;
+        }
+        use = empty_contiguous_tpu(t.sizes(), t.scalar_type(), device);
+        if (!op.schema().arguments()[i].is_out()) {
+          engine_copy(use, t);  // an in-place self is read too
+        }
+        written.emplace_back(t, use);
+      } else if (product ? matrix_layout_direct(t) : dense_ignoring_unit_dims(t)) {
+        use = with_canonical_unit_strides(t);
+        if (use.is_same(t)) {
+          continue;
+        }
+      } else {
+        use = empty_contiguous_tpu(t.sizes(), t.scalar_type(), device);
+        engine_copy(use, t);
+      }
+      replaced.emplace_back(i, value);
+      value = use;
+    }
+  }
+  // The caller's tensors back on the stack (for the CPU fallback).
+  auto restore_passed = [&] {
+    for (const auto& [index, passed] : replaced) {
+      (*stack)[base + index] = passed;
+    }
+  };
+
   CallPacker packer;
   c10::SmallVector<c10::IValue, 4> results;
   for (size_t r = 0; r < geometry->returns.size(); ++r) {
@@ -277,10 +325,12 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       status = ttpu_op_run(runtime(), &call);
     });
     if (status != nullptr) {
-      if (ttpu_status_code(status) == TTPU_UNIMPLEMENTED &&
-          allow_cpu_fallback && try_cpu_fallback(op, stack)) {
-        ttpu_status_free(status);
-        return;
+      if (ttpu_status_code(status) == TTPU_UNIMPLEMENTED && allow_cpu_fallback) {
+        restore_passed();
+        if (try_cpu_fallback(op, stack)) {
+          ttpu_status_free(status);
+          return;
+        }
       }
       throw_status(status, ("aten::" + info.name).c_str());
     }
@@ -288,10 +338,19 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     if (ttpu_runtime_take_warning(runtime(), warning, sizeof(warning))) {
       TORCH_WARN(warning);
     }
+    for (const auto& [passed, stand_in] : written) {
+      engine_copy(passed, stand_in);
+      for (c10::IValue& result : results) {
+        if (result.isTensor() && result.toTensor().is_same(stand_in)) {
+          result = passed;
+        }
+      }
+    }
   } else {
     // Nothing runs, but a call the op refuses (its dtype) fails as on the CPU.
     const ttpu_op_call call = packer.call(info.engine_id, geometry->common_dtype, device);
     if (ttpu_status* status = ttpu_op_refusal(&call)) {
+      restore_passed();
       if (allow_cpu_fallback && try_cpu_fallback(op, stack)) {
         ttpu_status_free(status);
         return;

@@ -29,6 +29,16 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["index_reduce_"].same_dtype_as_self_arg = 3;  // source
   hooks["_convert_weight_to_int4pack_for_cpu"].appends_cpu_int4_layout = true;
   hooks["_weight_int4pack_mm_for_cpu"].appends_cpu_int4_layout = true;
+  for (const char* product : {"mm", "bmm", "mv", "dot", "vdot", "addmm", "addmv", "baddbmm", "addbmm",
+                              "_addmm_activation"}) {
+    for (const char* variant : {"", "_", ".out"}) {
+      hooks[std::string(product) + variant].matrix_operands = MatrixOperands::kProduct;
+    }
+  }
+  for (const char* solve : {"linalg_solve_triangular", "linalg_solve_triangular.out", "triangular_solve",
+                            "triangular_solve.X"}) {
+    hooks[solve].matrix_operands = MatrixOperands::kSolve;
+  }
   return hooks;
 }
 

@@ -9,6 +9,9 @@
 
 namespace torchtpu {
 
+// Which operand layouts an op takes as they are (matrix_operands.h).
+enum class MatrixOperands { kAsPassed, kProduct, kSolve };
+
 struct OpHooks {
   // Arguments the op writes although its schema does not mark them
   // mutable: they are packed as extra outputs, like Tensor(a!) ones.
@@ -42,6 +45,9 @@ struct OpHooks {
   // (host_layout.h), which the CPU's packing of
   // _convert_weight_to_int4pack_for_cpu depends on.
   bool appends_cpu_int4_layout = false;
+  // A matrix product (mm, bmm, addmm, baddbmm, ...) or triangular solve:
+  // its operands reach the engine in few layouts (matrix_operands.h).
+  MatrixOperands matrix_operands = MatrixOperands::kAsPassed;
 };
 
 // The hooks of the lowering table's op `name` ("native_batch_norm",

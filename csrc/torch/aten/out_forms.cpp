@@ -21,6 +21,7 @@
 //
 // The registration runs once, after every other tpu kernel is registered,
 // so an out= overload with a kernel of its own keeps it.
+#include "aten/cpu_replay.h"
 #include "aten/ops.h"
 
 #include <ATen/ATen.h>
@@ -167,10 +168,18 @@ class OutKernel final : public c10::OperatorKernel {
       form_.functional.callBoxed(&call);
     }
     TORCH_INTERNAL_ASSERT(call.size() == outs.size());
-    // Every out is checked before any is written.
+    // Every out is checked before any is written. An out the rules below
+    // refuse raises the CPU kernel's own error where it has one (its words
+    // name the op: "torch.linalg.eigvals: Expected eigenvalues to be
+    // safely castable ..."), else the rule's.
     for (size_t k = 0; k < outs.size(); ++k) {
       const at::Tensor result = call[k].toTensor();
       const at::Tensor& out = outs[k];
+      if (out.device() != result.device() ||
+          (outs.size() != 1 && out.scalar_type() != result.scalar_type()) ||
+          !at::canCast(result.scalar_type(), out.scalar_type())) {
+        throw_cpu_verdict(op, args);
+      }
       TORCH_CHECK(out.device() == result.device(), "Expected out tensor to have device ", result.device(),
                   ", but got ", out.device(), " instead");
       TORCH_CHECK(outs.size() == 1 || out.scalar_type() == result.scalar_type(),
