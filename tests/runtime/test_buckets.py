@@ -465,3 +465,21 @@ def test_a_filled_cache_serves_other_prompt_lengths(mode, tmp_path):
     assert len(lines) == 3, later
     for ln in lines:
         assert "compiled 0," in ln and "tokens equal the CPU's" in ln, later
+
+
+def test_reductions_of_padded_bool_and_int_batches():
+    """Bool and integer batches of a changing length are stored padded; a
+    reduction that converts them to floating point (logsumexp) cannot take
+    the padding as its identity (false would add exp(0) each) and runs
+    exact, while max/argmax take the lowest value as before."""
+    g = torch.Generator().manual_seed(5)
+    for n in (5, 6, 7, 9, 12):
+        x = torch.rand(4, n, generator=g) > 0.5
+        i = torch.randint(-50, 50, (4, n), generator=g)
+        xt, it = x.to(DEV), i.to(DEV)
+        close(torch.logsumexp(xt, 1), torch.logsumexp(x, 1))
+        close(torch.logsumexp(xt, (0, 1)), torch.logsumexp(x, (0, 1)))
+        close(torch.logsumexp(it, 1), torch.logsumexp(i, 1))
+        close(xt.amax(1), x.amax(1))
+        close(it.argmax(1), i.argmax(1))
+        close(it.amin(1), i.amin(1))

@@ -838,6 +838,13 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   if (ok && (rule == TTPU_B_OTHER_DIMS || rule == TTPU_B_LAST_DIMS))
     ok = nt > 0 && reduces_other_dims(c, 1, p->tensor_dyn[0], c->tensors[0].ndim,
                                       rule == TTPU_B_LAST_DIMS);
+  /* The lowest (highest) value of an integer or bool input is no identity
+   * for an op that reduces it as floating point (logsumexp of bools: the
+   * padding's false would add exp(0) each). */
+  if (ok && (rule == TTPU_B_FILL_LOWEST || rule == TTPU_B_FILL_HIGHEST) && no > 0 &&
+      ttpu_dtype_is_float(c->outputs[0].dtype))
+    for (int k = 0; k < nt && ok; ++k)
+      if (p->tensor_dyn[k] && !ttpu_dtype_is_float(c->tensors[k].dtype)) ok = 0;
   if (ok && rule == TTPU_B_NORM_BACKWARD) /* grad_out and input alike */
     ok = nt > 1 && p->tensor_dyn[0] == p->tensor_dyn[1] &&
          reduces_other_dims(c, 2, p->tensor_dyn[0], c->tensors[0].ndim, 1);
