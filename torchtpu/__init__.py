@@ -111,9 +111,30 @@ def _settle_autograd_threads():
         pass
 
 
+def _finish_device_work():
+    """At exit, wait for the work still queued (strict mode's programs
+    compiling on the engine's threads, fused windows) before the C exit
+    handlers run: the execution plugin's compiler has static objects that
+    those handlers destroy (the XLA CPU plugin's LLVM JIT listener), and a
+    compile still running on another thread would then crash the process
+    (a segfault or "pure virtual method called") after the script ended
+    well. Errors are not raised here: the script is over."""
+    try:
+        if _C._is_initialized():
+            for i in range(_C._platform()["device_count"]):
+                torch.tpu.synchronize(i)
+    except Exception:  # never turn a clean exit into a failing one
+        pass
+
+
+def _at_exit():
+    _settle_autograd_threads()
+    _finish_device_work()
+
+
 import atexit  # noqa: E402
 
-atexit.register(_settle_autograd_threads)
+atexit.register(_at_exit)
 
 
 def platform():
