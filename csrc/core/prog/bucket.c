@@ -261,18 +261,29 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
   return g->dynamic;
 }
 
-static void note_batch(ttpu_prog_ctx* pc, int64_t n) {
-  if (n > 1 && pc->batch_len[0] != n) {
-    memmove(pc->batch_len + 1, pc->batch_len, sizeof(pc->batch_len) - sizeof(pc->batch_len[0]));
-    pc->batch_len[0] = n;
+/* The last lengths seen (var_len, batch_len): newest first, a length of
+ * at most 1 never taken. */
+#define RECENT 4
+_Static_assert(sizeof(((ttpu_prog_ctx*)0)->var_len) == RECENT * sizeof(int64_t) &&
+                   sizeof(((ttpu_prog_ctx*)0)->batch_len) == RECENT * sizeof(int64_t),
+               "recent lengths");
+
+static void recent_note(int64_t* recent, int64_t n) {
+  if (n > 1 && recent[0] != n) {
+    memmove(recent + 1, recent, (RECENT - 1) * sizeof(int64_t));
+    recent[0] = n;
   }
+}
+
+static int recent_has(const int64_t* recent, int64_t n) {
+  for (int k = 0; k < RECENT; ++k)
+    if (n > 1 && recent[k] == n) return 1;
+  return 0;
 }
 
 /* Whether n is one of the last lengths of integer batches uploaded. */
 static int batch_length(const ttpu_prog_ctx* pc, int64_t n) {
-  for (size_t k = 0; k < sizeof(pc->batch_len) / sizeof(pc->batch_len[0]); ++k)
-    if (n > 1 && pc->batch_len[k] == n) return 1;
-  return 0;
+  return recent_has(pc->batch_len, n);
 }
 
 /* The dims of output 0 found growing for calls like c (a mask). A
@@ -307,7 +318,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
    * other shapes) do not move a token stream's. */
   uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
   int m = watch(pc, h, ndim, dims, 0);
-  note_batch(pc, dims[1]);
+  recent_note(pc->batch_len, dims[1]);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
   /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
    * from its first upload, where its bucket is at most four times n (a
@@ -321,20 +332,15 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
 }
 
 void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n) {
-  note_batch(pc, n);
-  if (pc->var_len[0] != n) {
-    memmove(pc->var_len + 1, pc->var_len, sizeof(pc->var_len) - sizeof(pc->var_len[0]));
-    pc->var_len[0] = n;
-  }
+  recent_note(pc->batch_len, n);
+  recent_note(pc->var_len, n);
   pc->var_clock = pc->growth_clock;
 }
 
 /* Whether n is one of the last lengths of uploads stored padded (a fused
  * window plans the previous step's ops again after the next upload). */
 static int var_length(const ttpu_prog_ctx* pc, int64_t n) {
-  for (size_t k = 0; k < sizeof(pc->var_len) / sizeof(pc->var_len[0]); ++k)
-    if (n > 1 && pc->var_len[k] == n) return 1;
-  return 0;
+  return recent_has(pc->var_len, n);
 }
 
 /* ------------------------------------------------------------ decide */
