@@ -30,15 +30,22 @@ void ttpu_test_register(ttpu_test_suite* s) {
   *p = s;
 }
 
+static char g_first_failure[512];
+
 void ttpu_test_fail(ttpu_test_ctx* t, const char* file, int line,
                     const char* fmt, ...) {
-  t->failed = 1;
-  fprintf(stdout, "    %s:%d: ", file, line);
+  char msg[400];
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(stdout, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fputc('\n', stdout);
+  fprintf(stdout, "    %s:%d: %s\n", file, line, msg);
+  /* The first failure of each test is repeated in the closing summary, so
+   * a log's tail says what failed. */
+  if (!t->failed)
+    snprintf(g_first_failure, sizeof g_first_failure, "%s:%d: %s", file, line,
+             msg);
+  t->failed = 1;
 }
 
 const char* const* ttpu_test_search_dirs(void) { return g_run.dirs; }
@@ -194,6 +201,8 @@ int main(int argc, char** argv) {
   setenv("TORCHTPU_DISK_CACHE", "0", 0);
 
   int passed = 0, failed = 0;
+  enum { MAX_LISTED = 16 };
+  char listed[MAX_LISTED][640];
   for (ttpu_test_suite* s = g_suites; s; s = s->next) {
     for (const ttpu_test* t = s->tests; t->name; t++) {
       if (!selected(s->name, t->name, argc, argv)) continue;
@@ -201,6 +210,9 @@ int main(int argc, char** argv) {
       ttpu_test_ctx ctx = {0};
       t->fn(&ctx);
       printf("%s.%s %s\n", s->name, t->name, ctx.failed ? "FAIL" : "ok");
+      if (ctx.failed && failed < MAX_LISTED)
+        snprintf(listed[failed], sizeof listed[failed], "%s.%s (%s)", s->name,
+                 t->name, g_first_failure);
       if (ctx.failed)
         failed++;
       else
@@ -210,6 +222,8 @@ int main(int argc, char** argv) {
   ttpu_pjrt_plugin_unload(g_run.plugin);
   free(g_run.plugin_path);
   free(g_run.plugin_error);
+  for (int i = 0; i < failed && i < MAX_LISTED; i++)
+    printf("FAILED %s\n", listed[i]);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
