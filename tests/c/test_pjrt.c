@@ -490,7 +490,9 @@ static void test_execute_scalar_no_args(ttpu_test_ctx* t) {
 
 /* A code generator level reaches the plugin as an option override: every
  * level compiles and runs, each has its own options identity (the disk
- * cache's namespace), and levels outside 0-3 are refused. */
+ * cache's namespace), and levels outside 0-3 are refused. The plugin's
+ * default level still carries the CPU options (XNNPACK off): an identity
+ * of its own too. */
 static void test_opt_level(ttpu_test_ctx* t) {
   ttpu_pjrt_client* c = make_client(t, 1);
   TTPU_CHECK(t, c);
@@ -518,7 +520,9 @@ static void test_opt_level(ttpu_test_ctx* t) {
     ttpu_pjrt_exec_destroy(c, e);
   }
   TTPU_CHECK_OK(t, ttpu_pjrt_client_set_opt_level(c, -1));
-  TTPU_CHECK(t, !strcmp(ttpu_pjrt_client_options_id(c), dflt));
+  TTPU_CHECK(t, strcmp(ttpu_pjrt_client_options_id(c), dflt) != 0);
+  for (int k = 0; k <= 3; ++k)
+    TTPU_CHECK(t, strcmp(ttpu_pjrt_client_options_id(c), seen[k]) != 0);
   ttpu_pjrt_client_destroy(c);
 }
 

@@ -266,11 +266,32 @@ const char* ttpu_pjrt_compile_options_id(void) {
   return "portable-executable-v1";
 }
 
-/* CompileOptionsProto { env_option_overrides (7): map entry {
- *   key (1): "xla_backend_optimization_level",
- *   value (2): OptionOverrideProto { int_field (3): level } } }
- * An override, unlike a DebugOptions message, leaves every other debug
- * option at the plugin's default. */
+/* One CompileOptionsProto env_option_overrides (7) map entry { key (1):
+ * name, value (2): OptionOverrideProto { bool_field (2) or int_field (3):
+ * v } } appended to the client's options suffix. */
+static void add_override(ttpu_pjrt_client* c, const char* name, int field,
+                         int v) {
+  unsigned char entry[64];
+  size_t nk = strlen(name), ne = 0;
+  entry[ne++] = 1 << 3 | 2;
+  entry[ne++] = (unsigned char)nk;
+  memcpy(entry + ne, name, nk);
+  ne += nk;
+  entry[ne++] = 2 << 3 | 2;
+  entry[ne++] = 2;
+  entry[ne++] = (unsigned char)(field << 3 | 0);
+  entry[ne++] = (unsigned char)v;
+  c->options_suffix_len +=
+      put_bytes(c->options_suffix + c->options_suffix_len, 7, entry, ne);
+}
+
+/* The CPU plugin's options, as overrides: unlike a DebugOptions message,
+ * they leave every other debug option at the plugin's default.
+ * - XNNPACK off: the plugin's XNNPACK matrix products keep their operands'
+ *   packed copies keyed by address, so a product run again after its
+ *   operand was written in place (a donated parameter: an optimizer step)
+ *   reads the old values. Eigen's products read the operand each time.
+ * - the code generator's optimization level, where one is given. */
 ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
   if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
   if (level < -1 || level > 3)
@@ -278,30 +299,26 @@ ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
                             "optimization level %d: expected 0-3, or -1 for "
                             "the plugin's default",
                             level);
-  if (level >= 0 && !c->caps.host_code)
+  if (!c->caps.host_code) {
+    c->options_suffix_len = 0;
+    snprintf(c->options_id, sizeof(c->options_id), "%s",
+             ttpu_pjrt_compile_options_id());
+    if (level < 0) return NULL;
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "an optimization level applies to the CPU plugin "
                             "only (this client's platform is %s)",
                             c->platform_name ? c->platform_name : "unknown");
+  }
   c->options_suffix_len = 0;
-  snprintf(c->options_id, sizeof(c->options_id), "%s",
-           ttpu_pjrt_compile_options_id());
-  if (level < 0) return NULL;
-  static const char kKey[] = "xla_backend_optimization_level";
-  unsigned char entry[48];
-  size_t ne = 0;
-  entry[ne++] = 1 << 3 | 2;
-  entry[ne++] = (unsigned char)(sizeof(kKey) - 1);
-  memcpy(entry + ne, kKey, sizeof(kKey) - 1);
-  ne += sizeof(kKey) - 1;
-  entry[ne++] = 2 << 3 | 2;
-  entry[ne++] = 2;
-  entry[ne++] = 3 << 3 | 0;
-  entry[ne++] = (unsigned char)level;
-  c->options_suffix_len =
-      put_bytes(c->options_suffix, 7, entry, ne);
-  snprintf(c->options_id, sizeof(c->options_id), "%s+backend-opt-%d",
-           ttpu_pjrt_compile_options_id(), level);
+  add_override(c, "xla_cpu_use_xnnpack", 2, 0);
+  if (level >= 0) add_override(c, "xla_backend_optimization_level", 3, level);
+  if (level < 0)
+    snprintf(c->options_id, sizeof(c->options_id), "%s+no-xnnpack",
+             ttpu_pjrt_compile_options_id());
+  else
+    snprintf(c->options_id, sizeof(c->options_id),
+             "%s+no-xnnpack+backend-opt-%d", ttpu_pjrt_compile_options_id(),
+             level);
   return NULL;
 }
 

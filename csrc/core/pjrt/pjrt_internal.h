@@ -33,7 +33,7 @@ struct ttpu_pjrt_client {
   /* Appended to every compile's options (ttpu_pjrt_client_set_opt_level):
    * a CompileOptionsProto fragment that protobuf merges into the options
    * it follows. */
-  unsigned char options_suffix[64];
+  unsigned char options_suffix[128];
   size_t options_suffix_len;
   char options_id[64]; /* the default options' identity, for cache keys */
   /* Buffers that executions must not donate (buffer.c); a pin each. */

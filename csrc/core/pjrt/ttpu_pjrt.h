@@ -88,8 +88,9 @@ const char* ttpu_pjrt_compile_options_id(void);
 /* The code generator's optimization level for every program c compiles
  * from now on (XLA's xla_backend_optimization_level, 0-3), or -1 for the
  * plugin's own default. Only the CPU plugin (caps.host_code) takes one;
- * elsewhere it is INVALID_ARGUMENT unless -1. Not thread-safe: call it
- * before the client compiles anything. */
+ * elsewhere it is INVALID_ARGUMENT unless -1. On the CPU plugin it also
+ * turns XNNPACK off, whatever the level (compile.c says why). Not
+ * thread-safe: call it before the client compiles anything. */
 ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level);
 /* The identity of c's compile options (ttpu_pjrt_compile_options_id, with
  * the optimization level when one is set), for cache namespaces. Borrowed,
