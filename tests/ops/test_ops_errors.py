@@ -198,3 +198,33 @@ def test_softmax_of_integers_is_refused_as_on_cpu():
                 f(torch.ones(4, dtype=dtype, device="tpu"))
     got = torch.softmax(torch.ones(4, dtype=torch.long, device="tpu"), 0, dtype=torch.float32)
     torch.testing.assert_close(got.cpu(), torch.full((4,), 0.25))
+
+
+_S, _F = torch.int16, torch.float32
+MIXED_PRODUCTS = {
+    "mm": lambda A: torch.mm(A(2, 3, d=_S), A(3, 4)),
+    "mm, second operand": lambda A: torch.mm(A(2, 3), A(3, 4, d=_S)),
+    "mm, empty": lambda A: torch.mm(A(1, 0, d=_S), A(0, 4)),
+    "matmul": lambda A: torch.matmul(A(2, 3, d=_S), A(3, 4)),
+    "bmm": lambda A: torch.bmm(A(1, 2, 3, d=_S), A(1, 3, 4)),
+    "addmm, mat1": lambda A: torch.addmm(A(2, 4), A(2, 3, d=_S), A(3, 4)),
+    "addmm, self": lambda A: torch.addmm(A(2, 4, d=_S), A(2, 3), A(3, 4)),
+    "addmm, mat2": lambda A: torch.addmm(A(2, 4), A(2, 3), A(3, 4, d=_S)),
+    "addmm_": lambda A: A(2, 4).addmm_(A(2, 3, d=_S), A(3, 4)),
+    "mv": lambda A: torch.mv(A(2, 3, d=_S), A(3)),
+    "mv, vector": lambda A: torch.mv(A(2, 3), A(3, d=_S)),
+    "addmv": lambda A: torch.addmv(A(2, d=_S), A(2, 3), A(3)),
+    "baddbmm": lambda A: torch.baddbmm(A(1, 2, 4), A(1, 2, 3, d=_S), A(1, 3, 4)),
+    "addbmm, batch1": lambda A: torch.addbmm(A(2, 4), A(1, 2, 3, d=_S), A(1, 3, 4)),
+    "addbmm, self": lambda A: torch.addbmm(A(2, 4, d=_S), A(1, 2, 3), A(1, 3, 4)),
+    "dot": lambda A: torch.dot(A(3, d=_S), A(3)),
+}
+
+
+@pytest.mark.parametrize("case", list(MIXED_PRODUCTS))
+def test_products_of_mixed_dtypes_raise_the_cpu_message(case):
+    """Matrix products of operands of two dtypes: the CPU kernel's message
+    (PyTorch's test_mm_empty_inputs_mixed_dtype_errors matches mm's)."""
+    def run(d):
+        return MIXED_PRODUCTS[case](lambda *shape, d_=d, d=_F: torch.ones(*shape, dtype=d, device=d_))
+    same_error(run)

@@ -7,26 +7,27 @@ typedef struct {
   const char* mlir;
   const char* name;
   const char* title; /* c10's ScalarType name, as PyTorch's messages spell it */
+  const char* cpp;   /* the C++ type's name, as c10's TypeMeta spells it */
   unsigned char is_float, is_int;
 } dtype_info;
 
 /* Indexed by ttpu_dtype; the order of ttpu.h's enum. */
 static const dtype_info dtype_table[TTPU_DTYPE_COUNT] = {
-    [TTPU_BOOL] = {1, "i1", "bool", "Bool", 0, 0},
-    [TTPU_U8] = {1, "ui8", "uint8", "Byte", 0, 1},
-    [TTPU_I8] = {1, "i8", "int8", "Char", 0, 1},
-    [TTPU_I16] = {2, "i16", "int16", "Short", 0, 1},
-    [TTPU_I32] = {4, "i32", "int32", "Int", 0, 1},
-    [TTPU_I64] = {8, "i64", "int64", "Long", 0, 1},
-    [TTPU_F16] = {2, "f16", "float16", "Half", 1, 0},
-    [TTPU_BF16] = {2, "bf16", "bfloat16", "BFloat16", 1, 0},
-    [TTPU_F32] = {4, "f32", "float32", "Float", 1, 0},
-    [TTPU_F64] = {8, "f64", "float64", "Double", 1, 0},
-    [TTPU_U16] = {2, "ui16", "uint16", "UInt16", 0, 1},
-    [TTPU_U32] = {4, "ui32", "uint32", "UInt32", 0, 1},
-    [TTPU_U64] = {8, "ui64", "uint64", "UInt64", 0, 1},
-    [TTPU_C64] = {8, "complex<f32>", "complex64", "ComplexFloat", 0, 0},
-    [TTPU_C128] = {16, "complex<f64>", "complex128", "ComplexDouble", 0, 0},
+    [TTPU_BOOL] = {1, "i1", "bool", "Bool", "bool", 0, 0},
+    [TTPU_U8] = {1, "ui8", "uint8", "Byte", "unsigned char", 0, 1},
+    [TTPU_I8] = {1, "i8", "int8", "Char", "signed char", 0, 1},
+    [TTPU_I16] = {2, "i16", "int16", "Short", "short int", 0, 1},
+    [TTPU_I32] = {4, "i32", "int32", "Int", "int", 0, 1},
+    [TTPU_I64] = {8, "i64", "int64", "Long", "long int", 0, 1},
+    [TTPU_F16] = {2, "f16", "float16", "Half", "c10::Half", 1, 0},
+    [TTPU_BF16] = {2, "bf16", "bfloat16", "BFloat16", "c10::BFloat16", 1, 0},
+    [TTPU_F32] = {4, "f32", "float32", "Float", "float", 1, 0},
+    [TTPU_F64] = {8, "f64", "float64", "Double", "double", 1, 0},
+    [TTPU_U16] = {2, "ui16", "uint16", "UInt16", "short unsigned int", 0, 1},
+    [TTPU_U32] = {4, "ui32", "uint32", "UInt32", "unsigned int", 0, 1},
+    [TTPU_U64] = {8, "ui64", "uint64", "UInt64", "long unsigned int", 0, 1},
+    [TTPU_C64] = {8, "complex<f32>", "complex64", "ComplexFloat", "c10::complex<float>", 0, 0},
+    [TTPU_C128] = {16, "complex<f64>", "complex128", "ComplexDouble", "c10::complex<double>", 0, 0},
 };
 
 static const dtype_info* info(ttpu_dtype t) {
@@ -51,6 +52,11 @@ const char* ttpu_dtype_name(ttpu_dtype t) {
 const char* ttpu_dtype_torch_title(ttpu_dtype t) {
   const dtype_info* i = info(t);
   return i ? i->title : "?";
+}
+
+const char* ttpu_dtype_cpp_name(ttpu_dtype t) {
+  const dtype_info* i = info(t);
+  return i ? i->cpp : "?";
 }
 int ttpu_dtype_is_float(ttpu_dtype t) {
   const dtype_info* i = info(t);

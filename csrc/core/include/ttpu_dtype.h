@@ -50,6 +50,9 @@ const char* ttpu_dtype_name(ttpu_dtype t);
 /* PyTorch's (c10 ScalarType) name, as its error messages spell it:
  * "Bool", "Byte", "Long", "Float", ... (static string). */
 const char* ttpu_dtype_torch_title(ttpu_dtype t);
+/* The C++ type's name, as PyTorch's TypeMeta messages spell it: "float",
+ * "short int", "c10::Half", ... (static string). */
+const char* ttpu_dtype_cpp_name(ttpu_dtype t);
 int ttpu_dtype_is_float(ttpu_dtype t);
 int ttpu_dtype_is_int(ttpu_dtype t);   /* signed or unsigned integer, not bool */
 /* complex64 / complex128 (not counted as float by ttpu_dtype_is_float). */

@@ -8,6 +8,8 @@
  * way). Mapping torch.set_float32_matmul_precision("high"/"medium") onto
  * HIGH/DEFAULT comes later, with the glue passing the setting down.
  * bf16/f16 products accumulate in f32 and round once, as the CPU does. */
+#include <string.h>
+
 #include "complex.h"
 #include "elementwise.h"
 #include "ttpu_lower.h"
@@ -17,21 +19,60 @@ static ttpu_dtype acc_dtype(ttpu_dtype dt) {
   return dt == TTPU_BF16 || dt == TTPU_F16 ? TTPU_F32 : dt;
 }
 
+/* The dtype of tensor arg a (TTPU_DTYPE_NONE for a CPU scalar `self`). */
+static ttpu_dtype arg_dtype(ttpu_lower* L, int a) {
+  const ttpu_tensor* t = ttpu_l_tensor_desc(L, a, -1);
+  return t ? t->dtype : TTPU_DTYPE_NONE;
+}
+
 /* Tensor args [first, first + n) must share one dtype, as the CPU kernels
- * require (PyTorch's meta functions check only some of them). */
+ * require (PyTorch's meta functions check only some of them); where they
+ * do not, the CPU kernel's message. */
 static void same_dtypes(ttpu_lower* L, int first, int n, const char* what) {
   ttpu_dtype dt = TTPU_DTYPE_NONE;
+  int differ = 0;
   for (int a = first; a < first + n; ++a) {
-    const ttpu_tensor* t = ttpu_l_tensor_desc(L, a, -1);
-    if (!t) continue; /* a CPU scalar `self` */
-    if (dt == TTPU_DTYPE_NONE) dt = t->dtype;
-    if (t->dtype != dt) {
-      ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_INVALID_ARGUMENT,
-                    "%s: expected all operands to have the same dtype, but "
-                    "got %s and %s",
-                    what, ttpu_dtype_name(dt), ttpu_dtype_name(t->dtype));
-      return;
-    }
+    ttpu_dtype d = arg_dtype(L, a);
+    if (d == TTPU_DTYPE_NONE) continue;
+    if (dt == TTPU_DTYPE_NONE) dt = d;
+    differ |= d != dt;
+  }
+  if (!differ) return;
+  ttpu_hlo* h = ttpu_l_hlo(L);
+  size_t nw = strcspn(what, ".");
+  if (nw && what[nw - 1] == '_') nw--; /* addmm_ as addmm */
+  if (first == 0 && n == 2 && nw == 2 && !strncmp(what, "mm", 2)) {
+    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
+                  "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                  ttpu_dtype_cpp_name(arg_dtype(L, 0)),
+                  ttpu_dtype_cpp_name(arg_dtype(L, 1)));
+  } else if (first == 0 && n == 2 && nw == 2 && !strncmp(what, "mv", 2)) {
+    /* mv runs addmv into a result of the vector's dtype */
+    const char* v = ttpu_dtype_torch_title(arg_dtype(L, 1));
+    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
+                  "addmv input tensors must have the same dtype, but got %s, "
+                  "%s, and %s",
+                  v, ttpu_dtype_torch_title(arg_dtype(L, 0)), v);
+  } else if (first == 0 && n == 3 &&
+             ((nw == 5 && !strncmp(what, "addmm", 5)) ||
+              (nw == 6 && !strncmp(what, "addbmm", 6)))) {
+    /* self against mat2 first, then mat1 against mat2 */
+    ttpu_dtype s = arg_dtype(L, 0), m1 = arg_dtype(L, 1), m2 = arg_dtype(L, 2);
+    int self_first = s != TTPU_DTYPE_NONE && s != m2;
+    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
+                  "%s and mat2 must have the same dtype, but got %s and %s",
+                  self_first ? "self" : "mat1",
+                  ttpu_dtype_torch_title(self_first ? s : m1),
+                  ttpu_dtype_torch_title(m2));
+  } else {
+    ttpu_dtype other = TTPU_DTYPE_NONE;
+    for (int a = first; a < first + n && other == TTPU_DTYPE_NONE; ++a)
+      if (arg_dtype(L, a) != TTPU_DTYPE_NONE && arg_dtype(L, a) != dt)
+        other = arg_dtype(L, a);
+    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
+                  "%s: expected all operands to have the same dtype, but "
+                  "got %s and %s",
+                  what, ttpu_dtype_name(dt), ttpu_dtype_name(other));
   }
 }
 
