@@ -744,7 +744,8 @@ static ttpu_status* upload(ttpu_buffer* b, const void* data, ttpu_dtype dtype,
   if (ndim <= TTPU_MAX_DIMS) {
     pthread_mutex_lock(&rt->mu);
     int d = force_d >= 0 ? force_d
-                         : ttpu_bucket_upload_dim(&rt->prog, dtype, ndim, dims);
+                         : ttpu_bucket_upload_dim(&rt->prog, dtype, ndim, dims,
+                                                  rt->mode != TTPU_MODE_FUSED);
     if (force_d >= 0) ttpu_bucket_note_length(&rt->prog, dims[d]);
     int64_t bucket = d >= 0 ? ttpu_bucket_size(&rt->prog, dims[d]) : 0;
     pthread_mutex_unlock(&rt->mu);

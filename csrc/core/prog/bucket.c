@@ -195,6 +195,10 @@ static int is_contiguous(const ttpu_tensor* t) {
 /* Factories are bucketed within this many watched calls of the last
  * padded upload (a model step watches a few dozen). */
 #define VAR_SPAN 4096
+/* Uploads of one token stream with the same length, in a row, after which
+ * a stream padded from its first upload is taken for a fixed-shape loop's
+ * (ttpu_bucket_upload_dim). */
+#define STEADY_UPLOADS 8
 
 struct ttpu_growth {
   uint64_t sig;
@@ -202,6 +206,7 @@ struct ttpu_growth {
   int mask;     /* the dims that changed last (together, to one size) */
   int changes;  /* times in a row they changed */
   int dynamic;  /* the dims found growing; 0 not yet */
+  int steady;   /* calls in a row with the same dims as the one before */
   uint64_t used; /* when it was last seen (the least recently seen of a
                     set of GROWTH_WAYS entries makes room) */
 };
@@ -213,9 +218,11 @@ static uint64_t mix(uint64_t h, int64_t v) {
 /* The dims found growing (a mask) for tensors of signature h, now of
  * dims: dims that changed, together and to one size, `need` times in a
  * row; need 0: once where the new size's bucket wastes at most half of
- * it, twice otherwise. */
+ * it, twice otherwise. *steady (where not NULL): the calls in a row before
+ * this one with these same dims. */
 static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
-                 int need) {
+                 int need, int* steady) {
+  if (steady) *steady = 0;
   if (!pc->growth) {
     pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
     if (!pc->growth) return 0;
@@ -247,6 +254,8 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
       if (to >= 0 && dims[d] != to) same = 0;
       to = dims[d];
     }
+  g->steady = changed ? 0 : g->steady + 1;
+  if (steady) *steady = g->steady;
   memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
   if (changed && !same) { /* another tensor of the same kind: start over */
     g->mask = 0;
@@ -302,11 +311,11 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
   if (shaped)
     for (int j = 0; j < o->ndim; ++j)
       h = mix(h, batch_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
-  return watch(pc, h, o->ndim, o->sizes, need);
+  return watch(pc, h, o->ndim, o->sizes, need, NULL);
 }
 
 int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
-                           const int64_t* dims) {
+                           const int64_t* dims, int per_op) {
   /* Integer and bool tensors of rank 2 or more, changing in a dim other
    * than the first (the batch): token ids, masks and labels of varying
    * length. Floating-point uploads are weights and features, left as
@@ -317,15 +326,39 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
   /* One history per batch size: unrelated integer uploads (indices of
    * other shapes) do not move a token stream's. */
   uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
-  int m = watch(pc, h, ndim, dims, 0);
+  int steady = 0;
+  int m = watch(pc, h, ndim, dims, 0, &steady);
   recent_note(pc->batch_len, dims[1]);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
-  /* Explicit sizes say that lengths vary: a token batch [b, n] is padded
-   * from its first upload, where its bucket is at most four times n (a
-   * prompt of 5 in a smallest size of 16; not a [b, 2] pair of indices). */
-  if (d < 0 && pc->bucket_ladder == 3 && ndim == 2 &&
-      ttpu_bucket_size(pc, dims[1]) <= 4 * dims[1])
-    d = 1;
+  /* Where each op runs a program of its own (strict, debug), a token batch
+   * [b, n] is padded from its first upload where the padding is cheap: n
+   * in the smallest bucket and at least half of it (65 to 128 tokens by
+   * default), or padding of at most a quarter of a larger bucket (a length
+   * of 384 stays exact, 480 is padded to 512). The first length of a
+   * training run then compiles the programs every later length reuses,
+   * not a step's worth of exact ones used once (fused windows are few: a
+   * first length's exact windows cost little). A length on a bucket (128,
+   * 512) is stored as it is. A stream whose length has not changed for
+   * STEADY_UPLOADS uploads is taken for a fixed-shape loop's and stored
+   * exact from then on: its programs compile once more, and its steady
+   * state pays no padding. Explicit sizes say that lengths vary: there, in
+   * every mode, wherever the bucket is at most four times n (a prompt of 5
+   * in a smallest size of 16; not a [b, 2] pair of indices). */
+  if (d < 0 && ndim == 2) {
+    int64_t n = dims[1], b = ttpu_bucket_size(pc, n);
+    int cheap = pc->bucket_ladder == 3
+                    ? b <= 4 * n
+                    : per_op && b > n && steady < STEADY_UPLOADS &&
+                          ((b == pc->bucket_min && b <= 2 * n) || 4 * (b - n) <= b);
+    if (cheap) {
+      d = 1;
+      if (b > n) pc->first_padded = 1;
+    } else if (steady >= STEADY_UPLOADS && recent_has(pc->var_len, n)) {
+      /* taken for a fixed-shape loop: its masks and positions exact too */
+      memset(pc->var_len, 0, sizeof(pc->var_len));
+      pc->first_padded = 0;
+    }
+  }
   if (d <= 0 || dims[d] <= 1) return -1;
   ttpu_bucket_note_length(pc, dims[d]);
   return d;
@@ -621,7 +654,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     } else if (pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
       /* With explicit sizes (lengths declared varying), from the first
        * call: the dims of that length. */
-      if (!m && pc->bucket_ladder == 3)
+      if (!m && (pc->bucket_ladder == 3 || pc->first_padded))
         for (int j = 0; j < c->outputs[0].ndim; ++j)
           if (var_length(pc, c->outputs[0].sizes[j])) m |= 1 << j;
       factory = m;

@@ -43,9 +43,11 @@ void ttpu_pad_expand(const void* src, void* dst, size_t es, int nd,
 /* Uploads (prog/bucket.c): the dim of an upload of dtype and row-major
  * dims to store padded, because uploads of its kind keep changing in that
  * dim (token ids and masks of varying length), else -1; and the bucket
- * that holds size n. Under the owner's lock. */
+ * that holds size n. per_op: the ops that read it run a program each
+ * (strict and debug modes), where a token batch's first length is worth
+ * padding. Under the owner's lock. */
 int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
-                           const int64_t* dims);
+                           const int64_t* dims, int per_op);
 int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n);
 /* Notes n as the length of a storage just stored padded: factories of
  * that length (arange, fills) come out padded too. */
