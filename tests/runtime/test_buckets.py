@@ -559,3 +559,31 @@ def test_fused_first_length_stays_exact():
     windows cost little; padding starts when the length first changes."""
     counts, _ = step_counts((70, 76, 90, 100, 120), "fused")
     assert counts[1] > counts[0] and counts[2:] == [counts[1]] * 3, counts
+
+
+@pytest.mark.parametrize("buckets", ["pow2", "16,32"])
+def test_fills_of_two_recent_lengths_stay_exact(buckets):
+    """A fill whose dims are two different recent token lengths ([3, 4]
+    after batches of length 3 and 4) is not padded: a storage is padded in
+    dims of one true size only. It was, from its first call (explicit sizes,
+    or after a batch padded from its first upload), and a complex copy into
+    it corrupted the heap and polar's lowering failed."""
+    check(run_script("""
+        import warnings
+        import torch, torchtpu
+        torch.randint(0, 9, (2, 100)).to("tpu")      # padded from its first upload
+        for n in (3, 4, 5, 3, 4):
+            torch.randint(0, 9, (2, n)).to("tpu")
+        warnings.simplefilter("ignore")
+        x = torch.randn(3, 4, dtype=torch.complex64)
+        d = torch.zeros(3, 4, device="tpu")
+        d.copy_(x.to("tpu"))
+        assert torch.equal(d.cpu(), x.real)
+        h = torch.empty(3, 4, dtype=torch.complex128)
+        h.copy_(x.to("tpu"))
+        assert torch.equal(h, x.to(torch.complex128))
+        theta = torch.outer(torch.arange(5.0), torch.rand(4))
+        f = torch.polar(torch.ones_like(theta, device="tpu"), theta.to("tpu"))
+        torch.testing.assert_close(f.cpu(), torch.polar(torch.ones_like(theta), theta))
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0", TORCHTPU_BUCKETS=buckets))

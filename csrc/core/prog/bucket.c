@@ -352,11 +352,11 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
                           ((b == pc->bucket_min && b <= 2 * n) || 4 * (b - n) <= b);
     if (cheap) {
       d = 1;
-      if (b > n) pc->first_padded = 1;
+      pc->first_len = n;
     } else if (steady >= STEADY_UPLOADS && recent_has(pc->var_len, n)) {
       /* taken for a fixed-shape loop: its masks and positions exact too */
       memset(pc->var_len, 0, sizeof(pc->var_len));
-      pc->first_padded = 0;
+      pc->first_len = 0;
     }
   }
   if (d <= 0 || dims[d] <= 1) return -1;
@@ -652,14 +652,25 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
     } else if (pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
-      /* With explicit sizes (lengths declared varying), from the first
-       * call: the dims of that length. */
-      if (!m && (pc->bucket_ladder == 3 || pc->first_padded))
+      /* From the first call, with explicit sizes (lengths declared
+       * varying): the dims of such a length; after a token batch padded
+       * from its first upload: the dims of its length. */
+      const int64_t* osz = c->outputs[0].sizes;
+      if (!m && pc->bucket_ladder == 3)
         for (int j = 0; j < c->outputs[0].ndim; ++j)
-          if (var_length(pc, c->outputs[0].sizes[j])) m |= 1 << j;
+          if (var_length(pc, osz[j])) m |= 1 << j;
+      if (!m && pc->first_len > 1)
+        for (int j = 0; j < c->outputs[0].ndim; ++j)
+          if (osz[j] == pc->first_len) m |= 1 << j;
+      /* the padded dims: lengths that vary, and one length (a [n, n]
+       * mask), not two ([5, 4] where both were recent lengths) */
       factory = m;
-      for (int j = 0; j < c->outputs[0].ndim; ++j)
-        if (m >> j & 1 && !var_length(pc, c->outputs[0].sizes[j])) factory = 0;
+      int64_t len = 0;
+      for (int j = 0; j < c->outputs[0].ndim; ++j) {
+        if (!(m >> j & 1)) continue;
+        if (!var_length(pc, osz[j]) || (len && osz[j] != len)) factory = 0;
+        len = osz[j];
+      }
     }
   }
   if (!any_pad && seed_dim < 0 && !factory) return NULL;

@@ -83,10 +83,10 @@ typedef struct ttpu_prog_ctx {
   /* The last lengths of integer batches uploaded, padded or not: a fill's
    * growth history leaves dims of these sizes out of its kind. */
   int64_t batch_len[4];
-  /* A token batch was stored padded from its first upload: factories of
-   * its length are bucketed from their first call, as with explicit
-   * sizes. */
-  int first_padded;
+  /* The length of the last token batch stored padded from its first
+   * upload (0: none): factories of that length are bucketed from their
+   * first call, as with explicit sizes. */
+  int64_t first_len;
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */
