@@ -318,7 +318,10 @@ static void test_strict_chain(ttpu_test_ctx* t) {
 }
 
 /* A failed compile raises at the next point that reaches its op, named
- * with it; the storage it was to write keeps the error; later ops work. */
+ * with it; the storage it was to write keeps the error; later ops work.
+ * div's program is compiled first, so that the injected fault hits mul's
+ * compile (on two threads, div's could otherwise reach the plugin
+ * first). */
 static void test_strict_compile_error(ttpu_test_ctx* t) {
   ttpu_buffer* x = NULL;
   ttpu_tensor tx;
@@ -329,13 +332,19 @@ static void test_strict_compile_error(ttpu_test_ctx* t) {
   ttpu_buffer* b = new_vec4(t, rt);
   if (!a || !b) return;
   ttpu_tensor ta = vec4(a), tb = vec4(b);
+  float r[4];
+  ttpu_buffer* c = ttpu_test_upload_f32(t, rt, kX, 4);
+  if (!c) return;
+  ttpu_tensor tc = vec4(c);
+  TTPU_CHECK_OK(t, ttpu_test_binary(rt, "div.Tensor", &tc, &tx, &tb, NULL));
+  TTPU_CHECK_OK(t, ttpu_buffer_download(b, r, sizeof(r)));
+  ttpu_buffer_release(c);
   ttpu_debug_inject_plugin_fault("client_compile", 0, 1);
   ttpu_status* s = ttpu_test_binary(rt, "mul.Tensor", &tx, &tx, &ta, NULL);
   TTPU_CHECK(t, s == NULL); /* compiling on the pool */
   /* The error comes at the next submit when the compile is over by then,
    * else at the read of what depends on it. */
   s = ttpu_test_binary(rt, "div.Tensor", &ta, &tx, &tb, NULL);
-  float r[4];
   if (!s) s = ttpu_buffer_download(b, r, sizeof(r));
   ttpu_debug_inject_plugin_fault(NULL, 0, 0);
   TTPU_CHECK(t, s && strstr(ttpu_status_message(s), "compiling mul.Tensor") &&
