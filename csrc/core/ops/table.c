@@ -29,6 +29,7 @@ extern const ttpu_op_def ttpu_ops_scan[];
 extern const ttpu_op_def ttpu_ops_matrix[];
 extern const ttpu_op_def ttpu_ops_layout[];
 extern const ttpu_op_def ttpu_ops_lu[];
+extern const ttpu_op_def ttpu_ops_ldl[];
 extern const ttpu_op_def ttpu_ops_setops[];
 extern const ttpu_op_def ttpu_ops_polynomial[];
 extern const ttpu_op_def ttpu_ops_margin[];
@@ -80,6 +81,7 @@ static const ttpu_op_def* const families[] = {
     ttpu_ops_matrix,
     ttpu_ops_layout,
     ttpu_ops_lu,
+    ttpu_ops_ldl,
     ttpu_ops_setops,
     ttpu_ops_polynomial,
     ttpu_ops_margin,
