@@ -44,6 +44,11 @@ CPU_BEHAVIOUR = [
      "sort gives: only LAPACK's own order passes. tpu's eigenvalues are the same set (sorted "
      "per matrix they equal NumPy's, the test's unbatched cases pass), in the order its "
      "shifted QR deflates them"),
+    (r"test_linalg_lu_solve_tpu_float32", r"Greatest absolute difference: 0\.0[123]\d* at index \(1,",
+     "the test draws its matrices with the device's generator, and at its seed the 2x128x128 "
+     "float32 pair is ill-conditioned: given the same matrices the CPU's residual |A X - B| is "
+     "0.022-0.023 (tpu's 0.014-0.030), over the test's 0.01 for both; on 30 other seeds the two "
+     "devices' worst residuals are 0.027 (CPU) and 0.027 (tpu), with the same pivots"),
     (r"test_conv_backend_", r"_ConvBackend\.Overrideable",
      "the test checks which of ATen's own convolution kernels the dispatcher picks for the "
      "device (CPU's slow dilated, CUDA's cuDNN...); every backend that is not CPU or CUDA gets "
