@@ -64,3 +64,37 @@ def test_matrix_exp_bad_input_raises_like_cpu():
             torch.linalg.matrix_exp(bad)
         with pytest.raises(RuntimeError):
             torch.linalg.matrix_exp(bad.to(DEV))
+
+
+@pytest.mark.parametrize("dtype,rtol", [(torch.complex64, 2e-5), (torch.complex128, 1e-12)])
+def test_matrix_exp_complex(dtype, rtol):
+    g = torch.Generator().manual_seed(3)
+    for scale in (0.01, 1.0, 6.0):
+        a = (torch.randn(3, 5, 5, generator=g, dtype=torch.complex128) * scale)
+        expected = torch.linalg.matrix_exp(a).to(dtype)
+        close_normwise(torch.linalg.matrix_exp(a.to(dtype).to(DEV)), expected, rtol)
+        close_normwise(torch.linalg.matrix_exp(a.to(dtype).mT.to(DEV)), expected.mT, rtol)
+    # exp(i theta J) for a Hermitian generator is unitary
+    h = torch.randn(4, 4, generator=g, dtype=torch.complex128)
+    u = torch.linalg.matrix_exp(1j * (h + h.mH)).to(DEV) if dtype == torch.complex128 else None
+    if u is not None:
+        torch.testing.assert_close((u @ u.mH).cpu(), torch.eye(4, dtype=dtype), atol=1e-12, rtol=0)
+    check(lambda t: torch.linalg.matrix_exp(t), (torch.randn(2, 3, 3, generator=g) * 0.5).to(dtype).requires_grad_(),
+          grad=True, atol=1e-4 if dtype == torch.complex64 else 1e-10, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.int64, torch.bool])
+def test_compute_linear_combination(dtype):
+    g = torch.Generator().manual_seed(4)
+    x = (torch.rand(3, 4, 5, generator=g) * 4).to(dtype)
+    c = (torch.rand(2, 3, generator=g) * 3).to(dtype if not dtype.is_complex else torch.float32)
+    check(lambda t, k: torch._compute_linear_combination(t, k), x, c, atol=1e-5, rtol=1e-5)
+    # out= adds into out, as the CPU's kernel does
+    for fill in (0, 1):
+        out_c = torch.full((2, 4, 5), fill).to(dtype)
+        out_t = out_c.to(DEV)
+        torch._compute_linear_combination(x, c, out=out_c)
+        torch._compute_linear_combination(x.to(DEV), c.to(DEV), out=out_t)
+        torch.testing.assert_close(out_t.cpu(), out_c, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="Empty tensor not supported"):
+        torch._compute_linear_combination(torch.rand([], device=DEV), torch.rand(2, 2, device=DEV))

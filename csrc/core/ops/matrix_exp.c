@@ -8,7 +8,8 @@
  * value), so the program is the same for any norm. Its backward
  * (linalg_matrix_exp_differential) takes the exponential of a block matrix
  * twice the size: this op again. bfloat16/float16 are computed in float32
- * and rounded once. */
+ * and rounded once; complex matrices in their own dtype, with the bound of
+ * their component dtype (the remainder bound holds for complex entries). */
 #include <math.h>
 
 #include "matrix.h"
@@ -77,7 +78,7 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
     ttpu_l_set_out(L, 0, kc(b, ot, 0));
     return NULL;
   }
-  ttpu_dtype cd = ta.dtype == TTPU_F64 ? TTPU_F64 : TTPU_F32;
+  ttpu_dtype cd = ttpu_dtype_is_complex(ta.dtype) ? ta.dtype : ta.dtype == TTPU_F64 ? TTPU_F64 : TTPU_F32;
   ttpu_type tm = ta;
   tm.dtype = cd;
   a = ttpu_hlo_convert(b, a, cd);
@@ -91,7 +92,7 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
   int64_t last = nd - 2;
   ttpu_val norm = ttpu_hlo_reduce(b, colsum, TTPU_RED_MAX, &last, 1); /* (batch...) */
   ttpu_type tb = ttpu_l_type(L, norm);
-  double theta = cd == TTPU_F64 ? kThetaF64 : kThetaF32;
+  double theta = ttpu_dtype_real(cd) == TTPU_F64 ? kThetaF64 : kThetaF32;
   ttpu_val ratio = ttpu_hlo_binary(b, TTPU_DIV, norm, kc(b, tb, theta));
   ttpu_val ls = ttpu_hlo_unary(b, TTPU_CEIL, ttpu_hlo_binary(b, TTPU_DIV, ttpu_hlo_unary(b, TTPU_LOG, ratio),
                                                              kc(b, tb, log(2.0))));
@@ -101,8 +102,8 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
   ttpu_val half = ttpu_hlo_unary(b, TTPU_FLOOR, ttpu_hlo_binary(b, TTPU_MUL, ls, kc(b, tb, 0.5)));
   ttpu_val f1 = ttpu_hlo_binary(b, TTPU_POW, kc(b, tb, 0.5), half);
   ttpu_val f2 = ttpu_hlo_binary(b, TTPU_POW, kc(b, tb, 0.5), ttpu_hlo_binary(b, TTPU_SUB, ls, half));
-  ttpu_val x = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, a, per_matrix(b, f1, tm)),
-                               per_matrix(b, f2, tm));
+  ttpu_val s1 = per_matrix(b, ttpu_hlo_convert(b, f1, cd), tm), s2 = per_matrix(b, ttpu_hlo_convert(b, f2, cd), tm);
+  ttpu_val x = ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_binary(b, TTPU_MUL, a, s1), s2);
 
   /* Taylor: sum_k x^k / k!, as sum_j B_j (x^4)^j with
    * B_j = c_4j I + c_4j+1 x + c_4j+2 x^2 + c_4j+3 x^3. */
@@ -139,6 +140,7 @@ static ttpu_status* lower_matrix_exp(ttpu_lower* L) {
 }
 
 const ttpu_op_def ttpu_ops_matrix_exp[] = {
-    {"linalg_matrix_exp", lower_matrix_exp, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "linalg_matrix_exp"},
+    {"linalg_matrix_exp", lower_matrix_exp, .variants = TTPU_V_OUT, .kinds = TTPU_K_FLOAT,
+     .kernel = "linalg_matrix_exp", .complex_fn = lower_matrix_exp},
     {0},
 };

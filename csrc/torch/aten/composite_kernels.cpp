@@ -8,6 +8,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <vector>
+
 namespace torchtpu {
 
 namespace {
@@ -79,6 +81,47 @@ at::Tensor& addr_inplace_kernel(at::Tensor& self, const at::Tensor& vec1,
   return self.copy_(result);
 }
 
+// _compute_linear_combination(input, coefficients): out[i] = sum_j
+// coefficients[i, j] * input[j], input (n, *) and coefficients (m, n)
+// (matrix_exp's helper for its polynomials). One matrix product over
+// input's trailing dims flattened, computed in input's dtype (the CPU's
+// kernel reads the coefficients in that dtype too); Booleans as the CPU's
+// += of products: any of the ANDs.
+at::Tensor linear_combination(const at::Tensor& input, const at::Tensor& coefficients) {
+  TORCH_CHECK(input.dim() > 0 && input.numel() > 0, "Empty tensor not supported");
+  TORCH_CHECK(coefficients.dim() == 2 && coefficients.size(1) == input.size(0),
+              "_compute_linear_combination: expected coefficients of shape (m, ", input.size(0), "), got ",
+              coefficients.sizes());
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes[0] = coefficients.size(0);
+  const at::Tensor flat = input.reshape({input.size(0), -1});
+  if (input.scalar_type() == at::kBool) {
+    const at::Tensor c = coefficients.to(at::kBool).unsqueeze(2);
+    return at::logical_and(c, flat.unsqueeze(0)).any(1).reshape(sizes);
+  }
+  return at::mm(coefficients.to(input.scalar_type()), flat).reshape(sizes);
+}
+
+at::Tensor linear_combination_kernel(const at::Tensor& input, const at::Tensor& coefficients) {
+  return linear_combination(input, coefficients).contiguous();
+}
+
+// The out= form adds into out, as the CPU's kernel does (its functional
+// form is this on zeros); out must already have the result's shape.
+at::Tensor& linear_combination_out_kernel(const at::Tensor& input, const at::Tensor& coefficients,
+                                          at::Tensor& out) {
+  TORCH_CHECK(input.dim() > 0 && input.numel() > 0, "Empty tensor not supported");
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes[0] = coefficients.dim() > 0 ? coefficients.size(0) : 0;
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(sizes), "_compute_linear_combination: out has shape ", out.sizes(),
+              " where the result has shape ", c10::IntArrayRef(sizes));
+  const at::Tensor r = linear_combination(input, coefficients);
+  if (out.scalar_type() == at::kBool) {
+    return out.logical_or_(r);
+  }
+  return out.add_(r.to(out.scalar_type()));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -86,6 +129,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr", addr_kernel);
   m.impl("addr.out", addr_out_kernel);
   m.impl("addr_", addr_inplace_kernel);
+  m.impl("_compute_linear_combination", linear_combination_kernel);
+  m.impl("_compute_linear_combination.out", linear_combination_out_kernel);
 }
 
 }  // namespace torchtpu
