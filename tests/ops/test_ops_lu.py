@@ -158,3 +158,28 @@ def test_complex_lu_backward():
     assert torch.autograd.gradcheck(torch.linalg.inv, (x,))
     assert torch.autograd.gradcheck(torch.linalg.det, (x,))
     assert torch.autograd.gradcheck(torch.linalg.solve, (x, b))
+
+
+@pytest.mark.parametrize("n,dtype", [(128, torch.float64), (130, torch.float32), (160, torch.complex128)])
+def test_blocked_lu_matches_cpu(n, dtype):
+    # order 128 and up factor in panels; the pivots and factors are the CPU's
+    g = torch.Generator().manual_seed(n)
+    a = torch.randn(2, n, n, generator=g, dtype=dtype)
+    lu_c, piv_c, info_c = torch.linalg.lu_factor_ex(a)
+    lu_t, piv_t, info_t = torch.linalg.lu_factor_ex(a.to(DEV))
+    assert torch.equal(piv_t.cpu(), piv_c) and torch.equal(info_t.cpu(), info_c)
+    tol = 1e-9 if dtype in (torch.float64, torch.complex128) else 2e-3
+    torch.testing.assert_close(lu_t.cpu(), lu_c, atol=tol, rtol=tol)
+    b = torch.randn(2, n, 3, generator=g, dtype=dtype)
+    x = torch.linalg.solve(a.to(DEV), b.to(DEV)).cpu()
+    torch.testing.assert_close(a @ x, b, atol=100 * tol, rtol=100 * tol)
+    torch.testing.assert_close(torch.linalg.det(a.to(DEV)).cpu(), torch.linalg.det(a), atol=0, rtol=1e3 * tol)
+
+
+def test_blocked_lu_singular_info():
+    # a zero column in the second panel: info names it, as the CPU's does
+    a = torch.randn(140, 140, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    a[:, 50] = 0
+    check(lambda t: torch.linalg.lu_factor_ex(t), a, atol=1e-9, rtol=1e-9)
+    inv, info = torch.linalg.inv_ex(a.to(DEV))
+    assert info.item() == torch.linalg.inv_ex(a)[1].item() == 51

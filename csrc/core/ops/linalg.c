@@ -8,8 +8,6 @@
  * way). Mapping torch.set_float32_matmul_precision("high"/"medium") onto
  * HIGH/DEFAULT comes later, with the glue passing the setting down.
  * bf16/f16 products accumulate in f32 and round once, as the CPU does. */
-#include <string.h>
-
 #include "complex.h"
 #include "elementwise.h"
 #include "ttpu_lower.h"
@@ -25,55 +23,51 @@ static ttpu_dtype arg_dtype(ttpu_lower* L, int a) {
   return t ? t->dtype : TTPU_DTYPE_NONE;
 }
 
-/* Tensor args [first, first + n) must share one dtype, as the CPU kernels
- * require (PyTorch's meta functions check only some of them); where they
- * do not, the CPU kernel's message. */
-static void same_dtypes(ttpu_lower* L, int first, int n, const char* what) {
-  ttpu_dtype dt = TTPU_DTYPE_NONE;
-  int differ = 0;
-  for (int a = first; a < first + n; ++a) {
+/* Which CPU kernel's words a dtype mismatch of a product takes. */
+typedef enum {
+  MISMATCH_ANY,       /* "<op>: expected all operands to have the same dtype" */
+  MISMATCH_MM,        /* mm: "expected m1 and m2 to have the same dtype" */
+  MISMATCH_MV,        /* mv runs addmv into a result of the vector's dtype */
+  MISMATCH_SELF_MAT2, /* addmm, addbmm: self against mat2, then mat1 against mat2 */
+} mismatch_words;
+
+/* Tensor args [0, n) must share one dtype, as the CPU kernels require
+ * (PyTorch's meta functions check only some of them); where they do not,
+ * the CPU kernel's message. */
+static void same_dtypes(ttpu_lower* L, int n, mismatch_words words) {
+  ttpu_dtype dt = TTPU_DTYPE_NONE, other = TTPU_DTYPE_NONE;
+  for (int a = 0; a < n; ++a) {
     ttpu_dtype d = arg_dtype(L, a);
     if (d == TTPU_DTYPE_NONE) continue;
     if (dt == TTPU_DTYPE_NONE) dt = d;
-    differ |= d != dt;
+    else if (d != dt && other == TTPU_DTYPE_NONE) other = d;
   }
-  if (!differ) return;
+  if (other == TTPU_DTYPE_NONE) return;
   ttpu_hlo* h = ttpu_l_hlo(L);
-  size_t nw = strcspn(what, ".");
-  if (nw && what[nw - 1] == '_') nw--; /* addmm_ as addmm */
-  if (first == 0 && n == 2 && nw == 2 && !strncmp(what, "mm", 2)) {
-    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
-                  "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                  ttpu_dtype_cpp_name(arg_dtype(L, 0)),
-                  ttpu_dtype_cpp_name(arg_dtype(L, 1)));
-  } else if (first == 0 && n == 2 && nw == 2 && !strncmp(what, "mv", 2)) {
-    /* mv runs addmv into a result of the vector's dtype */
-    const char* v = ttpu_dtype_torch_title(arg_dtype(L, 1));
-    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
-                  "addmv input tensors must have the same dtype, but got %s, "
-                  "%s, and %s",
-                  v, ttpu_dtype_torch_title(arg_dtype(L, 0)), v);
-  } else if (first == 0 && n == 3 &&
-             ((nw == 5 && !strncmp(what, "addmm", 5)) ||
-              (nw == 6 && !strncmp(what, "addbmm", 6)))) {
-    /* self against mat2 first, then mat1 against mat2 */
-    ttpu_dtype s = arg_dtype(L, 0), m1 = arg_dtype(L, 1), m2 = arg_dtype(L, 2);
-    int self_first = s != TTPU_DTYPE_NONE && s != m2;
-    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
-                  "%s and mat2 must have the same dtype, but got %s and %s",
-                  self_first ? "self" : "mat1",
-                  ttpu_dtype_torch_title(self_first ? s : m1),
-                  ttpu_dtype_torch_title(m2));
-  } else {
-    ttpu_dtype other = TTPU_DTYPE_NONE;
-    for (int a = first; a < first + n && other == TTPU_DTYPE_NONE; ++a)
-      if (arg_dtype(L, a) != TTPU_DTYPE_NONE && arg_dtype(L, a) != dt)
-        other = arg_dtype(L, a);
-    ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT,
-                  "%s: expected all operands to have the same dtype, but "
-                  "got %s and %s",
-                  what, ttpu_dtype_name(dt), ttpu_dtype_name(other));
+  switch (words) {
+    case MISMATCH_MM:
+      ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                    ttpu_dtype_cpp_name(arg_dtype(L, 0)), ttpu_dtype_cpp_name(arg_dtype(L, 1)));
+      return;
+    case MISMATCH_MV: {
+      const char* v = ttpu_dtype_torch_title(arg_dtype(L, 1));
+      ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT, "addmv input tensors must have the same dtype, but got %s, %s, and %s",
+                    v, ttpu_dtype_torch_title(arg_dtype(L, 0)), v);
+      return;
+    }
+    case MISMATCH_SELF_MAT2: {
+      ttpu_dtype s = arg_dtype(L, 0), m1 = arg_dtype(L, 1), m2 = arg_dtype(L, 2);
+      int self_first = s != TTPU_DTYPE_NONE && s != m2;
+      ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT, "%s and mat2 must have the same dtype, but got %s and %s",
+                    self_first ? "self" : "mat1", ttpu_dtype_torch_title(self_first ? s : m1),
+                    ttpu_dtype_torch_title(m2));
+      return;
+    }
+    case MISMATCH_ANY:
+      break;
   }
+  ttpu_hlo_fail(h, TTPU_INVALID_ARGUMENT, "%s: expected all operands to have the same dtype, but got %s and %s",
+                ttpu_op_name(ttpu_l_call(L)->op), ttpu_dtype_name(dt), ttpu_dtype_name(other));
 }
 
 /* A tensor arg, or a Scalar one (a 0-d CPU tensor `self`) as a 0-d value. */
@@ -84,9 +78,8 @@ static ttpu_val operand(ttpu_lower* L, int arg, ttpu_dtype dt) {
 
 /* The dtype products run in: output 0's, which is the operands' once
  * same_dtypes has checked them. Bool has no CPU kernel, nor one here. */
-static ttpu_dtype product_dtype(ttpu_lower* L, int n_operands,
-                                const char* cpu_kernel) {
-  same_dtypes(L, 0, n_operands, ttpu_op_name(ttpu_l_call(L)->op));
+static ttpu_dtype product_dtype(ttpu_lower* L, int n_operands, const char* cpu_kernel, mismatch_words words) {
+  same_dtypes(L, n_operands, words);
   ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
   if (dt == TTPU_BOOL)
     ttpu_hlo_fail(ttpu_l_hlo(L), TTPU_UNIMPLEMENTED,
@@ -155,18 +148,18 @@ static ttpu_val add_scaled(ttpu_lower* L, ttpu_val prod, ttpu_dtype cpu_type) {
 }
 
 /* The product of args 0 and 1 (mm, bmm, mv, dot). */
-static ttpu_status* lower_product(ttpu_lower* L, const char* cpu_kernel,
-                                  const contraction* c) {
-  ttpu_dtype dt = product_dtype(L, 2, cpu_kernel);
+static ttpu_status* lower_product(ttpu_lower* L, const char* cpu_kernel, const contraction* c,
+                                  mismatch_words words) {
+  ttpu_dtype dt = product_dtype(L, 2, cpu_kernel, words);
   ttpu_l_set_out(L, 0, contract(L, ttpu_l_tensor(L, 0), ttpu_l_tensor(L, 1), dt, c));
   return NULL;
 }
 
 /* beta * self + alpha * (the product of args 1 and 2), the add* forms;
  * self broadcasts to the product's shape. */
-static ttpu_status* lower_add_product(ttpu_lower* L, const char* cpu_kernel,
-                                      const contraction* c) {
-  ttpu_dtype dt = product_dtype(L, 3, cpu_kernel);
+static ttpu_status* lower_add_product(ttpu_lower* L, const char* cpu_kernel, const contraction* c,
+                                      mismatch_words words) {
+  ttpu_dtype dt = product_dtype(L, 3, cpu_kernel, words);
   ttpu_val p = contract(L, ttpu_l_tensor(L, 1), ttpu_l_tensor(L, 2), dt, c);
   /* addmv's CPU kernel converts beta and alpha to the tensors' type,
    * the others to the type they accumulate in */
@@ -176,29 +169,29 @@ static ttpu_status* lower_add_product(ttpu_lower* L, const char* cpu_kernel,
 
 /* mm(self, mat2) */
 static ttpu_status* lower_mm(ttpu_lower* L) {
-  return lower_product(L, "addmm_impl_cpu_", &kMatmul);
+  return lower_product(L, "addmm_impl_cpu_", &kMatmul, MISMATCH_MM);
 }
 
 /* bmm(self, mat2) */
 static ttpu_status* lower_bmm(ttpu_lower* L) {
-  return lower_product(L, "bmm", &kBatched);
+  return lower_product(L, "bmm", &kBatched, MISMATCH_ANY);
 }
 
 /* mv(self, vec) */
 static ttpu_status* lower_mv(ttpu_lower* L) {
-  return lower_product(L, "addmv_impl_cpu", &kMatmul);
+  return lower_product(L, "addmv_impl_cpu", &kMatmul, MISMATCH_MV);
 }
 
 /* dot / vdot (the same for real dtypes) */
 static ttpu_status* lower_dot(ttpu_lower* L) {
-  return lower_product(L, "dot", &kDot);
+  return lower_product(L, "dot", &kDot, MISMATCH_ANY);
 }
 
 /* vdot(self, other) of complex vectors: sum(conj(self) * other), the
  * first operand conjugated as the CPU's (BLAS dotc). */
 static ttpu_status* lower_vdot_complex(ttpu_lower* L) {
   ttpu_hlo* h = ttpu_l_hlo(L);
-  ttpu_dtype dt = product_dtype(L, 2, "dot");
+  ttpu_dtype dt = product_dtype(L, 2, "dot", MISMATCH_ANY);
   ttpu_val x = ttpu_hlo_convert(h, ttpu_l_tensor(L, 0), dt);
   x = ttpu_hlo_complex(h, ttpu_hlo_real(h, x), ttpu_hlo_unary(h, TTPU_NEG, ttpu_hlo_imag(h, x)));
   ttpu_l_set_out(L, 0, contract(L, x, ttpu_l_tensor(L, 1), dt, &kDot));
@@ -207,22 +200,22 @@ static ttpu_status* lower_vdot_complex(ttpu_lower* L) {
 
 /* addmm(self, mat1, mat2, beta, alpha) */
 static ttpu_status* lower_addmm(ttpu_lower* L) {
-  return lower_add_product(L, "addmm_impl_cpu_", &kMatmul);
+  return lower_add_product(L, "addmm_impl_cpu_", &kMatmul, MISMATCH_SELF_MAT2);
 }
 
 /* addmv(self, mat, vec, beta, alpha) */
 static ttpu_status* lower_addmv(ttpu_lower* L) {
-  return lower_add_product(L, "addmv_impl_cpu", &kMatmul);
+  return lower_add_product(L, "addmv_impl_cpu", &kMatmul, MISMATCH_ANY);
 }
 
 /* baddbmm(self, batch1, batch2, beta, alpha) */
 static ttpu_status* lower_baddbmm(ttpu_lower* L) {
-  return lower_add_product(L, "baddbmm", &kBatched);
+  return lower_add_product(L, "baddbmm", &kBatched, MISMATCH_ANY);
 }
 
 /* addbmm(self, batch1, batch2, beta, alpha) */
 static ttpu_status* lower_addbmm(ttpu_lower* L) {
-  return lower_add_product(L, "addbmm", &kBatchSum);
+  return lower_add_product(L, "addbmm", &kBatchSum, MISMATCH_SELF_MAT2);
 }
 
 /* _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): addmm,
@@ -230,7 +223,7 @@ static ttpu_status* lower_addbmm(ttpu_lower* L) {
  * CPU kernel runs them. */
 static ttpu_status* lower_addmm_activation(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype dt = product_dtype(L, 3, "addmm_impl_cpu_");
+  ttpu_dtype dt = product_dtype(L, 3, "addmm_impl_cpu_", MISMATCH_ANY);
   int gelu = ttpu_l_bool(L, 5, 0);
   if (gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "GeluKernelImpl")) return NULL;
   if (!gelu && !ttpu_ew_accepts(L, dt, TTPU_EW_NUM, "clamp_min_scalar_cpu")) return NULL;

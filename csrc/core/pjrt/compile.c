@@ -269,10 +269,17 @@ const char* ttpu_pjrt_compile_options_id(void) {
 /* One CompileOptionsProto env_option_overrides (7) map entry { key (1):
  * name, value (2): OptionOverrideProto { bool_field (2) or int_field (3):
  * v } } appended to the client's options suffix. */
-static void add_override(ttpu_pjrt_client* c, const char* name, int field,
-                         int v) {
+/* Appends one env option override (name = a small int value) to the
+ * client's options suffix; a name or value too large for the entry, or
+ * an entry past the suffix's room, is an internal error (the names are
+ * this file's literals). */
+static ttpu_status* add_override(ttpu_pjrt_client* c, const char* name, int field, int v) {
   unsigned char entry[64];
   size_t nk = strlen(name), ne = 0;
+  /* key, value message (tag, length, field, value), and put_bytes' tag and length */
+  if (nk > sizeof(entry) - 6 || v < 0 || v > 127 ||
+      c->options_suffix_len + nk + 6 + 2 > sizeof(c->options_suffix))
+    return ttpu_status_make(TTPU_INTERNAL, "compile option override %s=%d does not fit the options", name, v);
   entry[ne++] = 1 << 3 | 2;
   entry[ne++] = (unsigned char)nk;
   memcpy(entry + ne, name, nk);
@@ -281,8 +288,8 @@ static void add_override(ttpu_pjrt_client* c, const char* name, int field,
   entry[ne++] = 2;
   entry[ne++] = (unsigned char)(field << 3 | 0);
   entry[ne++] = (unsigned char)v;
-  c->options_suffix_len +=
-      put_bytes(c->options_suffix + c->options_suffix_len, 7, entry, ne);
+  c->options_suffix_len += put_bytes(c->options_suffix + c->options_suffix_len, 7, entry, ne);
+  return NULL;
 }
 
 /* The CPU plugin's options, as overrides: unlike a DebugOptions message,
@@ -310,15 +317,15 @@ ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
                             c->platform_name ? c->platform_name : "unknown");
   }
   c->options_suffix_len = 0;
-  add_override(c, "xla_cpu_use_xnnpack", 2, 0);
-  if (level >= 0) add_override(c, "xla_backend_optimization_level", 3, level);
-  if (level < 0)
-    snprintf(c->options_id, sizeof(c->options_id), "%s+no-xnnpack",
-             ttpu_pjrt_compile_options_id());
-  else
-    snprintf(c->options_id, sizeof(c->options_id),
-             "%s+no-xnnpack+backend-opt-%d", ttpu_pjrt_compile_options_id(),
-             level);
+  ttpu_status* st = add_override(c, "xla_cpu_use_xnnpack", 2, 0);
+  if (!st && level >= 0) st = add_override(c, "xla_backend_optimization_level", 3, level);
+  if (st) {
+    c->options_suffix_len = 0;
+    return st;
+  }
+  int n = snprintf(c->options_id, sizeof(c->options_id), "%s+no-xnnpack", ttpu_pjrt_compile_options_id());
+  if (level >= 0 && n > 0 && (size_t)n < sizeof(c->options_id))
+    snprintf(c->options_id + n, sizeof(c->options_id) - (size_t)n, "+backend-opt-%d", level);
   return NULL;
 }
 

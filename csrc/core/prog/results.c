@@ -43,6 +43,20 @@ ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
 }
 
 
+/* A storage's padding records one true size for all its padded dims: the
+ * version's logical elements (each padded dim of size n, within the
+ * bucket) must be the storage's bytes exactly. */
+static int pad_holds_storage(const ttpu_pad* pad, int nd, const int64_t* cap, size_t es, size_t nbytes) {
+  int64_t logical[TTPU_MAX_DIMS];
+  ttpu_pad_logical(pad, nd, cap, logical);
+  size_t numel = 1;
+  for (int d = 0; d < nd; ++d) {
+    if (pad->n < 0 || (pad->mask >> d & 1 && pad->n > cap[d])) return 0;
+    numel *= (size_t)logical[d];
+  }
+  return pad->mask >> nd == 0 && numel * es == nbytes;
+}
+
 ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_cache_entry* e,
                                   ttpu_pjrt_buffer** outs,
@@ -60,7 +74,18 @@ ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
     ttpu_buffer* b = rp->slot >= 0 ? buffer_of(ctx, rp->slot)
                                    : pc->hooks.rng_state(pc->hooks.host, dev);
     ttpu_prog_set_version(pc, b, outs[r], rp->dtype, rp->ndim, rp->dims);
-    if (pads && rp->slot >= 0) b->pad = pads[rp->slot];
+    if (pads && rp->slot >= 0 && pads[rp->slot].mask) {
+      if (pad_holds_storage(&pads[rp->slot], rp->ndim, rp->dims, ttpu_dtype_size(rp->dtype), b->nbytes)) {
+        b->pad = pads[rp->slot];
+      } else {
+        /* a bucketing rule's mistake: refuse the version rather than let a
+         * download or a later program read past the storage */
+        b->error = ttpu_status_make(TTPU_INTERNAL,
+                                    "a padded result (true size %lld) does not hold its storage's %zu bytes",
+                                    (long long)pads[rp->slot].n, b->nbytes);
+        if (!s) s = ttpu_status_make(TTPU_INTERNAL, "%s", ttpu_status_message(b->error));
+      }
+    }
   }
   return s;
 }
