@@ -5,9 +5,10 @@ loop at run time, one column per trip of a stablehlo.while).
 
     .venv/bin/python benchmarks/linalg/factorizations.py                  # 16, 64, 256
     .venv/bin/python benchmarks/linalg/factorizations.py --sizes 64:c64,300
+    .venv/bin/python benchmarks/linalg/factorizations.py --sizes 8x616 --ops inv
 
-A size is n (an n x n matrix) with an optional dtype: f32 (the default),
-f64, c64 or c128. Every compile is a real one (the persistent cache is
+A size is n (an n x n matrix), or bxn (a batch of b of them), with an
+optional dtype: f32 (the default), f64, c64 or c128. Every compile is a real one (the persistent cache is
 off); each size runs in a process of its own.
 """
 import argparse
@@ -30,18 +31,23 @@ def one(spec):
     import torchtpu.debug as dbg
 
     size, _, dt = spec.partition(":")
-    n = int(size)
+    batch, _, n = size.rpartition("x")
+    n = int(n)
+    lead = (int(batch),) if batch else ()
     dtype = getattr(torch, DTYPES[dt or "f32"])
-    a = torch.randn(n, n, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    a = torch.randn(*lead, n, n, generator=torch.Generator().manual_seed(0), dtype=dtype)
     a = a + n ** 0.5 * torch.eye(n, dtype=dtype)
-    b = torch.randn(n, 2, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    b = torch.randn(*lead, n, 2, generator=torch.Generator().manual_seed(1), dtype=dtype)
     x, y = a.to("tpu"), b.to("tpu")
     cases = [
-        ("linalg_qr", lambda t, _: torch.linalg.qr(t), lambda t, _: torch.linalg.qr(t)),
-        ("linalg_lu_factor_ex", lambda t, _: torch.linalg.lu_factor_ex(t)[:2],
+        ("qr", "linalg_qr", lambda t, _: torch.linalg.qr(t), lambda t, _: torch.linalg.qr(t)),
+        ("lu", "linalg_lu_factor_ex", lambda t, _: torch.linalg.lu_factor_ex(t)[:2],
          lambda t, _: torch.linalg.lu_factor_ex(t)[:2]),
-        ("_linalg_solve_ex", lambda t, r: torch.linalg.solve(t, r), lambda t, r: torch.linalg.solve(t, r)),
+        ("solve", "_linalg_solve_ex", lambda t, r: torch.linalg.solve(t, r), lambda t, r: torch.linalg.solve(t, r)),
+        ("inv", "linalg_inv_ex", lambda t, _: [torch.linalg.inv(t)], lambda t, _: [torch.linalg.inv(t)]),
     ]
+    ops = os.environ.get("TTPU_BENCH_OPS")
+    cases = [c[1:] for c in cases if not ops or c[0] in ops.split(",")]
     dbg.compiles(clear=True)
     for key, fn, ref in cases:
         t0 = time.perf_counter()
@@ -61,14 +67,18 @@ def one(spec):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default=",".join(SIZES), help="e.g. 16,64:c64,300:f64")
+    ap.add_argument("--sizes", default=",".join(SIZES), help="e.g. 16,64:c64,300:f64,8x616")
+    ap.add_argument("--ops", help="some of qr,lu,solve,inv (default: all)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         one(args.one)
         return
+    env = dict(os.environ)
+    if args.ops:
+        env["TTPU_BENCH_OPS"] = args.ops
     for spec in args.sizes.split(","):
-        subprocess.run([sys.executable, __file__, "--one", spec], check=True)
+        subprocess.run([sys.executable, __file__, "--one", spec], check=True, env=env)
 
 
 if __name__ == "__main__":
