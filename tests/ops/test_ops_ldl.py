@@ -92,3 +92,13 @@ def test_singular_info_and_errors():
     with pytest.raises(RuntimeError, match="Expected b and A to have the same dtype"):
         torch.linalg.ldl_solve(ld, piv, torch.zeros(3, 2, dtype=torch.float64, device=DEV))
 
+
+
+def test_half_dtypes_refused_as_on_cpu():
+    for dev in ("cpu", DEV):
+        with pytest.raises(NotImplementedError, match="\"ldl_factor_kernel_cpu\" not implemented for 'BFloat16'"):
+            torch.linalg.ldl_factor(torch.eye(3, dtype=torch.bfloat16, device=dev))
+        with pytest.raises(NotImplementedError, match="\"ldl_solve_kernel_cpu\" not implemented for 'BFloat16'"):
+            torch.linalg.ldl_solve(torch.eye(3, dtype=torch.bfloat16, device=dev),
+                                   torch.ones(3, dtype=torch.int32, device=dev),
+                                   torch.ones(3, 1, dtype=torch.bfloat16, device=dev))

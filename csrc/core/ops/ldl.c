@@ -256,7 +256,7 @@ static ttpu_status* lower_ldl_factor_ex(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_val a = ttpu_l_tensor(L, 0);
   ldl_ctx c = {.t = ttpu_l_type(L, a)};
-  if (!ttpu_mx_lapack_dtype(L, c.t.dtype, "linalg_ldl_factor_ex_out")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, c.t.dtype, "ldl_factor_kernel_cpu")) return NULL;
   c.nb = c.t.ndim - 2;
   c.n = c.t.dims[c.t.ndim - 1];
   c.cx = ttpu_dtype_is_complex(c.t.dtype);
@@ -378,7 +378,7 @@ static ttpu_val to_batch(ttpu_hlo* b, ttpu_val x, ttpu_type like, int tail) {
 static ttpu_status* lower_ldl_solve(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
-  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "linalg_ldl_solve_out")) return NULL;
+  if (!ttpu_mx_lapack_dtype(L, ot.dtype, "ldl_solve_kernel_cpu")) return NULL;
   ldl_ctx c = {.t = ot, .nb = ot.ndim - 2, .n = ot.dims[ot.ndim - 2]};
   c.cx = ttpu_dtype_is_complex(ot.dtype);
   c.herm = ttpu_l_bool(L, 3, 0);
