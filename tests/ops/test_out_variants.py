@@ -18,11 +18,8 @@ from conformance import out_sweep
 pytestmark = pytest.mark.long
 
 # (entry, case) -> why tpu differs from the CPU there
-_NO_LDL = "LDL factorization has no tpu lowering"
 KNOWN = {
     ("bernoulli", "int64"): "bernoulli's reference meta refuses an integer out; the CPU fills it with 0/1",
-    **{(e, c): _NO_LDL for e in ("linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve")
-       for c in ("empty", "strided")},
 }
 
 @functools.lru_cache(maxsize=None)
