@@ -56,25 +56,10 @@ static ttpu_val kf(ttpu_hlo* b, ttpu_type t, double v) {
   return ttpu_hlo_const(b, t, v, (int64_t)v);
 }
 
-/* v (batch...) broadcast into t (batch..., more dims), keeping v's dtype. */
-static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb) {
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nb; ++d) map[d] = d;
-  return ttpu_hlo_broadcast_in_dim(b, v, as(t, ty(b, v).dtype), map);
-}
-
-/* v (batch..., len) broadcast into t (batch..., r, c) along dim `at`. */
-static ttpu_val spread_vec(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb, int at) {
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nb; ++d) map[d] = d;
-  map[nb] = at;
-  return ttpu_hlo_broadcast_in_dim(b, v, as(t, ty(b, v).dtype), map);
-}
-
 /* The mask "index along dim of t `op` k", k an i64 (batch...). */
 static ttpu_val idx_cmp(ttpu_hlo* b, ttpu_type t, int nb, int dim, ttpu_cmp op, ttpu_val k) {
   ttpu_type ti = as(t, TTPU_I64);
-  return ttpu_hlo_compare(b, op, ttpu_hlo_iota(b, ti, dim), spread(b, k, ti, nb));
+  return ttpu_hlo_compare(b, op, ttpu_hlo_iota(b, ti, dim), ttpu_mx_spread(b, k, ti, nb));
 }
 
 /* Entry k (i64 batch...) of x along dim, that dim dropped. */
@@ -95,8 +80,8 @@ static ttpu_val swap_rows(ttpu_hlo* b, ttpu_val x, int nb, ttpu_val r, ttpu_val 
     is_r = bin(b, TTPU_AND, is_r, cols);
     is_p = bin(b, TTPU_AND, is_p, cols);
   }
-  ttpu_val y = ttpu_hlo_select(b, is_p, spread_vec(b, xr, t, nb, nb + 1), x);
-  return ttpu_hlo_select(b, is_r, spread_vec(b, xp, t, nb, nb + 1), y);
+  ttpu_val y = ttpu_hlo_select(b, is_p, ttpu_mx_spread_vec(b, xr, t, nb, nb + 1), x);
+  return ttpu_hlo_select(b, is_r, ttpu_mx_spread_vec(b, xp, t, nb, nb + 1), y);
 }
 
 /* |re| + |im| (LAPACK's cabs1, which its pivot searches use), or |x|. */
@@ -185,9 +170,9 @@ static void factor_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, 
   ttpu_val d = take(b, x, nb, nb, kc);
   if (herm) d = real_part(b, d);
   ttpu_val d11 = bin(b, TTPU_DIV, kf(b, ty(b, d), 1), d);
-  ttpu_val xv = spread_vec(b, x, t, nb, nb); /* x(i) along the rows */
-  ttpu_val xj = spread_vec(b, conj_if(b, x, herm), t, nb, nb + 1);
-  ttpu_val d11m = spread(b, d11, t, nb);
+  ttpu_val xv = ttpu_mx_spread_vec(b, x, t, nb, nb); /* x(i) along the rows */
+  ttpu_val xj = ttpu_mx_spread_vec(b, conj_if(b, x, herm), t, nb, nb + 1);
+  ttpu_val d11m = ttpu_mx_spread(b, d11, t, nb);
   ttpu_val after_r = idx_cmp(b, t, nb, nb, TTPU_GT, kc), after_c = idx_cmp(b, t, nb, nb + 1, TTPU_GT, kc);
   ttpu_val at_c = idx_cmp(b, t, nb, nb + 1, TTPU_EQ, kc);
   ttpu_val in1 = bin(b, TTPU_AND, after_r, after_c);
@@ -205,8 +190,9 @@ static void factor_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, 
     ttpu_val e11 = bin(b, TTPU_DIV, real_part(b, ak1), dabs), e22 = bin(b, TTPU_DIV, real_part(b, akk2), dabs);
     ttpu_val tt = bin(b, TTPU_DIV, kf(b, tbd, 1), bin(b, TTPU_SUB, bin(b, TTPU_MUL, e11, e22), kf(b, tbd, 1)));
     ttpu_val dn = bin(b, TTPU_DIV, d21, dabs), dd = bin(b, TTPU_DIV, tt, dabs);
-    ttpu_val e11v = spread(b, e11, tv, nb), e22v = spread(b, e22, tv, nb), dnv = spread(b, dn, tv, nb),
-             ddv = spread(b, dd, tv, nb);
+    ttpu_val e11v = ttpu_mx_spread(b, e11, tv, nb), e22v = ttpu_mx_spread(b, e22, tv, nb);
+    ttpu_val dnv = ttpu_mx_spread(b, dn, tv, nb),
+             ddv = ttpu_mx_spread(b, dd, tv, nb);
     wk = bin(b, TTPU_MUL, ddv, bin(b, TTPU_SUB, bin(b, TTPU_MUL, e11v, ck), bin(b, TTPU_MUL, dnv, ck1)));
     wkp1 = bin(b, TTPU_MUL, ddv,
                bin(b, TTPU_SUB, bin(b, TTPU_MUL, e22v, ck1), bin(b, TTPU_MUL, ttpu_mx_conj(b, dnv), ck)));
@@ -214,36 +200,37 @@ static void factor_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, 
     ttpu_val e11 = bin(b, TTPU_DIV, ak1, d21), e22 = bin(b, TTPU_DIV, akk2, d21);
     ttpu_val tt = bin(b, TTPU_DIV, kf(b, tbd, 1), bin(b, TTPU_SUB, bin(b, TTPU_MUL, e11, e22), kf(b, tbd, 1)));
     ttpu_val f = bin(b, TTPU_DIV, tt, d21);
-    ttpu_val e11v = spread(b, e11, tv, nb), e22v = spread(b, e22, tv, nb), fv = spread(b, f, tv, nb);
+    ttpu_val e11v = ttpu_mx_spread(b, e11, tv, nb), e22v = ttpu_mx_spread(b, e22, tv, nb);
+    ttpu_val fv = ttpu_mx_spread(b, f, tv, nb);
     wk = bin(b, TTPU_MUL, fv, bin(b, TTPU_SUB, bin(b, TTPU_MUL, e11v, ck), ck1));
     wkp1 = bin(b, TTPU_MUL, fv, bin(b, TTPU_SUB, bin(b, TTPU_MUL, e22v, ck1), ck));
   }
   ttpu_val k2 = bin(b, TTPU_ADD, kc, kf(b, tb, 2));
   ttpu_val past_r = idx_cmp(b, t, nb, nb, TTPU_GE, k2), past_c = idx_cmp(b, t, nb, nb + 1, TTPU_GE, k2);
-  ttpu_val wkj = spread_vec(b, conj_if(b, wk, herm), t, nb, nb + 1);
-  ttpu_val wk1j = spread_vec(b, conj_if(b, wkp1, herm), t, nb, nb + 1);
-  ttpu_val u = bin(b, TTPU_ADD, bin(b, TTPU_MUL, spread_vec(b, ck, t, nb, nb), wkj),
-                   bin(b, TTPU_MUL, spread_vec(b, ck1, t, nb, nb), wk1j));
+  ttpu_val wkj = ttpu_mx_spread_vec(b, conj_if(b, wk, herm), t, nb, nb + 1);
+  ttpu_val wk1j = ttpu_mx_spread_vec(b, conj_if(b, wkp1, herm), t, nb, nb + 1);
+  ttpu_val u = bin(b, TTPU_ADD, bin(b, TTPU_MUL, ttpu_mx_spread_vec(b, ck, t, nb, nb), wkj),
+                   bin(b, TTPU_MUL, ttpu_mx_spread_vec(b, ck1, t, nb, nb), wk1j));
   ttpu_val sw = ttpu_hlo_select(b, bin(b, TTPU_AND, past_r, past_c), bin(b, TTPU_SUB, s2, u), s2);
-  sw = ttpu_hlo_select(b, bin(b, TTPU_AND, past_r, at_c), spread_vec(b, wk, t, nb, nb), sw);
+  sw = ttpu_hlo_select(b, bin(b, TTPU_AND, past_r, at_c), ttpu_mx_spread_vec(b, wk, t, nb, nb), sw);
   sw = ttpu_hlo_select(b, bin(b, TTPU_AND, past_r, idx_cmp(b, t, nb, nb + 1, TTPU_EQ, k1)),
-                       spread_vec(b, wkp1, t, nb, nb), sw);
+                       ttpu_mx_spread_vec(b, wkp1, t, nb, nb), sw);
 
-  ttpu_val twom = spread(b, two, as(t, TTPU_BOOL), nb), zerom = spread(b, zero, as(t, TTPU_BOOL), nb);
+  ttpu_val twom = ttpu_mx_spread(b, two, as(t, TTPU_BOOL), nb), zerom = ttpu_mx_spread(b, zero, as(t, TTPU_BOOL), nb);
   ttpu_val sn = ttpu_hlo_select(b, zerom, s2, ttpu_hlo_select(b, twom, sw, s1));
   sn = mirror_lower(b, sn, nb, herm);
-  next[0] = ttpu_hlo_select(b, spread(b, active, as(t, TTPU_BOOL), nb), sn, s);
+  next[0] = ttpu_hlo_select(b, ttpu_mx_spread(b, active, as(t, TTPU_BOOL), nb), sn, s);
 
   /* pivots: kp + 1 at k for a 1x1 block; -(kp + 1) at k and k + 1 for a 2x2 */
   ttpu_val p1 = bin(b, TTPU_ADD, kp, one);
   ttpu_val pv = ttpu_hlo_select(b, two, ttpu_hlo_unary(b, TTPU_NEG, p1), p1);
   ttpu_type tp = ty(b, piv);
-  ttpu_val pvv = spread(b, pv, tp, nb);
+  ttpu_val pvv = ttpu_mx_spread(b, pv, tp, nb);
   ttpu_val atk = idx_cmp(b, tp, nb, nb, TTPU_EQ, kc);
   ttpu_val atk1 = bin(b, TTPU_AND, idx_cmp(b, tp, nb, nb, TTPU_EQ, bin(b, TTPU_ADD, kc, one)),
-                      spread(b, two, as(tp, TTPU_BOOL), nb));
+                      ttpu_mx_spread(b, two, as(tp, TTPU_BOOL), nb));
   ttpu_val pn = ttpu_hlo_select(b, bin(b, TTPU_OR, atk, atk1), pvv, piv);
-  next[1] = ttpu_hlo_select(b, spread(b, active, as(tp, TTPU_BOOL), nb), pn, piv);
+  next[1] = ttpu_hlo_select(b, ttpu_mx_spread(b, active, as(tp, TTPU_BOOL), nb), pn, piv);
 
   ttpu_type ti = ty(b, info);
   ttpu_val first = bin(b, TTPU_AND, bin(b, TTPU_AND, active, zero), ttpu_hlo_compare(b, TTPU_EQ, info, kf(b, ti, 0)));
@@ -296,6 +283,14 @@ static ttpu_val l_column(ttpu_hlo* b, const ldl_ctx* c, ttpu_val k, ttpu_val fro
   return ttpu_hlo_select(b, idx_cmp(b, tv, c->nb, c->nb, TTPU_GT, from), col, kf(b, tv, 0));
 }
 
+/* x (batch..., n, r) less the outer product of col (batch..., n) and row
+ * (batch..., r): one rank-1 update of the right-hand sides. */
+static ttpu_val less_outer(ttpu_hlo* b, ttpu_val x, ttpu_val col, ttpu_val row, int nb) {
+  ttpu_type t = ty(b, x);
+  ttpu_val c = ttpu_mx_spread_vec(b, col, t, nb, nb), r = ttpu_mx_spread_vec(b, row, t, nb, nb + 1);
+  return bin(b, TTPU_SUB, x, bin(b, TTPU_MUL, c, r));
+}
+
 /* Forward: L D Y = P B, one block per trip; state {X (batch..., n, r), k}. */
 static void forward_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, ttpu_val* next) {
   (void)j;
@@ -311,16 +306,15 @@ static void forward_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st,
   ttpu_val xk = take(b, x, nb, nb, kc), xk1 = take(b, x, nb, nb, k1); /* (batch..., r) */
   /* 1x1: rows past k less L(:,k) x_k; x_k / d */
   ttpu_val lk = l_column(b, c, kc, kc);
-  ttpu_val y1 = bin(b, TTPU_SUB, x, bin(b, TTPU_MUL, spread_vec(b, lk, t, nb, nb), spread_vec(b, xk, t, nb, nb + 1)));
+  ttpu_val y1 = less_outer(b, x, lk, xk, nb);
   ttpu_val d = take(b, take(b, c->ld, nb, nb + 1, kc), nb, nb, kc);
   if (herm) d = real_part(b, d);
-  ttpu_val xs = bin(b, TTPU_MUL, xk, spread(b, bin(b, TTPU_DIV, kf(b, ty(b, d), 1), d), ty(b, xk), nb));
+  ttpu_val xs = bin(b, TTPU_MUL, xk, ttpu_mx_spread(b, bin(b, TTPU_DIV, kf(b, ty(b, d), 1), d), ty(b, xk), nb));
   ttpu_val atk = idx_cmp(b, t, nb, nb, TTPU_EQ, kc);
-  y1 = ttpu_hlo_select(b, atk, spread_vec(b, xs, t, nb, nb + 1), y1);
+  y1 = ttpu_hlo_select(b, atk, ttpu_mx_spread_vec(b, xs, t, nb, nb + 1), y1);
   /* 2x2: rows past k + 1 less L(:,k) x_k, then less L(:,k+1) x_k+1; the block solved */
   ttpu_val lk2 = l_column(b, c, kc, k1), lk12 = l_column(b, c, k1, k1);
-  ttpu_val y2 = bin(b, TTPU_SUB, x, bin(b, TTPU_MUL, spread_vec(b, lk2, t, nb, nb), spread_vec(b, xk, t, nb, nb + 1)));
-  y2 = bin(b, TTPU_SUB, y2, bin(b, TTPU_MUL, spread_vec(b, lk12, t, nb, nb), spread_vec(b, xk1, t, nb, nb + 1)));
+  ttpu_val y2 = less_outer(b, less_outer(b, x, lk2, xk, nb), lk12, xk1, nb);
   ttpu_val colk = take(b, c->ld, nb, nb + 1, kc);
   ttpu_val e = take(b, colk, nb, nb, k1), akk = take(b, colk, nb, nb, kc);
   ttpu_val ak1 = take(b, take(b, c->ld, nb, nb + 1, k1), nb, nb, k1);
@@ -328,14 +322,16 @@ static void forward_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st,
   ttpu_val am1 = bin(b, TTPU_DIV, akk, ec), a0 = bin(b, TTPU_DIV, ak1, e);
   ttpu_type tbd = ty(b, e), tr = ty(b, xk);
   ttpu_val den = bin(b, TTPU_SUB, bin(b, TTPU_MUL, am1, a0), kf(b, tbd, 1));
-  ttpu_val bm1 = bin(b, TTPU_DIV, xk, spread(b, ec, tr, nb)), bk = bin(b, TTPU_DIV, xk1, spread(b, e, tr, nb));
-  ttpu_val a0v = spread(b, a0, tr, nb), am1v = spread(b, am1, tr, nb), denv = spread(b, den, tr, nb);
+  ttpu_val bm1 = bin(b, TTPU_DIV, xk, ttpu_mx_spread(b, ec, tr, nb));
+  ttpu_val bk = bin(b, TTPU_DIV, xk1, ttpu_mx_spread(b, e, tr, nb));
+  ttpu_val a0v = ttpu_mx_spread(b, a0, tr, nb), am1v = ttpu_mx_spread(b, am1, tr, nb);
+  ttpu_val denv = ttpu_mx_spread(b, den, tr, nb);
   ttpu_val nk = bin(b, TTPU_DIV, bin(b, TTPU_SUB, bin(b, TTPU_MUL, a0v, bm1), bk), denv);
   ttpu_val nk1 = bin(b, TTPU_DIV, bin(b, TTPU_SUB, bin(b, TTPU_MUL, am1v, bk), bm1), denv);
-  y2 = ttpu_hlo_select(b, atk, spread_vec(b, nk, t, nb, nb + 1), y2);
-  y2 = ttpu_hlo_select(b, idx_cmp(b, t, nb, nb, TTPU_EQ, k1), spread_vec(b, nk1, t, nb, nb + 1), y2);
-  ttpu_val y = ttpu_hlo_select(b, spread(b, is1, as(t, TTPU_BOOL), nb), y1, y2);
-  next[0] = ttpu_hlo_select(b, spread(b, active, as(t, TTPU_BOOL), nb), y, st[0]);
+  y2 = ttpu_hlo_select(b, atk, ttpu_mx_spread_vec(b, nk, t, nb, nb + 1), y2);
+  y2 = ttpu_hlo_select(b, idx_cmp(b, t, nb, nb, TTPU_EQ, k1), ttpu_mx_spread_vec(b, nk1, t, nb, nb + 1), y2);
+  ttpu_val y = ttpu_hlo_select(b, ttpu_mx_spread(b, is1, as(t, TTPU_BOOL), nb), y1, y2);
+  next[0] = ttpu_hlo_select(b, ttpu_mx_spread(b, active, as(t, TTPU_BOOL), nb), y, st[0]);
   next[1] = ttpu_hlo_select(b, active, bin(b, TTPU_ADD, kc, ttpu_hlo_select(b, is1, one, kf(b, tb, 2))), k);
 }
 
@@ -353,16 +349,16 @@ static void backward_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st
   pivot_at(b, c, kc, &kp, &is1);
   int64_t rd = nb;
   ttpu_val lk = conj_if(b, l_column(b, c, kc, kc), herm);
-  ttpu_val sk = ttpu_hlo_reduce(b, bin(b, TTPU_MUL, spread_vec(b, lk, t, nb, nb), x), TTPU_RED_SUM, &rd, 1);
+  ttpu_val sk = ttpu_hlo_reduce(b, bin(b, TTPU_MUL, ttpu_mx_spread_vec(b, lk, t, nb, nb), x), TTPU_RED_SUM, &rd, 1);
   ttpu_val lm = conj_if(b, l_column(b, c, km1, kc), herm);
-  ttpu_val sm = ttpu_hlo_reduce(b, bin(b, TTPU_MUL, spread_vec(b, lm, t, nb, nb), x), TTPU_RED_SUM, &rd, 1);
+  ttpu_val sm = ttpu_hlo_reduce(b, bin(b, TTPU_MUL, ttpu_mx_spread_vec(b, lm, t, nb, nb), x), TTPU_RED_SUM, &rd, 1);
   ttpu_val y = ttpu_hlo_select(b, idx_cmp(b, t, nb, nb, TTPU_EQ, kc),
-                               bin(b, TTPU_SUB, x, spread_vec(b, sk, t, nb, nb + 1)), x);
+                               bin(b, TTPU_SUB, x, ttpu_mx_spread_vec(b, sk, t, nb, nb + 1)), x);
   ttpu_val atm = bin(b, TTPU_AND, idx_cmp(b, t, nb, nb, TTPU_EQ, km1),
-                     spread(b, ttpu_hlo_unary(b, TTPU_NOT, is1), as(t, TTPU_BOOL), nb));
-  y = ttpu_hlo_select(b, atm, bin(b, TTPU_SUB, y, spread_vec(b, sm, t, nb, nb + 1)), y);
+                     ttpu_mx_spread(b, ttpu_hlo_unary(b, TTPU_NOT, is1), as(t, TTPU_BOOL), nb));
+  y = ttpu_hlo_select(b, atm, bin(b, TTPU_SUB, y, ttpu_mx_spread_vec(b, sm, t, nb, nb + 1)), y);
   y = swap_rows(b, y, nb, kc, kp, TTPU_VAL_ERROR);
-  next[0] = ttpu_hlo_select(b, spread(b, active, as(t, TTPU_BOOL), nb), y, x);
+  next[0] = ttpu_hlo_select(b, ttpu_mx_spread(b, active, as(t, TTPU_BOOL), nb), y, x);
   next[1] = ttpu_hlo_select(b, active, bin(b, TTPU_SUB, kc, ttpu_hlo_select(b, is1, one, kf(b, tb, 2))), k);
 }
 

@@ -48,26 +48,6 @@ static ttpu_type batch_type(ttpu_type t, int nb, ttpu_dtype dt) {
   return r;
 }
 
-/* v (batch...) broadcast into t (batch..., more dims). */
-static ttpu_val spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb) {
-  const ttpu_type* tv = ttpu_hlo_type(b, v);
-  if (!tv) return TTPU_VAL_ERROR;
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nb; ++d) map[d] = d;
-  return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
-}
-
-/* v (batch..., len) broadcast into t (batch..., r, c) along dim at (nb or
- * nb + 1). */
-static ttpu_val spread_vec(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb, int at) {
-  const ttpu_type* tv = ttpu_hlo_type(b, v);
-  if (!tv) return TTPU_VAL_ERROR;
-  int64_t map[TTPU_MAX_DIMS];
-  for (int d = 0; d < nb; ++d) map[d] = d;
-  map[nb] = at;
-  return ttpu_hlo_broadcast_in_dim(b, v, with_dtype(t, tv->dtype), map);
-}
-
 /* The mask "index along dim of t equals the 0-d i64 j". */
 static ttpu_val at_index(ttpu_hlo* b, ttpu_type t, int dim, ttpu_val j) {
   ttpu_type ti = with_dtype(t, TTPU_I64);
@@ -92,14 +72,14 @@ static ttpu_val swap_rows(ttpu_hlo* b, ttpu_val x, ttpu_val j, ttpu_val p) {
   ttpu_type t = type_of(b, x);
   int nb = t.ndim - 2;
   ttpu_type ti = with_dtype(t, TTPU_I64);
-  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nb), spread(b, p, ti, nb));
+  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nb), ttpu_mx_spread(b, p, ti, nb));
   ttpu_val is_j = at_index(b, t, nb, j);
   int64_t rd = nb;
   ttpu_val zero = kconst(b, t, 0);
   ttpu_val rp = ttpu_hlo_reduce(b, ttpu_hlo_select(b, is_p, x, zero), TTPU_RED_SUM, &rd, 1);
   ttpu_val rj = pick(b, x, nb, j);
-  ttpu_val r = ttpu_hlo_select(b, is_p, spread_vec(b, rj, t, nb, nb + 1), x);
-  return ttpu_hlo_select(b, is_j, spread_vec(b, rp, t, nb, nb + 1), r);
+  ttpu_val r = ttpu_hlo_select(b, is_p, ttpu_mx_spread_vec(b, rj, t, nb, nb + 1), x);
+  return ttpu_hlo_select(b, is_j, ttpu_mx_spread_vec(b, rp, t, nb, nb + 1), r);
 }
 
 /* What a getf2 loop works on: the matrices (or one panel of them) and
@@ -134,7 +114,7 @@ static void getf2_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, t
   ttpu_hlo_reduce_arg(b, cand, nb, 1, &best, &p);
   p = ttpu_hlo_convert(b, p, TTPU_I64);
   ttpu_type tp = type_of(b, piv);
-  next[1] = ttpu_hlo_select(b, at_index(b, tp, nb, r), spread(b, p, tp, nb), piv);
+  next[1] = ttpu_hlo_select(b, at_index(b, tp, nb, r), ttpu_mx_spread(b, p, tp, nb), piv);
   a = swap_rows(b, a, r, p);
   ttpu_val rowr = pick(b, a, nb, r); /* (batch..., c) */
   ttpu_val pv = pick(b, rowr, nb, j);
@@ -149,12 +129,12 @@ static void getf2_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, t
   /* multipliers below the pivot (a zero pivot leaves the column as is,
    * as getf2 does) */
   ttpu_val cj = pick(b, a, nb + 1, j);
-  ttpu_val scaled = ttpu_hlo_binary(b, TTPU_DIV, cj, spread(b, pv, tc, nb));
-  ttpu_val l = ttpu_hlo_select(b, spread(b, nz, with_dtype(tc, TTPU_BOOL), nb), scaled, cj);
+  ttpu_val scaled = ttpu_hlo_binary(b, TTPU_DIV, cj, ttpu_mx_spread(b, pv, tc, nb));
+  ttpu_val l = ttpu_hlo_select(b, ttpu_mx_spread(b, nz, with_dtype(tc, TTPU_BOOL), nb), scaled, cj);
   ttpu_val below = cmp_index(b, t, nb, TTPU_GT, r);
   ttpu_val right = cmp_index(b, t, nb + 1, TTPU_GT, j);
   ttpu_val at_j = at_index(b, t, nb + 1, j);
-  ttpu_val lb = spread_vec(b, l, t, nb, nb), ub = spread_vec(b, rowr, t, nb, nb + 1);
+  ttpu_val lb = ttpu_mx_spread_vec(b, l, t, nb, nb), ub = ttpu_mx_spread_vec(b, rowr, t, nb, nb + 1);
   ttpu_val upd = ttpu_hlo_binary(b, TTPU_MUL, lb, ub);
   a = ttpu_hlo_binary(b, TTPU_SUB, a,
                       ttpu_hlo_select(b, ttpu_hlo_binary(b, TTPU_AND, below, right), upd, kconst(b, t, 0)));
@@ -315,12 +295,12 @@ static void swaps_body(ttpu_hlo* b, void* ctx, ttpu_val j, const ttpu_val* st, t
   ttpu_type tv = type_of(b, perm);
   int last = tv.ndim - 1;
   ttpu_val p = pick(b, piv, last, j); /* (batch...) */
-  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, tv, last), spread(b, p, tv, last));
+  ttpu_val is_p = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, tv, last), ttpu_mx_spread(b, p, tv, last));
   int64_t d = last;
   ttpu_val vp = ttpu_hlo_reduce(b, ttpu_hlo_select(b, is_p, perm, kconst(b, tv, 0)), TTPU_RED_SUM, &d, 1);
   ttpu_val vj = pick(b, perm, last, j);
-  ttpu_val r = ttpu_hlo_select(b, is_p, spread(b, vj, tv, last), perm);
-  next[0] = ttpu_hlo_select(b, at_index(b, tv, last, j), spread(b, vp, tv, last), r);
+  ttpu_val r = ttpu_hlo_select(b, is_p, ttpu_mx_spread(b, vj, tv, last), perm);
+  next[0] = ttpu_hlo_select(b, at_index(b, tv, last, j), ttpu_mx_spread(b, vp, tv, last), r);
   next[1] = piv;
 }
 
@@ -607,7 +587,7 @@ static ttpu_val perm_matrix(ttpu_hlo* b, ttpu_val piv, ttpu_type tp_out) {
   int nb = tp_out.ndim - 2;
   ttpu_val pv = swaps_permutation(b, piv, tp_out.dims[nb], 1); /* (batch..., m) */
   ttpu_type ti = with_dtype(tp_out, TTPU_I64);
-  ttpu_val pcol = spread_vec(b, pv, ti, nb, nb + 1); /* perm[i] along columns */
+  ttpu_val pcol = ttpu_mx_spread_vec(b, pv, ti, nb, nb + 1); /* perm[i] along columns */
   ttpu_val eq = ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_iota(b, ti, nb), pcol);
   return ttpu_hlo_convert(b, eq, tp_out.dtype);
 }

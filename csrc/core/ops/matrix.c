@@ -709,3 +709,24 @@ const ttpu_op_def ttpu_ops_matrix[] = {
     {"linalg_cross", lower_linalg_cross, .variants = TTPU_V_OUT, .flags = TTPU_OP_COMPLEX_AS_IS},
     {0},
 };
+
+/* ---- broadcasting per-matrix values (matrix.h) */
+
+ttpu_val ttpu_mx_spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb) {
+  const ttpu_type* tv = ttpu_hlo_type(b, v);
+  if (!tv) return TTPU_VAL_ERROR;
+  int64_t map[TTPU_MAX_DIMS];
+  for (int d = 0; d < nb; ++d) map[d] = d;
+  t.dtype = tv->dtype;
+  return ttpu_hlo_broadcast_in_dim(b, v, t, map);
+}
+
+ttpu_val ttpu_mx_spread_vec(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb, int at) {
+  const ttpu_type* tv = ttpu_hlo_type(b, v);
+  if (!tv) return TTPU_VAL_ERROR;
+  int64_t map[TTPU_MAX_DIMS];
+  for (int d = 0; d < nb; ++d) map[d] = d;
+  map[nb] = at;
+  t.dtype = tv->dtype;
+  return ttpu_hlo_broadcast_in_dim(b, v, t, map);
+}

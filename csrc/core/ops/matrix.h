@@ -36,6 +36,12 @@ void ttpu_mx_check_info(ttpu_lower* L, ttpu_val info, const char* who, const cha
 void ttpu_mx_check_info_unless(ttpu_lower* L, ttpu_val refuse, const char* refusal,
                                ttpu_val info, const char* who, const char* body);
 
+/* v (batch...: t's first nb dims) broadcast into t's shape, keeping v's
+ * dtype; spread_vec: v (batch..., len) broadcast into t (batch..., r, c)
+ * with its last dim along dim `at` (nb or nb + 1). */
+ttpu_val ttpu_mx_spread(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb);
+ttpu_val ttpu_mx_spread_vec(ttpu_hlo* b, ttpu_val v, ttpu_type t, int nb, int at);
+
 /* A counted loop (stablehlo.while) for j = 0 .. trips - 1, or from
  * trips - 1 down to 0 when reverse: the program holds one trip whatever
  * the count. The loop state is init[0..n) (n at most 15); each trip

@@ -110,12 +110,9 @@ at::Tensor linear_combination_kernel(const at::Tensor& input, const at::Tensor& 
 // form is this on zeros); out must already have the result's shape.
 at::Tensor& linear_combination_out_kernel(const at::Tensor& input, const at::Tensor& coefficients,
                                           at::Tensor& out) {
-  TORCH_CHECK(input.dim() > 0 && input.numel() > 0, "Empty tensor not supported");
-  std::vector<int64_t> sizes = input.sizes().vec();
-  sizes[0] = coefficients.dim() > 0 ? coefficients.size(0) : 0;
-  TORCH_CHECK(out.sizes() == c10::IntArrayRef(sizes), "_compute_linear_combination: out has shape ", out.sizes(),
-              " where the result has shape ", c10::IntArrayRef(sizes));
   const at::Tensor r = linear_combination(input, coefficients);
+  TORCH_CHECK(out.sizes() == r.sizes(), "_compute_linear_combination: out has shape ", out.sizes(),
+              " where the result has shape ", r.sizes());
   if (out.scalar_type() == at::kBool) {
     return out.logical_or_(r);
   }
