@@ -226,8 +226,9 @@ static void test_complex_refused(ttpu_test_ctx* t) {
   TTPU_CHECK(t, w.text == NULL && w.ps.reads[0] == 0);
 }
 
-/* uniform_(x, 0, 1): draws from the rng state it was given and hands the
- * advanced state back; its input's value is never read. */
+/* uniform_(x, 0, 1): draws from the rng state it was given (threefry over
+ * the counter, in the program's own integer ops) and hands the advanced
+ * state back; its input's value is never read. */
 static void test_random(ttpu_test_ctx* t) {
   static const int64_t sz[1] = {8};
   ttpu_tensor x[1] = {tensor(0, TTPU_F32, 1, sz, k1)};
@@ -237,7 +238,7 @@ static void test_random(ttpu_test_ctx* t) {
                       {.kind = TTPU_ARG_NONE}};
   ttpu_op_call call = make_call("uniform_", args, 4, x, 1, x, TTPU_DTYPE_NONE);
   lowered w = {.call = &call, .rng = 1};
-  expect_text(t, &w, TEXT("stablehlo.rng_bit_generator", "tensor<2xui64>"));
+  expect_text(t, &w, TEXT("stablehlo.xor", "stablehlo.shift_left", "tensor<2xui64>"));
   TTPU_CHECK(t, w.ps.reads[0] == 0);
   /* Without a state to draw from the lowering fails, never draws garbage. */
   lowered none = {.call = &call};

@@ -2,10 +2,13 @@
 determinism under torch.manual_seed and generators, dropout and its
 backward, in-place sampling through views, and CPU-identical errors.
 
-The tpu stream (XLA THREE_FRY) is not CPU's, so values are compared by law,
-never one by one."""
+The tpu stream is not CPU's (mt19937), so distributions are compared by
+law. The stream itself is defined (threefry2x32-20, counter-based): it is
+checked value by value against a NumPy reference of the generator, which is
+checked against the published known-answer vectors."""
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -430,3 +433,79 @@ def test_errors_match_cpu(fn):
     with pytest.raises(Exception) as tpu:
         fn(DEV)
     assert isinstance(tpu.value, type(cpu.value)), (cpu.value, tpu.value)
+
+
+# ------------------------------------------------- the stream, value by value
+
+_ROT = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """threefry2x32 with 20 rounds on uint32 arrays (Salmon et al., 2011)."""
+    with np.errstate(over="ignore"):
+        ks = [np.uint32(k0), np.uint32(k1), np.uint32(0x1BD11BDA ^ k0 ^ k1)]
+        a = (x0 + ks[0]).astype(np.uint32)
+        c = (x1 + ks[1]).astype(np.uint32)
+        for r in range(20):
+            a = (a + c).astype(np.uint32)
+            rot = _ROT[r % 8]
+            c = ((c << np.uint32(rot)) | (c >> np.uint32(32 - rot))).astype(np.uint32) ^ a
+            if r % 4 == 3:
+                i = (r + 1) // 4
+                a = (a + ks[i % 3]).astype(np.uint32)
+                c = (c + ks[(i + 1) % 3] + np.uint32(i)).astype(np.uint32)
+    return a, c
+
+
+def test_reference_matches_known_answers():
+    # Random123's known-answer vectors for threefry2x32_20
+    cases = [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+             ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+             ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]
+    for (k0, k1), (x0, x1), want in cases:
+        got = threefry2x32(k0, k1, np.array([x0], np.uint32), np.array([x1], np.uint32))
+        assert (int(got[0][0]), int(got[1][0])) == want
+
+
+def reference_bits(seed, counter, n):
+    """Element i of a draw: threefry(key=seed, counter + i); (lane 0, lane 1)."""
+    at = np.arange(n, dtype=np.uint64) + np.uint64(counter)
+    x0 = (at & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    x1 = (at >> np.uint64(32)).astype(np.uint32)
+    return threefry2x32(seed & 0xFFFFFFFF, seed >> 32, x0, x1)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3])
+def test_stream_values_and_state(seed):
+    torch.manual_seed(seed)
+    a = torch.rand(2, 3, device=DEV)
+    b = torch.rand(5, device=DEV, dtype=torch.float64)
+    state = torch.tpu.get_rng_state().view(torch.int64)
+    lo, _ = reference_bits(seed, 0, 6)
+    want_a = (lo >> np.uint32(8)).astype(np.float64) / 2.0**24
+    assert torch.equal(a.cpu(), torch.from_numpy(want_a.reshape(2, 3)).float())
+    lo, hi = reference_bits(seed, 6, 5)
+    bits = lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
+    want_b = (bits >> np.uint64(11)).astype(np.float64) / 2.0**53
+    assert torch.equal(b.cpu(), torch.from_numpy(want_b))
+    # (key, counter): the counter advanced by the 11 elements drawn
+    assert state.tolist() == [seed if seed < 2**63 else seed - 2**64, 11]
+
+
+def test_normal_from_one_draw_per_element():
+    """float32 normal_: Box-Muller on the two halves of one 64-bit draw."""
+    torch.manual_seed(11)
+    got = torch.randn(1000, device=DEV).cpu().double().numpy()
+    lo, hi = reference_bits(11, 0, 1000)
+    u1 = (lo >> np.uint32(8)).astype(np.float64) / 2.0**24
+    u2 = (hi >> np.uint32(8)).astype(np.float64) / 2.0**24
+    want = np.sqrt(-2.0 * np.log(1.0 - u1)) * np.cos(2 * np.pi * u2)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_values_do_not_depend_on_the_draws_shape():
+    torch.manual_seed(3)
+    whole = torch.rand(24, device=DEV).cpu()
+    torch.manual_seed(3)
+    parts = [torch.rand(4, 2, device=DEV).cpu().flatten(), torch.rand(16, device=DEV).cpu()]
+    assert torch.equal(torch.cat(parts), whole)

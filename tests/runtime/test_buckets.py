@@ -395,13 +395,14 @@ def test_factories_of_a_growing_size():
 def test_fills_of_differing_shapes_stay_exact():
     """Fills of fresh storages whose shapes differ (an optimizer's
     zeros_like of each parameter) are not taken for growth: without token
-    batches that vary, they stay exact, and so do the ops over them. (A
-    process of its own: token batches uploaded by other tests would make
-    these lengths the ones that vary.)"""
+    batches that vary, or sizes that step evenly (a sweep, below), they stay
+    exact, and so do the ops over them. (A process of its own: token
+    batches uploaded by other tests would make these lengths the ones that
+    vary.)"""
     check(run_script("""
         import torch, torchtpu
         from torchtpu import debug
-        for n in (70, 76, 82, 88, 100):
+        for n in (70, 100, 76, 88, 82, 64, 128, 96):
             z = torch.zeros(3, n, device="tpu")
             assert torch.equal((z + 1).cpu(), torch.ones(3, n))
         bucketed = [c for c in debug.compiles() if "bucketed" in c["reason"]]
@@ -587,3 +588,68 @@ def test_fills_of_two_recent_lengths_stay_exact(buckets):
         torch.testing.assert_close(f.cpu(), torch.polar(torch.ones_like(theta), theta))
         print("ok")
     """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0", TORCHTPU_BUCKETS=buckets))
+
+
+SWEEP = """
+    import hashlib, torch, torchtpu
+    from torchtpu import debug
+    torch.manual_seed(0)
+    digest = hashlib.sha256()
+    for i in range(1, N):
+        delta = torch.empty(i, dtype=torch.double, device="tpu").uniform_(-1, 1)
+        indices = delta.cumsum(0).long()
+        inp = torch.randn(indices.abs().max() + 1, device="tpu")
+        values = torch.randn(indices.size(0), device="tpu")
+        out = inp.index_put((indices,), values, accumulate=True)
+        want = inp.cpu().index_put((indices.cpu(),), values.cpu(), accumulate=True)
+        torch.testing.assert_close(out.cpu(), want)
+        assert torch.equal(indices.cpu(), delta.cpu().cumsum(0).long())
+        if i < 40:
+            for t in (delta, values):
+                digest.update(t.cpu().numpy().tobytes())
+    per_op = {}
+    for c in debug.compiles():
+        per_op[c["what"]] = per_op.get(c["what"], 0) + 1
+    print(digest.hexdigest(), debug.metrics()["compiles"], sorted(per_op.items()))
+"""
+
+
+def test_a_sweep_over_sizes_compiles_per_bucket():
+    """A loop over sizes (PyTorch's test_index_put_accumulate_duplicate_indices:
+    random fills of sizes 1, 2, 3, ..., a cumsum, a max, index_put with
+    accumulate) is seen stepping evenly and bucketed from its fourth size:
+    each op compiles per bucket, not per size. The random values are the
+    ones an exact draw gives (the stream is counter-based): equal, byte for
+    byte, with buckets off."""
+    on = run_script("\n    N = 300" + SWEEP, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0")
+    off = run_script("\n    N = 40" + SWEEP, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0",
+                     TORCHTPU_BUCKETS="off")
+    assert on.returncode == 0 and off.returncode == 0, (on.stderr[-3000:], off.stderr[-3000:])
+    d_on, n_on, ops_on = on.stdout.split(" ", 2)
+    d_off, n_off, _ = off.stdout.split(" ", 2)
+    assert d_on == d_off
+    # 299 sizes: 3 exact sizes and 3 buckets (128, 256, 512) for each op
+    # of the sweep; randn and index_put also per value of the max.
+    assert int(n_off) > 200, n_off  # 39 sizes, an exact program each
+    ops = dict(eval(ops_on))
+    for op in ("uniform_", "cumsum", "abs", "max", "copy_"):
+        assert ops[op] == 6, ops
+    assert int(n_on) < 200, (n_on, ops)
+
+
+def test_accumulate_keeps_negative_zero():
+    """index_put with accumulate over padded indices: the padding adds -0.0
+    at index 0, so a -0.0 there that no true index touches stays -0.0."""
+    check(run_script("""
+        import torch, torchtpu
+        for i in range(1, 12):
+            idx = torch.arange(1, i + 1, device="tpu")
+            vals = torch.ones(i, device="tpu")
+            inp = torch.full((16,), -0.0, device="tpu")
+            out = inp.index_put((idx,), vals, accumulate=True).cpu()
+            want = torch.full((16,), -0.0).index_put((idx.cpu(),), vals.cpu(), accumulate=True)
+            assert torch.equal(out, want) and torch.equal(out.signbit(), want.signbit()), (i, out)
+        from torchtpu import debug
+        assert any("bucketed" in c["reason"] for c in debug.compiles() if c["what"] == "_index_put_impl_")
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))

@@ -156,6 +156,8 @@ static const rule_def kRules[] = {
     {"prod", TTPU_B_FILL_ONE},
     {"all", TTPU_B_FILL_ONE},
     {"all.dim", TTPU_B_FILL_ONE},
+    {"max", TTPU_B_FILL_LOWEST},
+    {"min", TTPU_B_FILL_HIGHEST},
     {"amax", TTPU_B_FILL_LOWEST},
     {"max.dim", TTPU_B_FILL_LOWEST},
     {"argmax", TTPU_B_FILL_LOWEST},
@@ -183,6 +185,19 @@ static const rule_def kRules[] = {
     {"nll_loss_backward", TTPU_B_NLL},
     {"embedding_dense_backward", TTPU_B_FILL_ZERO},
     {"arange.start_out", TTPU_B_FACTORY},
+    /* Random fills: a value depends on its index and the rng state only
+     * (ops/lower.c draws over the true shape). */
+    {"uniform_", TTPU_B_FACTORY},
+    {"normal_", TTPU_B_FACTORY},
+    {"log_normal_", TTPU_B_FACTORY},
+    {"exponential_", TTPU_B_FACTORY},
+    {"cauchy_", TTPU_B_FACTORY},
+    {"geometric_", TTPU_B_FACTORY},
+    {"bernoulli_.float", TTPU_B_FACTORY},
+    {"random_", TTPU_B_FACTORY},
+    {"random_.from", TTPU_B_FACTORY},
+    {"random_.to", TTPU_B_FACTORY},
+    {"_index_put_impl_", TTPU_B_ACCUMULATE},
 };
 
 static int* g_rules;

@@ -416,14 +416,111 @@ void ttpu_l_check(ttpu_lower* L, ttpu_val info, ttpu_code code,
 
 /* ------------------------------------------------------------ random */
 
+/* The draws are counter-based (threefry2x32 with 20 rounds, Salmon et al.,
+ * "Parallel random numbers: as easy as 1, 2, 3"): element i of a draw, in
+ * row-major order over its true shape, is threefry(key, counter + i), the
+ * state being (key, counter); a draw of N elements advances the counter by
+ * N. So a value depends on its index and the state only: a program that
+ * draws over a bucket's padded shape gives the true elements the values an
+ * exact draw gives them and advances the state alike, and every platform
+ * (the CPU plugin, a TPU) draws the same numbers from a seed. */
+
+static ttpu_val u32c(ttpu_hlo* b, ttpu_type t, uint32_t v) {
+  return ttpu_hlo_const(b, t, (double)v, (int64_t)v);
+}
+
+static ttpu_val rotl32(ttpu_hlo* b, ttpu_type t, ttpu_val x, int r) {
+  return ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_binary(b, TTPU_SHL, x, u32c(b, t, (uint32_t)r)),
+                         ttpu_hlo_binary(b, TTPU_SHR_L, x, u32c(b, t, (uint32_t)(32 - r))));
+}
+
+/* threefry2x32-20 of the counter (x0, x1) under key (k0, k1): all u32 of
+ * type t (the keys broadcast). */
+static void threefry2x32(ttpu_hlo* b, ttpu_type t, ttpu_val k0, ttpu_val k1,
+                         ttpu_val* x0, ttpu_val* x1) {
+  static const int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  ttpu_val ks[3] = {k0, k1,
+                    ttpu_hlo_binary(b, TTPU_XOR, u32c(b, t, 0x1BD11BDAu),
+                                    ttpu_hlo_binary(b, TTPU_XOR, k0, k1))};
+  ttpu_val a = ttpu_hlo_binary(b, TTPU_ADD, *x0, ks[0]);
+  ttpu_val c = ttpu_hlo_binary(b, TTPU_ADD, *x1, ks[1]);
+  for (int r = 0; r < 20; ++r) {
+    a = ttpu_hlo_binary(b, TTPU_ADD, a, c);
+    c = ttpu_hlo_binary(b, TTPU_XOR, rotl32(b, t, c, rot[r % 8]), a);
+    if (r % 4 == 3) {
+      int i = (r + 1) / 4;
+      a = ttpu_hlo_binary(b, TTPU_ADD, a, ks[i % 3]);
+      c = ttpu_hlo_binary(b, TTPU_ADD, ttpu_hlo_binary(b, TTPU_ADD, c, ks[(i + 1) % 3]),
+                          u32c(b, t, (uint32_t)i));
+    }
+  }
+  *x0 = a;
+  *x1 = c;
+}
+
+/* Whether the call is bucketed with output 0 padded in the dims of t:
+ * then those dims (a mask) hold the true size n (a 0-d u64). */
+static int padded_draw(ttpu_lower* L, ttpu_type t, ttpu_val* n) {
+  const ttpu_op_call* c = L->call;
+  if (!L->su.out_dyn || L->su.dyn_at < 0 || c->n_outputs < 1) return 0;
+  int dyn = L->su.out_dyn[0];
+  const ttpu_tensor* o = &c->outputs[0];
+  if (!dyn) return 0;
+  if (o->ndim != t.ndim || memcmp(o->sizes, t.dims, sizeof(int64_t) * (size_t)t.ndim)) {
+    ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: a draw of another shape than its bucketed output",
+                  ttpu_op_name(c->op));
+    return 0;
+  }
+  *n = ttpu_hlo_convert(L->b, ttpu_lower_int_scalar(L, L->su.dyn_at), TTPU_U64);
+  return dyn;
+}
+
 ttpu_val ttpu_l_random_bits(ttpu_lower* L, ttpu_type t) {
   if (L->rng_state == TTPU_VAL_ERROR)
     return ttpu_hlo_fail(L->b, TTPU_INTERNAL,
                          "%s draws random bits but is not marked TTPU_OP_RANDOM",
                          ttpu_op_name(L->call->op));
-  ttpu_val st, bits;
-  ttpu_hlo_rng_bits(L->b, L->rng_state, t, &st, &bits);
-  L->rng_state = st;
+  if (t.dtype != TTPU_U32 && t.dtype != TTPU_U64)
+    return ttpu_hlo_fail(L->b, TTPU_INTERNAL, "%s: random bits must be u32 or u64",
+                         ttpu_op_name(L->call->op));
+  ttpu_hlo* b = L->b;
+  ttpu_type s0 = ttpu_type_make(TTPU_U64, 0, NULL);
+  ttpu_val n = TTPU_VAL_ERROR;
+  int dyn = padded_draw(L, t, &n);
+  /* Row-major index over the true shape, and the true count. */
+  ttpu_type t64 = t;
+  t64.dtype = TTPU_U64;
+  ttpu_val idx = ttpu_hlo_const(b, t64, 0, 0);
+  ttpu_val stride = ttpu_hlo_const(b, s0, 1, 1);
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    ttpu_val sb = ttpu_hlo_broadcast_in_dim(b, stride, t64, NULL);
+    idx = ttpu_hlo_binary(b, TTPU_ADD, idx,
+                          ttpu_hlo_binary(b, TTPU_MUL, ttpu_hlo_iota(b, t64, d), sb));
+    ttpu_val size = (dyn >> d & 1) ? n : ttpu_hlo_const(b, s0, (double)t.dims[d], t.dims[d]);
+    stride = ttpu_hlo_binary(b, TTPU_MUL, stride, size);
+  }
+  /* state = (key, counter) */
+  int64_t one = 1, zero = 0, two = 2;
+  ttpu_val key = ttpu_hlo_reshape(b, ttpu_hlo_slice(b, L->rng_state, &zero, &one, &one), 0, NULL);
+  ttpu_val ctr = ttpu_hlo_reshape(b, ttpu_hlo_slice(b, L->rng_state, &one, &two, &one), 0, NULL);
+  ttpu_val at = ttpu_hlo_binary(b, TTPU_ADD, idx, ttpu_hlo_broadcast_in_dim(b, ctr, t64, NULL));
+  ttpu_type t32 = t;
+  t32.dtype = TTPU_U32;
+  ttpu_val c32 = u32c(b, t64, 32);
+  ttpu_val x0 = ttpu_hlo_convert(b, at, TTPU_U32);
+  ttpu_val x1 = ttpu_hlo_convert(b, ttpu_hlo_binary(b, TTPU_SHR_L, at, c32), TTPU_U32);
+  ttpu_val k0 = ttpu_hlo_convert(b, key, TTPU_U32);
+  ttpu_val k1 = ttpu_hlo_convert(
+      b, ttpu_hlo_binary(b, TTPU_SHR_L, key, ttpu_hlo_const(b, s0, 32, 32)), TTPU_U32);
+  threefry2x32(b, t32, ttpu_hlo_broadcast_in_dim(b, k0, t32, NULL),
+               ttpu_hlo_broadcast_in_dim(b, k1, t32, NULL), &x0, &x1);
+  ttpu_val bits = x0;
+  if (t.dtype == TTPU_U64)
+    bits = ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_convert(b, x0, TTPU_U64),
+                           ttpu_hlo_binary(b, TTPU_SHL, ttpu_hlo_convert(b, x1, TTPU_U64), c32));
+  ttpu_val parts[2] = {ttpu_hlo_reshape(b, key, 1, &one),
+                       ttpu_hlo_reshape(b, ttpu_hlo_binary(b, TTPU_ADD, ctr, stride), 1, &one)};
+  L->rng_state = ttpu_hlo_concat(b, parts, 2, 0);
   return bits;
 }
 

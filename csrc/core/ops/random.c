@@ -62,10 +62,29 @@ static ttpu_val uniform01(ttpu_lower* L, ttpu_type t) {
   return ttpu_l_random_uniform(L, with_dtype(t, work_dtype(t.dtype)));
 }
 
-/* Standard normal samples (Box-Muller on two uniform draws), work dtype. */
+/* Standard normal samples (Box-Muller on two uniforms), work dtype. In
+ * float32 both uniforms come from one 64-bit draw (its halves' top 24
+ * bits): one generator per element, not two. */
 static ttpu_val std_normal(ttpu_lower* L, ttpu_type t) {
   ttpu_type w = with_dtype(t, work_dtype(t.dtype));
-  ttpu_val u1 = uniform01(L, t), u2 = uniform01(L, t);
+  ttpu_val u1, u2;
+  if (w.dtype == TTPU_F32) {
+    ttpu_hlo* b = ttpu_l_hlo(L);
+    ttpu_type t64 = with_dtype(t, TTPU_U64), t32 = with_dtype(t, TTPU_U32);
+    ttpu_val bits = ttpu_l_random_bits(L, t64);
+    ttpu_val half[2] = {ttpu_hlo_convert(b, bits, TTPU_U32),
+                        ttpu_hlo_convert(b, bin(L, TTPU_SHR_L, bits, cst(L, t64, 32)),
+                                         TTPU_U32)};
+    for (int k = 0; k < 2; ++k) {
+      ttpu_val f = ttpu_hlo_convert(b, bin(L, TTPU_SHR_L, half[k], cst(L, t32, 8)), TTPU_F32);
+      half[k] = bin(L, TTPU_MUL, f, cst(L, w, 1.0 / 16777216.0));
+    }
+    u1 = half[0];
+    u2 = half[1];
+  } else {
+    u1 = uniform01(L, t);
+    u2 = uniform01(L, t);
+  }
   /* 1 - u1 is in (0, 1]: the log never sees 0. */
   ttpu_val r = un(L, TTPU_LOG, bin(L, TTPU_SUB, cst(L, w, 1.0), u1));
   r = un(L, TTPU_SQRT, bin(L, TTPU_MUL, cst(L, w, -2.0), r));

@@ -154,6 +154,9 @@ enum {
                           padded dim; not over a flattened one */
   TTPU_B_FIRST,        /* isin: elementwise over its first operand; the
                           others enter whole (a set) and are never padded */
+  TTPU_B_ACCUMULATE,   /* index_put with accumulate: indices (1-d) and
+                          values padded alike, their padding -0.0 (0) at
+                          index 0; self exact */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

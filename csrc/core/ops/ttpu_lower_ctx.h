@@ -62,9 +62,11 @@ typedef struct {
   ttpu_val rng_state;
   /* A bucketed call (prog/bucket.c): per call tensor, the view dims that
    * hold a bucket (NULL: the call is not bucketed), and then the index of
-   * their true size among the call's int scalars. */
+   * their true size among the call's int scalars; per output, the dims
+   * that hold it (NULL where the call is not bucketed). */
   const int* tensor_dyn;
   int dyn_at;
+  const int* out_dyn;
 } ttpu_lower_setup;
 
 /* A context for lowering `call` (whose record is def) into b. *setup is

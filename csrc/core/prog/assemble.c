@@ -480,7 +480,7 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
                          p->tensor_off[i]);
   if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
   int rule = p->bucket_rule == TTPU_B_MATMUL || p->bucket_rule == TTPU_B_NORM_BACKWARD ||
-                     p->bucket_rule == TTPU_B_MEAN
+                     p->bucket_rule == TTPU_B_MEAN || p->bucket_rule == TTPU_B_ACCUMULATE
                  ? TTPU_B_FILL_ZERO : p->bucket_rule;
   int64_t ignore_index = 0;
   if (rule == TTPU_B_NLL) {
@@ -509,7 +509,9 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   size_t es = ttpu_dtype_size(t.dtype);
   int is_signed = t.dtype == TTPU_I8 || t.dtype == TTPU_I16 ||
                   t.dtype == TTPU_I32 || t.dtype == TTPU_I64;
-  if (rule == TTPU_B_FILL_ONE) {
+  if (p->bucket_rule == TTPU_B_ACCUMULATE) {
+    f = -0.0; /* x + -0.0 is x, -0.0 included */
+  } else if (rule == TTPU_B_FILL_ONE) {
     f = 1;
     k = 1;
   } else if (rule == TTPU_B_NLL) {
@@ -819,7 +821,8 @@ ttpu_status* ttpu_lower_prog(const ttpu_prog* g, char** text, size_t* text_len,
         .f_off = op->f_off, .i_off = op->i_off,
         .rng_state = rng_state,
         .tensor_dyn = p->dyn_at >= 0 ? p->tensor_dyn : NULL,
-        .dyn_at = p->dyn_at};
+        .dyn_at = p->dyn_at,
+        .out_dyn = p->dyn_at >= 0 ? p->out_dyn : NULL};
     ttpu_lower* L = NULL;
     s = ttpu_lower_begin(b, p->def, call, &su, &L);
     F.slot_val = malloc(((size_t)p->n_slots + 1) * sizeof(ttpu_val));

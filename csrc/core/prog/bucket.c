@@ -376,6 +376,102 @@ static int var_length(const ttpu_prog_ctx* pc, int64_t n) {
   return recent_has(pc->var_len, n);
 }
 
+/* ------------------------------------------------------------ sweeps */
+
+/* A loop over sizes (`for i in range(1, 512): torch.empty(i).uniform_()`,
+ * a test's or a benchmark's sweep) makes fresh tensors whose size in one
+ * dim steps by a constant: i, i + s, i + 2s, ... Such a factory or fill is
+ * bucketed from its fourth size on: its sizes are seen with a stride, so
+ * each would otherwise compile a program used once. Sizes that do not step
+ * evenly (an optimizer's zeros_like of parameters 64, 128, 256 wide, a
+ * model's layers) are left exact. Each kind (op, dtype, rank, int
+ * arguments) keeps its last SWEEP_RING sizes, so a loop that makes two
+ * tensors of the kind, one sweeping and one not, still finds its sweep. */
+#define SWEEP_CAP 64
+#define SWEEP_RING 8
+
+struct ttpu_sweep {
+  uint64_t sig, used;
+  int n; /* sizes held, up to SWEEP_RING; the newest at [(n - 1) % RING] */
+  int next;
+  int64_t ring[SWEEP_RING][TTPU_MAX_DIMS];
+};
+
+/* The one dim where a and b differ (rank nd), or -1. */
+static int one_diff(const int64_t* a, const int64_t* b, int nd) {
+  int d = -1;
+  for (int j = 0; j < nd; ++j)
+    if (a[j] != b[j]) {
+      if (d >= 0) return -1;
+      d = j;
+    }
+  return d;
+}
+
+/* Whether e holds the sizes s with dim d at v. */
+static int sweep_has(const struct ttpu_sweep* e, const int64_t* s, int nd, int d,
+                     int64_t v) {
+  for (int k = 0; k < e->n; ++k) {
+    const int64_t* r = e->ring[k];
+    if (r[d] != v) continue;
+    int same = 1;
+    for (int j = 0; j < nd && same; ++j) same = j == d || r[j] == s[j];
+    if (same) return 1;
+  }
+  return 0;
+}
+
+/* The dim in which calls like c sweep (the output's size there and three
+ * before it, a constant step apart, among the kind's recent sizes), or -1;
+ * notes the output's sizes. */
+static int sweep_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
+  const ttpu_tensor* o = &c->outputs[0];
+  int nd = o->ndim;
+  if (nd < 1) return -1;
+  if (!pc->sweep) {
+    pc->sweep = calloc(SWEEP_CAP, sizeof(*pc->sweep));
+    if (!pc->sweep) return -1;
+  }
+  uint64_t h = 1469598103934665603ull;
+  h = mix(h, -13);
+  h = mix(h, c->op);
+  h = mix(h, o->dtype);
+  h = mix(h, nd);
+  for (int a = 0; a < c->n_args; ++a)
+    if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
+  struct ttpu_sweep* e = NULL;
+  struct ttpu_sweep* lru = &pc->sweep[0];
+  for (int k = 0; k < SWEEP_CAP && !e; ++k) {
+    if (pc->sweep[k].used && pc->sweep[k].sig == h) e = &pc->sweep[k];
+    else if (pc->sweep[k].used < lru->used) lru = &pc->sweep[k];
+  }
+  if (!e) {
+    e = lru;
+    memset(e, 0, sizeof(*e));
+    e->sig = h;
+  }
+  e->used = ++pc->sweep_clock;
+  const int64_t* s = o->sizes;
+  int found = -1;
+  for (int k = 0; k < e->n && found < 0; ++k) {
+    const int64_t* r = e->ring[k];
+    int d = one_diff(r, s, nd);
+    if (d < 0 || r[d] >= s[d]) continue;
+    int64_t step = s[d] - r[d];
+    if (s[d] - 3 * step >= 0 && sweep_has(e, s, nd, d, s[d] - 2 * step) &&
+        sweep_has(e, s, nd, d, s[d] - 3 * step))
+      found = d;
+  }
+  const int64_t* newest = e->n ? e->ring[(e->next + SWEEP_RING - 1) % SWEEP_RING] : NULL;
+  if (!newest || one_diff(newest, s, nd) != -1 ||
+      memcmp(newest, s, sizeof(int64_t) * (size_t)nd)) {
+    memcpy(e->ring[e->next], s, sizeof(int64_t) * (size_t)nd);
+    e->next = (e->next + 1) % SWEEP_RING;
+    if (e->n < SWEEP_RING) e->n++;
+  }
+  return found;
+}
+
 /* ------------------------------------------------------------ decide */
 
 /* Whether call tensor k is the `self` of an output that is written whole
@@ -538,6 +634,33 @@ static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
   return 0;
 }
 
+/* index_put with accumulate (_index_put_impl_(self, indices, values,
+ * accumulate, unsafe)) over padded 1-d indices and values padded alike:
+ * the padding adds -0.0 (0, false) at index 0, which changes nothing, so
+ * self and the output stay exact. 0 (no output dim padded) when the call
+ * is of that shape, -1 otherwise. */
+static int accumulate_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn) {
+  if (c->n_args < 4 || c->args[0].kind != TTPU_ARG_TENSOR ||
+      c->args[1].kind != TTPU_ARG_TENSORS || c->args[2].kind != TTPU_ARG_TENSOR ||
+      c->args[3].kind != TTPU_ARG_BOOL || !c->args[3].i || c->n_outputs != 1)
+    return -1;
+  int is = c->args[0].tensor, iv = c->args[2].tensor;
+  if (p->tensor_dyn[is]) return -1;
+  for (int k = 0; k < c->args[1].n; ++k) {
+    int i = c->args[1].tensor + k;
+    const ttpu_tensor* t = &c->tensors[i];
+    if (t->dtype == TTPU_DTYPE_NONE) continue;
+    if (t->ndim != 1 || p->tensor_dyn[i] != 1 || t->dtype == TTPU_BOOL ||
+        t->dtype == TTPU_U8)
+      return -1;
+  }
+  const ttpu_tensor* v = &c->tensors[iv];
+  int64_t vn = 1;
+  for (int j = 0; j < v->ndim; ++j) vn *= v->sizes[j];
+  if (!p->tensor_dyn[iv] ? vn != 1 : has_size(v, p->tensor_dyn[iv], nn)) return -1;
+  return 0;
+}
+
 /* Whether the reduced dims (ints argument `arg`) avoid mask; `last`: the
  * argument is a normalized_shape, the last dims. */
 static int reduces_other_dims(const ttpu_op_call* c, int arg, int mask, int ndim,
@@ -648,6 +771,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
      * the uploads that vary. */
     int m = rule == TTPU_B_CAT ? growth_mask(pc, c, 2, 0)
                                : growth_mask(pc, c, 1, 1);
+    int sweep = rule == TTPU_B_CAT ? -1 : sweep_dim(pc, c);
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
@@ -672,6 +796,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
         len = osz[j];
       }
     }
+    if (!factory && sweep >= 0 && c->outputs[0].sizes[sweep] > 1)
+      factory = 1 << sweep;
   }
   if (!any_pad && seed_dim < 0 && !factory) return NULL;
   if (ttpu_plan_zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
@@ -860,6 +986,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     }
   } else if (ok && rule == TTPU_B_MATMUL) {
     known = matmul_dyn(p, c);
+  } else if (ok && rule == TTPU_B_ACCUMULATE) {
+    known = M == 1 ? accumulate_dyn(p, c, nn) : -1;
   } else if (ok && rule == TTPU_B_FIRST) {
     /* the output has the first operand's shape; a padded set would add
      * its padding to the set */
@@ -914,6 +1042,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
                              p->slots[s].pad.n != n)) ||
           grow_dim >= 0)
         ok = 0;
+    } else if (rule == TTPU_B_ACCUMULATE) {
+      p->out_dyn[o] = 0; /* self, exact, updated in place */
     } else if (!p->out_full[o] || (p->slots[s].read && p->slots[s].has_value)) {
       /* (a storage read for its value: not fresh; has_param is set only
        * after this) */
@@ -970,7 +1100,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       int64_t* sz = (int64_t*)t->sizes;
       for (int j = 0; j < t->ndim; ++j)
         if (p->out_dyn[o] >> j & 1) sz[j] = grow_dim >= 0 ? outB : B * M;
-      if (!p->slots[s].pad.mask) { /* fresh: dense in its own order */
+      if (!p->slots[s].pad.mask && p->out_dyn[o]) { /* fresh: dense in its own order */
         dense_like(&c->outputs[o], t->sizes, (int64_t*)t->strides);
         t->offset = 0;
         size_t bytes = ttpu_dtype_size(t->dtype);

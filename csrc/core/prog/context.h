@@ -74,6 +74,10 @@ typedef struct ttpu_prog_ctx {
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth; /* NULL until first used */
   uint64_t growth_clock;
+  /* The sweep detector's memory (prog/bucket.c): recent output sizes of
+   * factories and fills, per kind. NULL until first used. */
+  struct ttpu_sweep* sweep;
+  uint64_t sweep_clock;
   /* The true lengths of the last uploads stored padded, latest first (0:
    * none): only factories of such a length, soon after, are bucketed, so
    * that fills of differing shapes (an optimizer's zeros_like of each

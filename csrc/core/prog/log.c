@@ -51,6 +51,8 @@ void ttpu_prog_ctx_free_state(ttpu_prog_ctx* pc) {
   ttpu_plan_free_last_sigs(pc);
   free(pc->growth);
   pc->growth = NULL;
+  free(pc->sweep);
+  pc->sweep = NULL;
   free(pc->log);
   pc->log = NULL;
   pc->n_log = 0;
