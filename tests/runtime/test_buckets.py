@@ -637,6 +637,24 @@ def test_a_sweep_over_sizes_compiles_per_bucket():
     assert int(n_on) < 200, (n_on, ops)
 
 
+def test_evenly_stepping_sizes_that_stay_alive_stay_exact():
+    """Parameters, gradients and optimizer state of evenly stepping widths
+    (Linear(k + 2, k + 3) for k in 0..9) are made once and kept: not a
+    sweep, which drops each size's tensor, so they stay exact."""
+    check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        kept = [torch.ones(k + 3, device="tpu") for k in range(10)]
+        assert all(torch.equal(t.cpu(), torch.ones(k + 3)) for k, t in enumerate(kept))
+        assert not [c for c in debug.compiles() if "bucketed" in c["reason"]]
+        for k in range(10):
+            t = torch.ones(k + 20, device="tpu")      # dropped each time: a sweep
+        torch.tpu.synchronize()
+        assert [c for c in debug.compiles() if "bucketed" in c["reason"]]
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))
+
+
 def test_accumulate_keeps_negative_zero():
     """index_put with accumulate over padded indices: the padding adds -0.0
     at index 0, so a -0.0 there that no true index touches stays -0.0."""

@@ -57,6 +57,8 @@ void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
   o->mode = eager_mode();
   const char* env = getenv("TORCHTPU_FUSED_MAX_OPS");
   o->fused_max_ops = env && *env ? atoi(env) : 0;
+  env = getenv("TORCHTPU_FUSED_REPEATS");
+  o->fused_repeats = !(env && !strcmp(env, "0"));
   env = getenv("TORCHTPU_RECOMPILE_WARN");
   o->recompile_warn = env && *env ? atoi(env) : DEFAULT_RECOMPILE_WARN;
   o->dump_dir = NULL; /* read at each compile */

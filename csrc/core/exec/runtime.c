@@ -648,6 +648,7 @@ void ttpu_buffer_retain(ttpu_buffer* b) {
 
 static void buffer_free_locked(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
+  if (b->sweep_noted) ttpu_bucket_forget(&rt->prog, b);
   if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
   ttpu_status_free(b->error);
   ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
@@ -663,6 +664,18 @@ void ttpu_buffer_release(ttpu_buffer* b) {
   pthread_mutex_lock(&rt->mu);
   buffer_free_locked(b);
   pthread_mutex_unlock(&rt->mu);
+}
+
+void ttpu_buffer_release_owner(ttpu_buffer* b) {
+  if (!b) return;
+  ttpu_runtime* rt = b->rt;
+  if (b->sweep_noted && !ttpu_rt_forked(rt)) {
+    pthread_mutex_lock(&rt->mu);
+    ttpu_bucket_forget(&rt->prog, b);
+    b->sweep_noted = 0;
+    pthread_mutex_unlock(&rt->mu);
+  }
+  ttpu_buffer_release(b);
 }
 
 void ttpu_rt_release_locked(ttpu_buffer* b) {

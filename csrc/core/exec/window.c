@@ -30,6 +30,18 @@
 #include "../prog/program.h"
 
 #define REPEAT_K 8
+/* Repeated layers (run_window): the fewest ops a copy holds, the most
+ * cuts in one window, and how many windows' cuts are remembered. */
+#define REPEAT_MIN_OPS 16
+#define REPEAT_MAX_CUTS 256
+#define REPEAT_MEMO 8
+
+struct repeat_memo {
+  uint64_t seq; /* the window's op sequence */
+  int n;        /* its length; 0: unused */
+  int n_cut;
+  int cut[REPEAT_MAX_CUTS];
+};
 /* Bytes a window must have written before an autograd pass boundary ends
  * it: glibc's largest mmap threshold, above which every allocation of a
  * program's temporaries is a fresh mapping. */
@@ -105,6 +117,9 @@ struct ttpu_window {
   uint64_t recent[REPEAT_K]; /* ring */
   int64_t since_anchor;
   int64_t seen;
+  /* repeated layers: the cuts of the last windows */
+  struct repeat_memo memo[REPEAT_MEMO];
+  int memo_next;
   /* the previous window's op hashes, to say what changed on a recompile */
   uint64_t* last_hash;
   int* last_op;
@@ -741,8 +756,8 @@ static ttpu_status* queue_window(ttpu_runtime* rt, ttpu_window* w,
 
 /* Runs the window's ops as one program and empties it. Written storages
  * someone else still holds become results; the rest were temporaries. */
-static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
-                               ttpu_window_end why) {
+static ttpu_status* run_one(ttpu_runtime* rt, ttpu_window* w,
+                            ttpu_window_end why) {
   if (w->owner && w->owner->never_run)
     return ttpu_status_make(
         TTPU_UNIMPLEMENTED,
@@ -896,6 +911,147 @@ done:
    * their previous values and the error goes to whoever ended it. */
   window_clear(w);
   return s;
+}
+
+/* ------------------------------------------------------------ repeats */
+
+/* Repeated layers. A window that holds the same run of ops several times
+ * in a row (a model's identical layers: the same op signatures over other
+ * weights) is run as consecutive windows, one per copy, with whatever
+ * comes before and after as windows of their own. The copies' windows
+ * have one key (storages are numbered by first use, scalars shared per op
+ * and value), so a model of 12 layers compiles the programs a model of 2
+ * compiles, and each copy's temporaries still die inside its program.
+ * A copy must hold at least REPEAT_MIN_OPS ops: shorter runs (a loop over
+ * parameters, an attention's three projections) stay in their window,
+ * where launching them one by one would cost more than it saves. */
+
+/* The run of ops in h[a, b) repeated back to back (period P >= the
+ * minimum, R >= 2 copies from s) that covers the most ops, the shortest
+ * period on a tie; 0 when there is none. */
+static int best_repeat(const uint64_t* h, int a, int b, int* s, int* P, int* R) {
+  int best = 0;
+  for (int p = REPEAT_MIN_OPS; 2 * p <= b - a; ++p) {
+    int run = 0;
+    for (int i = a; i + p < b; ++i) {
+      run = h[i] == h[i + p] ? run + 1 : 0;
+      if (run < p) continue;
+      int copies = run / p + 1, cover = copies * p;
+      if (cover > best) {
+        best = cover;
+        *s = i - run + 1;
+        *P = p;
+        *R = copies;
+      }
+    }
+  }
+  return best > 0;
+}
+
+/* Appends to cut (n of cap used) the window boundaries inside h[a, b):
+ * each copy of the best repeat, and those found before and after it. */
+static void find_cuts(const uint64_t* h, int a, int b, int* cut, int* n, int cap) {
+  int s = 0, P = 0, R = 0;
+  if (!best_repeat(h, a, b, &s, &P, &R) || *n + R + 1 > cap) return;
+  find_cuts(h, a, s, cut, n, cap);
+  for (int k = 0; k <= R; ++k) {
+    int at = s + k * P;
+    if (at > a && at < b && (*n == 0 || cut[*n - 1] < at)) cut[(*n)++] = at;
+  }
+  find_cuts(h, s + R * P, b, cut, n, cap);
+}
+
+/* Runs the window as consecutive windows split at cut[0..n_cut) (inside
+ * (0, n_recs), ascending): each part recorded again from its calls (so
+ * every storage's bookkeeping is exact for it), then run; with keep_last,
+ * the last part stays recorded, the start of the next window. A storage a
+ * later part reads stays held until that part is recorded, so it is a
+ * result of the part that writes it; one that nothing outside and no
+ * later part holds is a temporary. */
+static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w,
+                              ttpu_window_end why, const int* cut, int n_cut,
+                              int keep_last) {
+  int n = w->n_recs, total = 0;
+  for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
+  ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
+  ttpu_buffer** held = malloc(((size_t)total + 1) * sizeof(*held));
+  int* held_at = malloc(((size_t)n + 1) * sizeof(*held_at));
+  if (!calls || !held || !held_at) {
+    free(calls);
+    free(held);
+    free(held_at);
+    return run_one(rt, w, why);
+  }
+  int nh = 0;
+  for (int k = 0; k < n; ++k) {
+    held_at[k] = nh;
+    calls[k] = w->recs[k].call;
+    w->recs[k].call = NULL;
+    for (int sl = 0; sl < w->recs[k].plan.n_slots; ++sl) {
+      held[nh] = w->recs[k].plan.slots[sl].buf;
+      ttpu_buffer_retain(held[nh++]);
+    }
+  }
+  held_at[n] = nh;
+  window_clear(w);
+  ttpu_status* s = NULL;
+  int released = 0; /* calls whose holds are released */
+  for (int part = 0; part <= n_cut && !s; ++part) {
+    int a = part ? cut[part - 1] : 0, b = part < n_cut ? cut[part] : n;
+    for (int k = a; k < b && !s; ++k)
+      s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
+    for (; released < b; ++released)
+      for (int j = held_at[released]; j < held_at[released + 1]; ++j)
+        ttpu_rt_release_locked(held[j]);
+    if (s) window_clear(w);
+    else if (part < n_cut) s = run_one(rt, w, TTPU_END_LAYER);
+    else if (!keep_last) s = run_one(rt, w, why);
+  }
+  for (; released < n; ++released)
+    for (int j = held_at[released]; j < held_at[released + 1]; ++j)
+      ttpu_rt_release_locked(held[j]);
+  for (int k = 0; k < n; ++k) free(calls[k]);
+  free(calls);
+  free(held);
+  free(held_at);
+  return s;
+}
+
+/* Runs the window: split at its repeated runs of ops where it has them
+ * (fused mode, not a graph's), else as one program. */
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why) {
+  int n = w->n_recs;
+  if (w->owner || n < 2 * REPEAT_MIN_OPS || !rt->opts.fused_repeats)
+    return run_one(rt, w, why);
+  /* The search is quadratic in the window's length; a loop ends the same
+   * windows every step, so the cuts of the last few are remembered by
+   * their op sequence. */
+  uint64_t seq = 0x7265706561747321ull;
+  for (int k = 0; k < n; ++k) seq = mix(seq, w->recs[k].hash);
+  seq = mix(seq, (uint64_t)n);
+  struct repeat_memo* m = NULL;
+  for (int k = 0; k < REPEAT_MEMO && !m; ++k)
+    if (w->memo[k].n == n && w->memo[k].seq == seq) m = &w->memo[k];
+  if (!m) {
+    uint64_t* h = malloc((size_t)n * sizeof(*h));
+    if (!h) return run_one(rt, w, why);
+    for (int k = 0; k < n; ++k) h[k] = w->recs[k].hash;
+    m = &w->memo[w->memo_next];
+    w->memo_next = (w->memo_next + 1) % REPEAT_MEMO;
+    m->n = n;
+    m->seq = seq;
+    m->n_cut = 0;
+    find_cuts(h, 0, n, m->cut, &m->n_cut, REPEAT_MAX_CUTS);
+    free(h);
+  }
+  int cut[REPEAT_MAX_CUTS], n_cut = m->n_cut;
+  memcpy(cut, m->cut, sizeof(int) * (size_t)n_cut);
+  /* At the op limit, the ops after the last cut (the start of a copy)
+   * stay in the window: a deeper model reaches the limit elsewhere, and
+   * its copies must still be cut where a shallower model's are. */
+  return n_cut ? run_parts(rt, w, why, cut, n_cut, why == TTPU_END_LIMIT)
+               : run_one(rt, w, why);
 }
 
 ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,

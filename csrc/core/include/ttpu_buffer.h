@@ -29,6 +29,11 @@ ttpu_status* ttpu_buffer_create(ttpu_runtime* rt, int device, size_t nbytes,
                                 ttpu_buffer** out);
 void ttpu_buffer_retain(ttpu_buffer* b);
 void ttpu_buffer_release(ttpu_buffer* b);
+/* The release of the storage's owner (the tensor's storage is gone), as
+ * ttpu_buffer_release; queued work may still hold the buffer after it,
+ * but the engine takes the storage as dropped from here on (its sweep
+ * detector: docs/design/shapes.md). */
+void ttpu_buffer_release_owner(ttpu_buffer* b);
 size_t ttpu_buffer_nbytes(const ttpu_buffer* b);
 int ttpu_buffer_device(const ttpu_buffer* b);
 

@@ -61,6 +61,10 @@ typedef struct {
   ttpu_mode mode;
   /* TORCHTPU_FUSED_MAX_OPS: most ops one fused window holds; <= 0: 1000. */
   int fused_max_ops;
+  /* TORCHTPU_FUSED_REPEATS: 1 (default) runs a fused window's repeated
+   * runs of ops (identical layers) as one window per copy, so that they
+   * share one program; 0 keeps each window whole. */
+  int fused_repeats;
   /* TORCHTPU_RECOMPILE_WARN: warn after an op recompiled this many times
    * in a row for the same reason (default 8; 0 never warns). */
   int recompile_warn;
@@ -164,6 +168,7 @@ typedef enum {
   TTPU_END_GRAPH,     /* the end of a compiled graph (ttpu_runtime_end_graph) */
   TTPU_END_PASS,      /* an op of another autograd pass (ttpu_op_call's
                          autograd_task): a backward begins or ends */
+  TTPU_END_LAYER,     /* the end of one copy of a repeated run of ops */
   TTPU_END_COUNT
 } ttpu_window_end;
 

@@ -392,10 +392,18 @@ static int var_length(const ttpu_prog_ctx* pc, int64_t n) {
 
 struct ttpu_sweep {
   uint64_t sig, used;
-  int n; /* sizes held, up to SWEEP_RING; the newest at [(n - 1) % RING] */
+  int n; /* sizes held, up to SWEEP_RING; the newest at [(next - 1) % RING] */
   int next;
   int64_t ring[SWEEP_RING][TTPU_MAX_DIMS];
+  const ttpu_buffer* buf[SWEEP_RING]; /* the storage made; NULL once freed */
 };
+
+void ttpu_bucket_forget(ttpu_prog_ctx* pc, const ttpu_buffer* b) {
+  if (!pc->sweep) return;
+  for (int k = 0; k < SWEEP_CAP; ++k)
+    for (int j = 0; j < SWEEP_RING; ++j)
+      if (pc->sweep[k].buf[j] == b) pc->sweep[k].buf[j] = NULL;
+}
 
 /* The one dim where a and b differ (rank nd), or -1. */
 static int one_diff(const int64_t* a, const int64_t* b, int nd) {
@@ -408,15 +416,19 @@ static int one_diff(const int64_t* a, const int64_t* b, int nd) {
   return d;
 }
 
-/* Whether e holds the sizes s with dim d at v. */
-static int sweep_has(const struct ttpu_sweep* e, const int64_t* s, int nd, int d,
-                     int64_t v) {
-  for (int k = 0; k < e->n; ++k) {
-    const int64_t* r = e->ring[k];
+/* How many sizes ago e last held the sizes s with dim d at v (1: the
+ * newest), or 0; *gone: that storage has been freed since. */
+static int sweep_age(const struct ttpu_sweep* e, const int64_t* s, int nd, int d,
+                     int64_t v, int* gone) {
+  for (int age = 1; age <= e->n; ++age) {
+    int at = (e->next + SWEEP_RING - age) % SWEEP_RING;
+    const int64_t* r = e->ring[at];
     if (r[d] != v) continue;
     int same = 1;
     for (int j = 0; j < nd && same; ++j) same = j == d || r[j] == s[j];
-    if (same) return 1;
+    if (!same) continue;
+    *gone = e->buf[at] == NULL;
+    return age;
   }
   return 0;
 }
@@ -452,20 +464,31 @@ static int sweep_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
   }
   e->used = ++pc->sweep_clock;
   const int64_t* s = o->sizes;
+  /* s - step, s - 2 step and s - 3 step, seen in that order (the newest
+   * last), the older two freed already: a loop's counter, which makes a
+   * tensor of each size and drops it. A model's parameters, gradients and
+   * optimizer state of evenly stepping widths (Linear(k, k + 1) for k in
+   * ...) stay alive, and parameters of a model come in no such order (an
+   * embedding of 256 rows, then 384, 128 and 512 rows). */
   int found = -1;
   for (int k = 0; k < e->n && found < 0; ++k) {
     const int64_t* r = e->ring[k];
     int d = one_diff(r, s, nd);
     if (d < 0 || r[d] >= s[d]) continue;
     int64_t step = s[d] - r[d];
-    if (s[d] - 3 * step >= 0 && sweep_has(e, s, nd, d, s[d] - 2 * step) &&
-        sweep_has(e, s, nd, d, s[d] - 3 * step))
-      found = d;
+    if (s[d] - 3 * step < 0) continue;
+    int g1 = 0, g2 = 0, g3 = 0;
+    int a1 = sweep_age(e, s, nd, d, s[d] - step, &g1),
+        a2 = sweep_age(e, s, nd, d, s[d] - 2 * step, &g2),
+        a3 = sweep_age(e, s, nd, d, s[d] - 3 * step, &g3);
+    if (a1 && a2 && a3 && a1 < a2 && a2 < a3 && g2 && g3) found = d;
   }
   const int64_t* newest = e->n ? e->ring[(e->next + SWEEP_RING - 1) % SWEEP_RING] : NULL;
   if (!newest || one_diff(newest, s, nd) != -1 ||
       memcmp(newest, s, sizeof(int64_t) * (size_t)nd)) {
     memcpy(e->ring[e->next], s, sizeof(int64_t) * (size_t)nd);
+    e->buf[e->next] = o->buffer;
+    if (o->buffer) o->buffer->sweep_noted = 1;
     e->next = (e->next + 1) % SWEEP_RING;
     if (e->n < SWEEP_RING) e->n++;
   }

@@ -52,6 +52,8 @@ int64_t ttpu_bucket_size(const ttpu_prog_ctx* pc, int64_t n);
 /* Notes n as the length of a storage just stored padded: factories of
  * that length (arange, fills) come out padded too. */
 void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n);
+/* Storage b is being freed: the sweep detector forgets it. */
+void ttpu_bucket_forget(ttpu_prog_ctx* pc, const ttpu_buffer* b);
 
 struct ttpu_buffer {
   atomic_int refs;
@@ -74,6 +76,9 @@ struct ttpu_buffer {
    * one is open the version is pinned, and replacing it hands it to the
    * pin, which destroys it at the last access's end. */
   struct ttpu_host_pin* pin;
+  /* Held in the sweep detector's memory (prog/bucket.c), which must hear
+   * of its end (ttpu_bucket_forget). */
+  int sweep_noted;
 };
 
 /* One pinned version and the host accesses open on it. */

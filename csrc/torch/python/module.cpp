@@ -45,7 +45,7 @@ py::dict stats_dict(int device) {
   out["fused_max_ops"] = stats.window_max_ops;
   static const char* const kEnds[TTPU_END_COUNT] = {
       "host_read", "sync", "op_limit", "step_repeat", "device_change",
-      "graph_end", "autograd_pass"};
+      "graph_end", "autograd_pass", "layer_repeat"};
   py::dict ends;
   for (int k = 0; k < TTPU_END_COUNT; ++k) {
     ends[kEnds[k]] = stats.window_ends[k];

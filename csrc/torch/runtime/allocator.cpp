@@ -13,7 +13,7 @@ namespace {
 namespace cda = c10::CachingDeviceAllocator;
 
 void release_buffer(void* context) {
-  ttpu_buffer_release(static_cast<ttpu_buffer*>(context));
+  ttpu_buffer_release_owner(static_cast<ttpu_buffer*>(context));
 }
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {

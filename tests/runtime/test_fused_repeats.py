@@ -1,0 +1,128 @@
+"""Repeated layers in fused mode (exec/window.c, "repeats"): a window that
+holds the same run of ops several times in a row (a model's identical
+layers) runs as one window per copy, and the copies share one program, so
+a deeper model compiles what a shallower one of the same width compiled.
+Results are compared with the CPU's (or, with dropout, with strict mode's:
+the random stream is the device's); compile counts are asserted, times
+are not. Each test runs in a fresh process with the disk cache off."""
+import textwrap
+
+from _proc import check, run_script
+
+COMMON = """
+    import copy, torch, torchtpu
+    import torch.nn.functional as F
+    from support.llama import Llama, Block
+    from torchtpu import debug
+    VOCAB, D, T = 64, 64, 16
+
+    def train(model, steps=2, device="tpu", mode="fused"):
+        model = copy.deepcopy(model).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        with torchtpu.set_eager_mode(mode):
+            for _ in range(steps):
+                idx = torch.randint(0, VOCAB, (2, T), generator=g).to(device)
+                loss = model(idx, idx)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+
+    def windows():
+        return [c for c in debug.compiles() if c["what"].startswith("fused window")]
+
+    def model(layers, **kw):
+        torch.manual_seed(0)
+        return Llama(VOCAB, d=D, layers=layers, heads=4, block=T, **kw)
+"""
+
+
+def _run(body, **env):
+    code = textwrap.dedent(COMMON) + textwrap.dedent(body)
+    return check(run_script(code, timeout=300, TORCHTPU_DISK_CACHE="0", **env))
+
+
+def test_identical_layers_share_one_program():
+    """3 layers, then 8 of the same width: the deeper model's windows are
+    the ones the shallower compiled (its step reaches the op limit, and the
+    copy it was in carries over to the next window), but for the last one,
+    which holds the optimizer's update over more parameters; losses equal
+    the CPU's."""
+    _run("""
+        m3, m8 = model(3), model(8)
+        got3 = train(m3)
+        n3 = len(windows())
+        got8 = train(m8)
+        new = windows()[n3:]
+        # one: the step's last window, which holds the optimizer's update
+        # over the parameters (more of them)
+        assert len(new) == 1, new
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] > 0
+        for m, got in ((m3, got3), (m8, got8)):
+            want = train(m, device="cpu", mode="strict")
+            torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+        print("ok")
+    """)
+
+
+def test_repeats_off_keeps_windows_whole():
+    """TORCHTPU_FUSED_REPEATS=0: no window is cut at a repeat, and the
+    deeper model compiles its own windows."""
+    _run("""
+        train(model(3))
+        n3 = len(windows())
+        train(model(8))
+        assert len(windows()) - n3 >= 2, windows()
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] == 0
+        print("ok")
+    """, TORCHTPU_FUSED_REPEATS="0")
+
+
+def test_nearly_identical_layers():
+    """A layer of another width among identical ones, and a layer the
+    forward skips: the identical runs still share a program, the odd layer
+    runs in a window of its own; losses equal the CPU's."""
+    _run("""
+        m = model(6)
+        m.blocks[3] = Block(D, 4, 96)            # another MLP width
+        skip = lambda self, idx, targets: Llama.forward(self, idx, targets)
+        class Skipping(Llama):
+            def forward(self, idx, targets=None):
+                T_ = idx.shape[1]
+                x = self.tok(idx)
+                cos, sin = self.cos[:T_], self.sin[:T_]
+                for i, b in enumerate(self.blocks):
+                    if i != 1:                   # a skipped layer
+                        x = b(x, cos, sin)
+                logits = self.head(self.norm(x))
+                return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        m.__class__ = Skipping
+        got = train(m)
+        want = train(m, device="cpu", mode="strict")
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] > 0
+        print("ok")
+    """)
+
+
+def test_dropout_in_training_layers():
+    """Layers with dropout on: each copy's window draws from the device's
+    stream in order, so fused mode's losses equal strict mode's exactly
+    (the stream is counter-based; strict runs each op alone)."""
+    _run("""
+        class DropBlock(Block):
+            def forward(self, x, cos, sin):
+                return F.dropout(super().forward(x, cos, sin), 0.2, self.training)
+        m = model(6)
+        m.blocks = torch.nn.ModuleList(DropBlock(D, 4, m.blocks[0].gate.out_features) for _ in range(6))
+        torch.tpu.manual_seed(5)
+        fused = train(m)
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] > 0
+        torch.tpu.manual_seed(5)
+        strict = train(m, mode="strict")
+        torch.testing.assert_close(torch.tensor(fused), torch.tensor(strict), rtol=1e-5, atol=1e-6)
+        print("ok")
+    """)
