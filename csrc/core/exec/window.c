@@ -963,14 +963,18 @@ static void find_cuts(const uint64_t* h, int a, int b, int* cut, int* n, int cap
 
 /* Runs the window as consecutive windows split at cut[0..n_cut) (inside
  * (0, n_recs), ascending): each part recorded again from its calls (so
- * every storage's bookkeeping is exact for it), then run; with keep_last,
- * the last part stays recorded, the start of the next window. A storage a
+ * every storage's bookkeeping is exact for it), then run (with split, as
+ * run_window runs a window; ended by mid_why); the last part ends by why,
+ * or with keep_last stays recorded, the start of the next window. A storage a
  * later part reads stays held until that part is recorded, so it is a
  * result of the part that writes it; one that nothing outside and no
  * later part holds is a temporary. */
-static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w,
-                              ttpu_window_end why, const int* cut, int n_cut,
-                              int keep_last) {
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why);
+
+static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w, const int* cut,
+                              int n_cut, ttpu_window_end mid_why,
+                              ttpu_window_end why, int keep_last, int split) {
   int n = w->n_recs, total = 0;
   for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
   ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
@@ -980,6 +984,7 @@ static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w,
     free(calls);
     free(held);
     free(held_at);
+    if (keep_last) return NULL; /* the window stays whole, unrun */
     return run_one(rt, w, why);
   }
   int nh = 0;
@@ -1004,7 +1009,7 @@ static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w,
       for (int j = held_at[released]; j < held_at[released + 1]; ++j)
         ttpu_rt_release_locked(held[j]);
     if (s) window_clear(w);
-    else if (part < n_cut) s = run_one(rt, w, TTPU_END_LAYER);
+    else if (part < n_cut) s = split ? run_window(rt, w, mid_why) : run_one(rt, w, mid_why);
     else if (!keep_last) s = run_one(rt, w, why);
   }
   for (; released < n; ++released)
@@ -1050,9 +1055,21 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
   /* At the op limit, the ops after the last cut (the start of a copy)
    * stay in the window: a deeper model reaches the limit elsewhere, and
    * its copies must still be cut where a shallower model's are. */
-  return n_cut ? run_parts(rt, w, why, cut, n_cut, why == TTPU_END_LIMIT)
+  return n_cut ? run_parts(rt, w, cut, n_cut, TTPU_END_LAYER, why,
+                           why == TTPU_END_LIMIT, 0)
                : run_one(rt, w, why);
 }
+
+/* Cuts the window before its last `tail` ops (the next step began): the
+ * ops before the cut run (repeated layers split as ever), the tail stays
+ * recorded, the start of the next window. */
+static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
+                                    int tail) {
+  int cut = w->n_recs - tail;
+  if (cut <= 0) return NULL;
+  return run_parts(rt, w, &cut, 1, TTPU_END_REPEAT, TTPU_END_REPEAT, 1, 1);
+}
+
 
 ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                               int writing) {
@@ -1074,48 +1091,6 @@ ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
   if (!w || !w->n_recs) return NULL;
   if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
   return run_window(rt, w, why);
-}
-
-/* Cuts the window before its last `tail` ops: the window is recorded again
- * from its calls up to the cut, run, and the tail recorded into the fresh
- * window. (Re-recording keeps every storage's bookkeeping exact for the
- * shorter window; it happens once per detected step.) */
-static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
-                                    int tail) {
-  int n = w->n_recs, head = n - tail;
-  if (head <= 0) return NULL;
-  int total = 0;
-  for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
-  ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
-  ttpu_buffer** held = malloc(((size_t)total + 1) * sizeof(*held));
-  if (!calls || !held) {
-    free(calls);
-    free(held);
-    return ttpu_window_flush(rt, TTPU_END_REPEAT);
-  }
-  /* Keep the calls, and their storages, past the window's reset. */
-  int nh = 0;
-  for (int k = 0; k < n; ++k) {
-    calls[k] = w->recs[k].call;
-    w->recs[k].call = NULL;
-    for (int sl = 0; sl < w->recs[k].plan.n_slots; ++sl) {
-      held[nh] = w->recs[k].plan.slots[sl].buf;
-      ttpu_buffer_retain(held[nh++]);
-    }
-  }
-  window_clear(w);
-  ttpu_status* s = NULL;
-  for (int k = 0; k < head && !s; ++k)
-    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
-  if (!s) s = run_window(rt, w, TTPU_END_REPEAT);
-  else window_clear(w);
-  for (int k = head; k < n && !s; ++k)
-    s = append(rt, w, calls[k], ttpu_op_def_get(calls[k]->op));
-  for (int k = 0; k < nh; ++k) ttpu_rt_release_locked(held[k]);
-  for (int k = 0; k < n; ++k) free(calls[k]);
-  free(calls);
-  free(held);
-  return s;
 }
 
 /* A fill (TTPU_OP_FILL: zero_, fill_ with a Scalar) of a storage the
