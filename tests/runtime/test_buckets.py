@@ -657,7 +657,9 @@ def test_evenly_stepping_sizes_that_stay_alive_stay_exact():
 
 def test_accumulate_keeps_negative_zero():
     """index_put with accumulate over padded indices: the padding adds -0.0
-    at index 0, so a -0.0 there that no true index touches stays -0.0."""
+    at index 0, so a -0.0 there that no true index touches stays -0.0; a
+    value broadcast to every index (a scalar) is not padded, and the call
+    runs exact."""
     check(run_script("""
         import torch, torchtpu
         for i in range(1, 12):
@@ -667,6 +669,10 @@ def test_accumulate_keeps_negative_zero():
             out = inp.index_put((idx,), vals, accumulate=True).cpu()
             want = torch.full((16,), -0.0).index_put((idx.cpu(),), vals.cpu(), accumulate=True)
             assert torch.equal(out, want) and torch.equal(out.signbit(), want.signbit()), (i, out)
+            # a value broadcast to every index is no padded operand: exact
+            one = torch.tensor(1.0, device="tpu")
+            out = torch.zeros(16, device="tpu").index_put((idx,), one, accumulate=True).cpu()
+            assert torch.equal(out, torch.zeros(16).index_put((idx.cpu(),), one.cpu(), accumulate=True)), (i, out)
         from torchtpu import debug
         assert any("bucketed" in c["reason"] for c in debug.compiles() if c["what"] == "_index_put_impl_")
         print("ok")

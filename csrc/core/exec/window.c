@@ -961,6 +961,9 @@ static void find_cuts(const uint64_t* h, int a, int b, int* cut, int* n, int cap
   find_cuts(h, s + R * P, b, cut, n, cap);
 }
 
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why);
+
 /* Runs the window as consecutive windows split at cut[0..n_cut) (inside
  * (0, n_recs), ascending): each part recorded again from its calls (so
  * every storage's bookkeeping is exact for it), then run (with split, as
@@ -969,9 +972,6 @@ static void find_cuts(const uint64_t* h, int a, int b, int* cut, int* n, int cap
  * later part reads stays held until that part is recorded, so it is a
  * result of the part that writes it; one that nothing outside and no
  * later part holds is a temporary. */
-static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
-                               ttpu_window_end why);
-
 static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w, const int* cut,
                               int n_cut, ttpu_window_end mid_why,
                               ttpu_window_end why, int keep_last, int split) {
@@ -1069,7 +1069,6 @@ static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
   if (cut <= 0) return NULL;
   return run_parts(rt, w, &cut, 1, TTPU_END_REPEAT, TTPU_END_REPEAT, 1, 1);
 }
-
 
 ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
                               int writing) {

@@ -658,7 +658,8 @@ static int has_size(const ttpu_tensor* t, int skip_mask, int64_t n) {
 }
 
 /* index_put with accumulate (_index_put_impl_(self, indices, values,
- * accumulate, unsafe)) over padded 1-d indices and values padded alike:
+ * accumulate, unsafe)) over padded 1-d indices and values padded alike
+ * (not broadcast):
  * the padding adds -0.0 (0, false) at index 0, which changes nothing, so
  * self and the output stay exact. 0 (no output dim padded) when the call
  * is of that shape, -1 otherwise. */
@@ -677,10 +678,10 @@ static int accumulate_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn)
         t->dtype == TTPU_U8)
       return -1;
   }
+  /* values padded alike: a value broadcast to the padding (a scalar)
+   * would be added at index 0 once per padded index */
   const ttpu_tensor* v = &c->tensors[iv];
-  int64_t vn = 1;
-  for (int j = 0; j < v->ndim; ++j) vn *= v->sizes[j];
-  if (!p->tensor_dyn[iv] ? vn != 1 : has_size(v, p->tensor_dyn[iv], nn)) return -1;
+  if (!p->tensor_dyn[iv] || has_size(v, p->tensor_dyn[iv], nn)) return -1;
   return 0;
 }
 
