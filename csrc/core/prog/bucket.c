@@ -380,13 +380,14 @@ static int var_length(const ttpu_prog_ctx* pc, int64_t n) {
 
 /* A loop over sizes (`for i in range(1, 512): torch.empty(i).uniform_()`,
  * a test's or a benchmark's sweep) makes fresh tensors whose size in one
- * dim steps by a constant: i, i + s, i + 2s, ... Such a factory or fill is
- * bucketed from its fourth size on: its sizes are seen with a stride, so
- * each would otherwise compile a program used once. Sizes that do not step
- * evenly (an optimizer's zeros_like of parameters 64, 128, 256 wide, a
- * model's layers) are left exact. Each kind (op, dtype, rank, int
- * arguments) keeps its last SWEEP_RING sizes, so a loop that makes two
- * tensors of the kind, one sweeping and one not, still finds its sweep. */
+ * dim steps by a constant: i, i + s, i + 2s, ..., each dropped as the loop
+ * goes on. Such a factory or fill is bucketed from its fourth size on:
+ * each size would otherwise compile a program used once. Tensors a model
+ * keeps (parameters, gradients, an optimizer's zeros_like state) stay
+ * exact, even of evenly stepping widths (sweep_dim says how they differ).
+ * Each kind (op, dtype, rank, int arguments) keeps its last SWEEP_RING
+ * sizes, so a loop that makes two tensors of the kind, one sweeping and
+ * one not, still finds its sweep. */
 #define SWEEP_CAP 64
 #define SWEEP_RING 8
 
@@ -484,8 +485,7 @@ static int sweep_dim(ttpu_prog_ctx* pc, const ttpu_op_call* c) {
     if (a1 && a2 && a3 && a1 < a2 && a2 < a3 && g2 && g3) found = d;
   }
   const int64_t* newest = e->n ? e->ring[(e->next + SWEEP_RING - 1) % SWEEP_RING] : NULL;
-  if (!newest || one_diff(newest, s, nd) != -1 ||
-      memcmp(newest, s, sizeof(int64_t) * (size_t)nd)) {
+  if (!newest || memcmp(newest, s, sizeof(int64_t) * (size_t)nd)) {
     memcpy(e->ring[e->next], s, sizeof(int64_t) * (size_t)nd);
     e->buf[e->next] = o->buffer;
     if (o->buffer) o->buffer->sweep_noted = 1;
