@@ -1,8 +1,8 @@
 """libtpu's compile of one training step's programs, fused mode against
 torch.compile: the LLaMA-style step of scan_layers.py (d=128, AdamW) at
 2 and 12 layers, run once on the CPU plugin with TORCHTPU_DUMP_DIR set (a
-fresh process per cell, disk cache off), then every program of 20 KB or
-more (the windows and graphs; not the one-op fills) compiled for v5e:2x2
+fresh process per cell, disk cache off), then every fused window and every
+program of 20 KB or more (the graphs; not the one-op fills) compiled for v5e:2x2
 through torchtpu.aot, one at a time.
 
     .venv/bin/python benchmarks/scan/step_programs_libtpu.py [--layers 2,12]
@@ -59,7 +59,8 @@ def cell(layers, mode, topology):
         if p.returncode:
             print(f"{mode} {layers} layers: FAILED\n{p.stderr[-2000:]}")
             return
-        programs = [q for q in aot._read_dir(dump) if len(q[1]) >= 20000]
+        programs = [q for q in aot._read_dir(dump)
+                    if len(q[1]) >= 20000 or q[0].startswith("fused_window")]
         total = 0.0
         print(f"{mode}, {layers} layers:")
         for name, text, runs in programs:

@@ -539,6 +539,20 @@ def test_embedding(dtype, padding_idx, scale):
           w, i, grad=True, noncontig=f32(dtype))
 
 
+def test_embedding_index_shapes_dtypes_and_errors():
+    """aten::embedding is one engine op: 0-d, int32, empty and 3-d
+    indices, complex weights, and the CPU's errors for a bad index dtype
+    or a weight that is not 2-D."""
+    w = rand(6, 4)
+    for i in (torch.tensor(3), torch.tensor([[1, 5], [0, 0]], dtype=torch.int32),
+              torch.zeros(0, 3, dtype=torch.long), torch.tensor([[[1], [2]], [[5], [0]]])):
+        check(lambda w, i: F.embedding(i, w), w, i, noncontig=False)
+    check(lambda w, i: F.embedding(i, w), torch.randn(5, 3, dtype=torch.complex64), T(0, 4, 4),
+          noncontig=False)
+    same_error(lambda w, i: F.embedding(i, w), w, torch.tensor([0.5]))
+    same_error(lambda w, i: F.embedding(i, w), rand(6), T(1))
+
+
 def test_embedding_max_norm():
     w = rand(6, 4, low=-3, high=3)
     i = torch.tensor([0, 2, 2, 5])

@@ -68,6 +68,27 @@ def test_identical_layers_share_one_program():
     """)
 
 
+def test_the_first_layer_after_an_embedding_is_a_copy():
+    """The embedding writes its rows in the output's shape, so the first
+    layer reads them as every later layer reads its predecessor's output:
+    a 2-layer model already runs its layers as copies, and a 6-layer model
+    after it compiles one new window, the step's last (the optimizer's
+    update over more parameters); losses equal the CPU's."""
+    _run("""
+        m2, m6 = model(2), model(6)
+        got2 = train(m2)
+        n2 = len(windows())
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] > 0
+        got6 = train(m6)
+        new = windows()[n2:]
+        assert len(new) == 1, new
+        for m, got in ((m2, got2), (m6, got6)):
+            want = train(m, device="cpu", mode="strict")
+            torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+        print("ok")
+    """)
+
+
 def test_repeats_off_keeps_windows_whole():
     """TORCHTPU_FUSED_REPEATS=0: no window is cut at a repeat, and the
     deeper model compiles its own windows."""

@@ -255,6 +255,35 @@ static ttpu_status* lower_index_select(ttpu_lower* L) {
   return NULL;
 }
 
+/* embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1,
+ * bool scale_grad_by_freq=False, bool sparse=False): weight's rows that
+ * indices name, written in the output's shape (indices' dims, then the
+ * row), so layers reading it see the layout they see from any other op;
+ * the last three arguments only shape the backward. */
+static ttpu_status* lower_embedding(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  if (!index_dtype_ok(L, 1, 1, TTPU_INVALID_ARGUMENT,
+                      "Expected tensor for argument #1 'indices' to have one "
+                      "of the following scalar types: Long, Int; but got torch.%sTensor "
+                      "instead (while checking arguments for embedding)"))
+    return NULL;
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  ttpu_val w = ttpu_l_tensor(L, 0);
+  if (ttpu_l_type(L, w).ndim != 2) {
+    ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "'weight' must be 2-D");
+    return NULL;
+  }
+  ttpu_val idx = flatten(b, index_arg(L, 1));
+  int64_t size = ttpu_l_type(L, w).dims[0];
+  check(L, oob_info(b, idx, 0, 0, size), TTPU_INDEX_ERROR,
+        "index out of range in self");
+  ttpu_val r = size == 0 || ttpu_type_numel(&ot) == 0
+                   ? zeros(b, ot)
+                   : ttpu_l_gather_dim(b, w, 0, idx);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  return NULL;
+}
+
 /* ------------------------------------------------------------ index_add/copy */
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *,
@@ -1205,6 +1234,7 @@ static ttpu_status* lower_repeat_interleave(ttpu_lower* L) {
 
 const ttpu_op_def ttpu_ops_index[] = {
     {"index_select", lower_index_select, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OUT},
+    {"embedding", lower_embedding, .flags = TTPU_OP_COMPLEX_AS_IS},
     {"index_add", lower_index_add, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"index_copy", lower_index_copy, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
     {"index_fill.int_Scalar", lower_index_fill, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_INPLACE},
