@@ -33,7 +33,8 @@ def metrics():
     verdict on writes through shared memory ("alias_checks", of them
     "alias_checks_shrunk" on small stand-ins of a large call), and those
     not asked because a replay would cost too much host memory
-    ("skipped").
+    ("skipped"); cpu_heap_kept: on the XLA CPU plugin, whether freed
+    device memory stays in the process heap for reuse (TORCHTPU_CPU_HEAP).
     """
     m = dict(_C._compile_stats())
     m["cpu_fallbacks"] = dict(_C._fallback_counts())
@@ -41,6 +42,7 @@ def metrics():
     m["last_compile_reason"] = _C._last_compile_reason()
     m["eager_mode"] = _C._eager_mode()
     m["cache_dir"] = _C._cache_dir()
+    m["cpu_heap_kept"] = _C._keeps_host_heap()
     return m
 
 

@@ -270,8 +270,9 @@ def set_rng_state_all(new_states):
 #
 # No caching allocator: each storage is one device buffer, released when
 # the storage dies. So every allocation is one device allocation (a
-# "segment"), reserved memory is allocated memory, empty_cache() has
-# nothing to release, and only the "all" pool is counted. The same figures
+# "segment"), reserved memory is allocated memory, and only the "all" pool
+# is counted. (On the CPU plugin the process heap keeps freed memory,
+# which empty_cache() gives back.) The same figures
 # reach torch.accelerator's memory functions through the glue's
 # c10::DeviceAllocator.
 
@@ -380,7 +381,10 @@ def reset_max_memory_cached(device=None):
 
 
 def empty_cache():
-    """Nothing is cached: freed storages release their buffers at once."""
+    """Freed storages release their buffers at once. On the XLA CPU
+    plugin, whose device memory is the process heap, the heap keeps freed
+    memory for reuse (TORCHTPU_CPU_HEAP); this returns it to the system."""
+    _C._release_host_heap()
 
 
 def mem_get_info(device=None):

@@ -572,3 +572,25 @@ def test_efficient_zero_tensor():
     xt = x.detach().to(DEV).requires_grad_()
     (torch.sgn(xt) * 2).sum().backward()
     assert xt.grad is not None and torch.equal(xt.grad.cpu(), torch.zeros(3))
+
+
+def test_cpu_plugin_keeps_freed_heap_memory():
+    """On the CPU plugin freed device memory stays in the process heap for
+    reuse (base/heap.c), unless TORCHTPU_CPU_HEAP=release or the user tunes
+    glibc's malloc; empty_cache() gives it back either way."""
+    from _proc import check, run_script
+
+    code = """
+        import torch, torchtpu
+        x = torch.ones(1 << 20, device="tpu")
+        del x
+        torch.tpu.empty_cache()
+        torch.accelerator.empty_cache()
+        print("kept", torchtpu.debug.metrics()["cpu_heap_kept"])
+        print("ok")
+    """
+    if torchtpu.debug.metrics()["cpu_heap_kept"] is False and os.environ.get("GLIBC_TUNABLES"):
+        pytest.skip("this process's environment tunes malloc")
+    assert "kept True" in check(run_script(code))
+    assert "kept False" in check(run_script(code, TORCHTPU_CPU_HEAP="release"))
+    assert "kept False" in check(run_script(code, GLIBC_TUNABLES="glibc.malloc.trim_threshold=65536"))

@@ -104,6 +104,15 @@ int ttpu_env_check_indices(void) {
   return !(env && !strcmp(env, "0"));
 }
 
+int ttpu_env_cpu_heap_keep(void) {
+  const char* v = getenv("TORCHTPU_CPU_HEAP");
+  if (v && !strcmp(v, "release")) return 0;
+  const char* t = getenv("GLIBC_TUNABLES");
+  if (t && strstr(t, "glibc.malloc.")) return 0;
+  return !getenv("MALLOC_TRIM_THRESHOLD_") && !getenv("MALLOC_MMAP_THRESHOLD_") &&
+         !getenv("MALLOC_TOP_PAD_");
+}
+
 int ttpu_env_bucket_poison(void) {
   const char* v = getenv("TORCHTPU_BUCKET_POISON");
   return v && *v && strcmp(v, "0");

@@ -16,6 +16,12 @@ const char* ttpu_env_dump_dir(void);
 /* TORCHTPU_CHECK_INDICES: 0 when it is "0", else 1. */
 int ttpu_env_check_indices(void);
 
+/* TORCHTPU_CPU_HEAP (base/heap.h): 0 when it is "release", or when the
+ * environment already tunes glibc's malloc (GLIBC_TUNABLES naming
+ * glibc.malloc, MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_,
+ * MALLOC_TOP_PAD_): the user's settings stand; else 1. */
+int ttpu_env_cpu_heap_keep(void);
+
 /* The error for an invalid value of a switch ttpu_runtime_options_from_env
  * could not take (mode = -1 or program_cache_size = -1): names the
  * variable and its value. */

@@ -14,6 +14,7 @@
 #include "../cache/cache.h"
 #include "../prog/plan.h"
 #include "../base/env.h"
+#include "../base/heap.h"
 
 /* ------------------------------------------------------------ fork */
 
@@ -272,6 +273,7 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
             ? ttpu_env_invalid_cpu_opt_level()
             : ttpu_pjrt_client_set_opt_level(rt->client, rt->opts.cpu_opt_level);
     if (s) goto fail;
+    ttpu_heap_keep_freed();
   }
   rt->device_count = ttpu_pjrt_client_device_count(rt->client);
   if (rt->device_count > TTPU_MAX_DEVICES) rt->device_count = TTPU_MAX_DEVICES;
@@ -379,6 +381,15 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
 int ttpu_runtime_device_count(const ttpu_runtime* rt) {
   return rt->device_count;
 }
+int ttpu_runtime_keeps_host_heap(const ttpu_runtime* rt) {
+  return rt && ttpu_pjrt_client_caps(rt->client)->host_code &&
+         ttpu_heap_keeps_freed();
+}
+
+void ttpu_runtime_release_host_heap(const ttpu_runtime* rt) {
+  if (rt && ttpu_pjrt_client_caps(rt->client)->host_code) ttpu_heap_release();
+}
+
 const char* ttpu_runtime_platform_name(const ttpu_runtime* rt) {
   return ttpu_pjrt_client_platform_name(rt->client);
 }

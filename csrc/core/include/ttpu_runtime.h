@@ -124,6 +124,14 @@ int ttpu_runtime_device_count(const ttpu_runtime* rt);
 const char* ttpu_runtime_platform_name(const ttpu_runtime* rt);
 const char* ttpu_runtime_platform_version(const ttpu_runtime* rt);
 const char* ttpu_runtime_plugin_path(const ttpu_runtime* rt);
+/* The XLA CPU plugin's device memory is the process heap: a runtime on it
+ * keeps freed heap memory for reuse (TORCHTPU_CPU_HEAP, default "keep";
+ * docs/guides/environment_variables.md). ttpu_runtime_keeps_host_heap: 1
+ * when that is in effect. ttpu_runtime_release_host_heap returns the
+ * free heap to the system (torch.tpu.empty_cache); a no-op elsewhere.
+ * Thread-safe. */
+int ttpu_runtime_keeps_host_heap(const ttpu_runtime* rt);
+void ttpu_runtime_release_host_heap(const ttpu_runtime* rt);
 /* The identity of the options the runtime compiles with (the disk
  * cache's namespace holds it): borrowed, valid for the runtime's lifetime.
  * Thread-safe: fixed at creation. */

@@ -59,9 +59,12 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     return runtime_if_created() != nullptr;
   }
 
-  // A freed storage's buffer goes back to the plugin at once: there is no
-  // cache to empty.
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {}
+  // A freed storage's buffer goes back to the plugin at once; on the CPU
+  // plugin the process heap keeps freed memory for reuse, and this gives
+  // it back to the system.
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    if (ttpu_runtime* rt = runtime_if_created()) ttpu_runtime_release_host_heap(rt);
+  }
 
   // A storage freed while programs using it are still queued cannot be
   // reused early: the plugin keeps a buffer until its last use is over,

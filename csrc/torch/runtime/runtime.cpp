@@ -302,6 +302,13 @@ void init_device_api(pybind11::module_& m) {
   }, pybind11::arg("device") = -1,
      "What the plugin says about a device: kind, global id, memory limit "
      "(-1: not reported).");
+  m.def("_release_host_heap", [] {
+    if (ttpu_runtime* rt = runtime_if_created()) ttpu_runtime_release_host_heap(rt);
+  },
+        "On the CPU plugin, returns the free heap memory kept for reuse to "
+        "the system.");
+  m.def("_keeps_host_heap", [] { return ttpu_runtime_keeps_host_heap(runtime()) != 0; },
+        "Whether the CPU plugin's freed memory is kept for reuse.");
   m.def("_mem_get_info", [](int device) {
     const auto info = memory_info(resolve_index(device));
     return pybind11::make_tuple(info.first, info.second);

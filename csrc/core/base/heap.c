@@ -1,0 +1,39 @@
+/* heap.c - keeping freed host memory for the CPU plugin (see heap.h). */
+#include "heap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int kept;
+
+static void apply(void) {
+#ifdef __GLIBC__
+  if (!ttpu_env_cpu_heap_keep()) return;
+  /* 32 MiB is the largest mmap threshold glibc takes (half its heap
+   * size); the trim threshold is an int. */
+  kept = mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+int ttpu_heap_keep_freed(void) {
+  pthread_once(&once, apply);
+  return kept;
+}
+
+int ttpu_heap_keeps_freed(void) { return kept; }
+
+int ttpu_heap_release(void) {
+#ifdef __GLIBC__
+  return malloc_trim(0);
+#else
+  return 0;
+#endif
+}
