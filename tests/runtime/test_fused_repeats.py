@@ -71,18 +71,22 @@ def test_identical_layers_share_one_program():
 def test_the_first_layer_after_an_embedding_is_a_copy():
     """The embedding writes its rows in the output's shape, so the first
     layer reads them as every later layer reads its predecessor's output:
-    a 2-layer model already runs its layers as copies, and a 6-layer model
-    after it compiles one new window, the step's last (the optimizer's
-    update over more parameters); losses equal the CPU's."""
+    a 3-layer model has three copies (the fewest that are cut; with the
+    first layer apart it would have two), and a 6-layer model after it
+    compiles one new window, the step's last (the optimizer's update over
+    more parameters); a 2-layer model's window stays whole. Losses equal
+    the CPU's."""
     _run("""
-        m2, m6 = model(2), model(6)
-        got2 = train(m2)
-        n2 = len(windows())
+        train(model(2))
+        assert debug.metrics()["fused_window_ends"]["layer_repeat"] == 0
+        m3, m6 = model(3), model(6)
+        got3 = train(m3)
+        n3 = len(windows())
         assert debug.metrics()["fused_window_ends"]["layer_repeat"] > 0
         got6 = train(m6)
-        new = windows()[n2:]
+        new = windows()[n3:]
         assert len(new) == 1, new
-        for m, got in ((m2, got2), (m6, got6)):
+        for m, got in ((m3, got3), (m6, got6)):
             want = train(m, device="cpu", mode="strict")
             torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
         print("ok")
@@ -105,9 +109,10 @@ def test_repeats_off_keeps_windows_whole():
 def test_nearly_identical_layers():
     """A layer of another width among identical ones, and a layer the
     forward skips: the identical runs still share a program, the odd layer
-    runs in a window of its own; losses equal the CPU's."""
+    runs in a window of its own; losses equal the CPU's. (8 layers: the
+    four after the odd one are the run of at least three copies.)"""
     _run("""
-        m = model(6)
+        m = model(8)
         m.blocks[3] = Block(D, 4, 96)            # another MLP width
         skip = lambda self, idx, targets: Llama.forward(self, idx, targets)
         class Skipping(Llama):

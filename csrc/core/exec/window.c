@@ -30,9 +30,11 @@
 #include "../prog/program.h"
 
 #define REPEAT_K 8
-/* Repeated layers (run_window): the fewest ops a copy holds, the most
- * cuts in one window, and how many windows' cuts are remembered. */
+/* Repeated layers (run_window): the fewest ops a copy holds, the fewest
+ * copies, the most cuts in one window, and how many windows' cuts are
+ * remembered. */
 #define REPEAT_MIN_OPS 16
+#define REPEAT_MIN_COPIES 3
 #define REPEAT_MAX_CUTS 256
 #define REPEAT_MEMO 8
 
@@ -924,10 +926,15 @@ done:
  * compiles, and each copy's temporaries still die inside its program.
  * A copy must hold at least REPEAT_MIN_OPS ops: shorter runs (a loop over
  * parameters, an attention's three projections) stay in their window,
- * where launching them one by one would cost more than it saves. */
+ * where launching them one by one would cost more than it saves. And
+ * there must be REPEAT_MIN_COPIES copies: two copies cut save one
+ * copy's compile but add the windows before and after them (a 2-layer
+ * step cut compiled no faster on libtpu, slower on the CPU plugin), and
+ * each window cut is one more program for every bucket of a changing
+ * length. */
 
-/* The run of ops in h[a, b) repeated back to back (period P >= the
- * minimum, R >= 2 copies from s) that covers the most ops, the shortest
+/* The run of ops in h[a, b) repeated back to back (period P and copies R
+ * at least the minimums, from s) that covers the most ops, the shortest
  * period on a tie; 0 when there is none. */
 static int best_repeat(const uint64_t* h, int a, int b, int* s, int* P, int* R) {
   int best = 0;
@@ -937,7 +944,7 @@ static int best_repeat(const uint64_t* h, int a, int b, int* s, int* P, int* R) 
       run = h[i] == h[i + p] ? run + 1 : 0;
       if (run < p) continue;
       int copies = run / p + 1, cover = copies * p;
-      if (cover > best) {
+      if (copies >= REPEAT_MIN_COPIES && cover > best) {
         best = cover;
         *s = i - run + 1;
         *P = p;
