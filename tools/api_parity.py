@@ -148,7 +148,7 @@ PRESENT_NOTES = {
               "level, priority_range() (0, 0)",
     "Event": "query() never waits; elapsed_time from the device's "
              "completion times",
-    "empty_cache": "nothing is cached: nothing to release",
+    "empty_cache": "no cache of buffers; on the CPU plugin, returns the freed memory the heap keeps",
     "memory_reserved": "equals memory_allocated: nothing is cached",
     "max_memory_reserved": "equals max_memory_allocated: nothing is cached",
     "memory_cached": "deprecated alias of memory_reserved, as in torch.cuda",
