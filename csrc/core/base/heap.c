@@ -28,8 +28,6 @@ int ttpu_heap_keep_freed(void) {
   return kept;
 }
 
-int ttpu_heap_keeps_freed(void) { return kept; }
-
 int ttpu_heap_release(void) {
 #ifdef __GLIBC__
   return malloc_trim(0);

@@ -13,12 +13,11 @@
 #ifndef TTPU_BASE_HEAP_H_
 #define TTPU_BASE_HEAP_H_
 
-/* Applies the setting once per process; returns 1 when it is in effect
- * (glibc, TORCHTPU_CPU_HEAP not "release", and no malloc tuning of the
- * user's own in the environment), else 0. Thread-safe. */
+/* Applies the setting once per process (later calls only answer);
+ * returns 1 when it is in effect (glibc, TORCHTPU_CPU_HEAP not "release",
+ * and no malloc tuning of the user's own in the environment), else 0.
+ * Thread-safe. */
 int ttpu_heap_keep_freed(void);
-/* 1 when ttpu_heap_keep_freed put the setting in effect. */
-int ttpu_heap_keeps_freed(void);
 /* Returns the heap's free memory to the system (malloc_trim); 0 where
  * that is not available. */
 int ttpu_heap_release(void);

@@ -383,7 +383,7 @@ int ttpu_runtime_device_count(const ttpu_runtime* rt) {
 }
 int ttpu_runtime_keeps_host_heap(const ttpu_runtime* rt) {
   return rt && ttpu_pjrt_client_caps(rt->client)->host_code &&
-         ttpu_heap_keeps_freed();
+         ttpu_heap_keep_freed();
 }
 
 void ttpu_runtime_release_host_heap(const ttpu_runtime* rt) {

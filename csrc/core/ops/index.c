@@ -237,21 +237,29 @@ static int combiner_for(int op, ttpu_dtype dt) {
 
 /* ------------------------------------------------------------ index_select */
 
+/* The output of index_select and embedding: x's slices at idx (1-d) along
+ * dim, checked in range, in the output's shape. */
+static void set_selected(ttpu_lower* L, ttpu_val x, int dim, ttpu_val idx) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_type ot = ttpu_l_out_type(L, 0);
+  int64_t size = ttpu_l_type(L, x).dims[dim];
+  check(L, oob_info(b, idx, 0, dim, size), TTPU_INDEX_ERROR,
+        "index out of range in self");
+  ttpu_val r = size == 0 || ttpu_type_numel(&ot) == 0
+                   ? zeros(b, ot)
+                   : ttpu_l_gather_dim(b, x, dim, idx);
+  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+}
+
 /* index_select(Tensor self, int dim, Tensor index) (and .out) */
 static ttpu_status* lower_index_select(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   if (!index_dtype_ok(L, 2, 1, TTPU_INVALID_ARGUMENT,
                       "index_select(): Expected dtype int32 or int64 for index"))
     return NULL;
-  ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val x = ttpu_l_tensor(L, 0);
   int dim = dim_of_self(L, &x);
-  ttpu_val idx = flatten(b, index_arg(L, 2));
-  int64_t size = ttpu_l_type(L, x).dims[dim];
-  check(L, oob_info(b, idx, 0, dim, size), TTPU_INDEX_ERROR,
-        "index out of range in self");
-  ttpu_val r = size == 0 ? zeros(b, ot) : ttpu_l_gather_dim(b, x, dim, idx);
-  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  set_selected(L, x, dim, flatten(b, index_arg(L, 2)));
   return NULL;
 }
 
@@ -267,20 +275,12 @@ static ttpu_status* lower_embedding(ttpu_lower* L) {
                       "of the following scalar types: Long, Int; but got torch.%sTensor "
                       "instead (while checking arguments for embedding)"))
     return NULL;
-  ttpu_type ot = ttpu_l_out_type(L, 0);
   ttpu_val w = ttpu_l_tensor(L, 0);
   if (ttpu_l_type(L, w).ndim != 2) {
     ttpu_hlo_fail(b, TTPU_INVALID_ARGUMENT, "'weight' must be 2-D");
     return NULL;
   }
-  ttpu_val idx = flatten(b, index_arg(L, 1));
-  int64_t size = ttpu_l_type(L, w).dims[0];
-  check(L, oob_info(b, idx, 0, 0, size), TTPU_INDEX_ERROR,
-        "index out of range in self");
-  ttpu_val r = size == 0 || ttpu_type_numel(&ot) == 0
-                   ? zeros(b, ot)
-                   : ttpu_l_gather_dim(b, w, 0, idx);
-  ttpu_l_set_out(L, 0, ttpu_l_reshape_to(b, r, ot));
+  set_selected(L, w, 0, flatten(b, index_arg(L, 1)));
   return NULL;
 }
 
