@@ -226,6 +226,53 @@ def test_scan_layers_arguments_and_buffers(mode):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=n)
 
 
+class Attend(nn.Module):
+    """Causal self-attention: its mask is a fill of the sequence's length."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return x + F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class Tokens(nn.Module):
+    def __init__(self, n, d=16, vocab=32, scanned=True):
+        super().__init__()
+        torch.manual_seed(3)
+        self.tok = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(Attend(d) for _ in range(n))
+        self.scanned = scanned
+
+    def forward(self, ids):
+        x = self.tok(ids)
+        if self.scanned:
+            x = torchtpu.scan_layers(self.layers, x)
+        else:
+            for layer in self.layers:
+                x = layer(x)
+        return x.square().mean()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("length", [64, 100])
+def test_scan_layers_over_a_token_batch(mode, length):
+    """Token ids of such lengths are stored padded to their bucket, and so
+    are fills of their length (the causal mask): the loop body is traced
+    exact all the same, and the loop takes the padded embedding output."""
+    ref = Tokens(3, scanned=False)
+    model = copy.deepcopy(ref)
+    model.scanned = True
+    ids = torch.randint(0, 32, (2, length), generator=torch.Generator().manual_seed(4))
+    want_loss, want = layer_grads(ref, ids)
+    got_loss, got = layer_grads(model.to("tpu"), ids.to("tpu"), mode)
+    torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-5)
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], rtol=1e-4, atol=1e-5, msg=n)
+
+
 def depth_programs(mode):
     """Programs a training step's first run compiles at 2 and at 12 layers
     (each of its own width, after a first run at a third one)."""

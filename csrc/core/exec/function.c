@@ -82,6 +82,7 @@ ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt) {
     rt->window = f->saved[f->depth].window;
   } else {
     f->depth++;
+    rt->prog.exact++;
     rt->exec = &ttpu_executor_function;
   }
   pthread_mutex_unlock(&rt->mu);
@@ -240,6 +241,7 @@ ttpu_status* ttpu_runtime_end_function(ttpu_runtime* rt,
   if (results) s = ttpu_window_lower_function(rt, outs, n_results, &fn);
   ttpu_window_destroy(rt);
   f->depth--;
+  rt->prog.exact--;
   rt->window = f->saved[f->depth].window;
   rt->exec = f->saved[f->depth].exec;
   pthread_mutex_unlock(&rt->mu);

@@ -320,7 +320,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
    * than the first (the batch): token ids, masks and labels of varying
    * length. Floating-point uploads are weights and features, left as
    * they come. */
-  if (pc->bucket_min <= 0 || ndim < 2 || ttpu_dtype_is_float(dt) ||
+  if (pc->bucket_min <= 0 || pc->exact || ndim < 2 || ttpu_dtype_is_float(dt) ||
       ttpu_dtype_is_complex(dt))
     return -1;
   /* One history per batch size: unrelated integer uploads (indices of
@@ -785,7 +785,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
    * since nothing but its size depends on the true size). */
   int seed_dim = -1, factory = 0;
   int fill = (p->def->flags & TTPU_OP_FILL) != 0;
-  if (!any_pad && pc->bucket_min > 0 &&
+  if (!any_pad && pc->bucket_min > 0 && !pc->exact &&
       (rule == TTPU_B_CAT || rule == TTPU_B_FACTORY || fill) &&
       no == 1 && c->outputs[0].buffer && p->out_full[0] &&
       !ttpu_dtype_is_complex(c->outputs[0].dtype) &&

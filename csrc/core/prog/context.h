@@ -91,6 +91,10 @@ typedef struct ttpu_prog_ctx {
    * upload (0: none): factories of that length are bucketed from their
    * first call, as with explicit sizes. */
   int64_t first_len;
+  /* Nonzero while a loop body is recorded (exec/function.c): it is traced
+   * once for its inputs' shapes into a program with no true-size inputs,
+   * so its uploads and ops stay exact. */
+  int exact;
 } ttpu_prog_ctx;
 
 /* Queues a warning through the warn hook (prog/log.c). */
