@@ -190,23 +190,28 @@ def _scan_tpu(combine_fn, init, xs, additional_inputs):
 
 
 def _layer_state(layers):
+    """The first layer, its parameter and buffer names, and per name the
+    layers' tensors in order. Each layer's state is walked once (under
+    Dynamo each walk is traced, and the stacks take every layer's)."""
     first = layers[0]
-    names = [n for n, _ in first.named_parameters()]
-    bnames = [n for n, _ in first.named_buffers()]
+    params = [dict(layer.named_parameters()) for layer in layers]
+    buffers = [dict(layer.named_buffers()) for layer in layers]
+    names, bnames = list(params[0]), list(buffers[0])
     for k, layer in enumerate(layers):
         if type(layer) is not type(first):
             raise TypeError(f"scan_layers: layer {k} is a {type(layer).__name__}, "
                             f"layer 0 a {type(first).__name__}: the layers must be alike")
-        p = dict(layer.named_parameters())
-        b = dict(layer.named_buffers())
+        p, b = params[k], buffers[k]
         if list(p) != names or list(b) != bnames:
             raise ValueError(f"scan_layers: layer {k} has other parameters or buffers than layer 0")
         for n in names:
-            q = dict(first.named_parameters())[n]
+            q = params[0][n]
             if p[n].shape != q.shape or p[n].dtype != q.dtype:
                 raise ValueError(f"scan_layers: parameter {n} of layer {k} is {list(p[n].shape)} "
                                  f"{p[n].dtype}, layer 0's {list(q.shape)} {q.dtype}")
-    return first, names, bnames
+    per_name = [[p[n] for p in params] for n in names]
+    per_name += [[b[n] for b in buffers] for n in bnames]
+    return first, names, bnames, per_name
 
 
 def scan_layers(layers, x, *args):
@@ -226,12 +231,8 @@ def scan_layers(layers, x, *args):
         if not isinstance(a, torch.Tensor):
             raise TypeError(f"scan_layers: argument {k + 1} after x must be a tensor, got "
                             f"{type(a).__name__} (give a layer its settings as attributes)")
-    first, names, bnames = _layer_state(layers)
-    stacked = []
-    for n in names:
-        stacked.append(torch.stack([dict(l.named_parameters())[n] for l in layers]))
-    for n in bnames:
-        stacked.append(torch.stack([dict(l.named_buffers())[n] for l in layers]))
+    first, names, bnames, per_name = _layer_state(layers)
+    stacked = [torch.stack(ts) for ts in per_name]
     keys = tuple(names + bnames)
     if torch.compiler.is_compiling():
         # Dynamo makes it PyTorch's scan, AOTAutograd its backward, once.

@@ -301,6 +301,30 @@ def test_same_storage_twice_in_a_list():
 # ------------------------------------------------------------------ programs
 
 
+def test_views_of_one_storage_at_other_offsets():
+    """A list of a stacked tensor's rows (scan_layers' gradients): the rows'
+    offsets are in the program's signature, so other rows of the same shape
+    run their own program, the same rows again none, and values stay the
+    CPU's."""
+    stacked = rand(6, 4, 5, seed=26)
+    acc = [rand(4, 5, seed=(27, k)) for k in range(3)]
+    st, at = stacked.to(DEV), [a.to(DEV) for a in acc]
+    ref_acc = [a.clone() for a in acc]
+    counts = []
+    for rows in ([0, 1, 2], [3, 4, 5], [0, 1, 2], [2, 4, 5]):
+        before = torchtpu._C._compile_stats()["compiles"]
+        torch._foreach_addcmul_(at, [st[r] for r in rows], [st[r] for r in rows], value=0.5)
+        torch._foreach_lerp_(at, [st[r] for r in rows], 0.25)
+        torch.tpu.synchronize()
+        counts.append(torchtpu._C._compile_stats()["compiles"] - before)
+        torch._foreach_addcmul_(ref_acc, [stacked[r] for r in rows], [stacked[r] for r in rows], value=0.5)
+        torch._foreach_lerp_(ref_acc, [stacked[r] for r in rows], 0.25)
+        for a, e in zip(at, ref_acc):
+            assert_close(a, e)
+    assert counts[2] == 0, counts
+    assert counts[1] == counts[3] == counts[0], counts
+
+
 def test_runtime_scalars_do_not_recompile():
     xs = [torch.zeros(7, 3, device=DEV), torch.zeros(11, device=DEV)]
     ys = [torch.ones(7, 3, device=DEV), torch.ones(11, device=DEV)]

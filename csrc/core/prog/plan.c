@@ -150,6 +150,16 @@ static ttpu_status* check_tensor(const ttpu_prog_ctx* pc, const ttpu_op_call* c,
   return NULL;
 }
 
+/* Whether c is a foreach op over a list of two or more tensors. */
+static int list_op(const ttpu_op_call* c) {
+  int many = 0;
+  for (int a = 0; a < c->n_args && !many; ++a)
+    many = c->args[a].kind == TTPU_ARG_TENSORS && c->args[a].n >= 2;
+  if (!many) return 0;
+  const char* name = ttpu_op_name(c->op);
+  return name && strstr(name, "_foreach_") != NULL;
+}
+
 /* The view x's offset appended to p's int pack when its program can take
  * it at run time (read, or written when `write`): its index there, or -1. */
 static int run_time_offset(ttpu_plan* p, const ttpu_tensor* x, int slot,
@@ -304,7 +314,12 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   /* A view over a padded storage keeps its offset at run time even in a
    * window: it moves with the true size (the last row of a growing
    * tensor), and the window must repeat across a bucket. */
-  int static_off = w && w->static_offsets;
+  /* A foreach op's lists are a model's parameters, gradients and optimizer
+   * states: the same views at the same offsets every step, so their offsets
+   * go in the signature too. Read at run-time offsets, the many views of one
+   * storage (the gradients of stacked layers, ttpu.scan_layers) each become
+   * a dynamic slice, which XLA's CPU compiler takes ten times as long over. */
+  int static_off = (w && w->static_offsets) || list_op(call);
 #define STATIC_OFF(slot) (static_off && ((slot) < 0 || !p->slots[slot].pad.mask))
   for (int t = 0; t < nt; ++t)
     p->tensor_off[t] = STATIC_OFF(p->tensor_slot[t]) ? -1 : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
