@@ -232,19 +232,47 @@ def scan_layers(layers, x, *args):
             raise TypeError(f"scan_layers: argument {k + 1} after x must be a tensor, got "
                             f"{type(a).__name__} (give a layer its settings as attributes)")
     first, names, bnames, per_name = _layer_state(layers)
-    stacked = [torch.stack(ts) for ts in per_name]
     keys = tuple(names + bnames)
     if torch.compiler.is_compiling():
         # Dynamo makes it PyTorch's scan, AOTAutograd its backward, once.
         # (No plan: a lookup in the plans' cache would be a guard that the
-        # next call fails.)
+        # next call fails. Stacked by torch.stack: the gradients' rows are
+        # outputs of the backward graph, and an autograd.Function here
+        # costs Dynamo more tracing than the rows cost the optimizer.)
+        stacked = [torch.stack(ts) for ts in per_name]
         h, _ = _torch_scan(lambda h, p: (_layer_call(first, keys, h, p, args), []), x, stacked)
         return h
+    sizes = [len(ts) for ts in per_name]
+    stacked = list(_StackLayers.apply(sizes, *[t for ts in per_name for t in ts]))
     plan = _plan(first, keys, len(names), args)
     flat = stacked + list(args)
     if torch.is_grad_enabled() and any(t.requires_grad for t in [x] + flat):
         return _ScanLayers.apply(plan, x, *flat)
     return _run_scan(plan.step, [x], stacked, args)[0]
+
+
+class _StackLayers(torch.autograd.Function):
+    """torch.stack of the layers' tensors whose backward gives each layer a
+    gradient of its own storage, not a row of the stacked gradient (as
+    stack's own backward does): an optimizer's foreach programs and fused
+    windows then read them as they read an unscanned model's, where rows of
+    one storage would be a slice each in every optimizer program (a cost
+    that grows with depth) and keep its windows from repeating per layer."""
+
+    @staticmethod
+    def forward(ctx, sizes, *tensors):
+        ctx.sizes = sizes
+        out, at = [], 0
+        for n in sizes:
+            out.append(torch.stack(tensors[at:at + n]))
+            at += n
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        rows = [row for g in grads for row in g.unbind(0)]
+        need = ctx.needs_input_grad[1:]
+        return (None, *[r.clone() if n else None for r, n in zip(rows, need)])
 
 
 class _ScanLayers(torch.autograd.Function):
