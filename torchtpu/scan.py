@@ -232,6 +232,12 @@ def scan_layers(layers, x, *args):
             raise TypeError(f"scan_layers: argument {k + 1} after x must be a tensor, got "
                             f"{type(a).__name__} (give a layer its settings as attributes)")
     first, names, bnames, per_name = _layer_state(layers)
+    if not per_name:
+        # Nothing to scan over (layers without parameters or buffers): the
+        # layers as they are.
+        for layer in layers:
+            x = layer(x, *args)
+        return x
     keys = tuple(names + bnames)
     if torch.compiler.is_compiling():
         # Dynamo makes it PyTorch's scan, AOTAutograd its backward, once.
@@ -257,11 +263,10 @@ class _StackLayers(torch.autograd.Function):
     stack's own backward does): an optimizer's foreach programs and fused
     windows then read them as they read an unscanned model's, where rows of
     one storage would be a slice each in every optimizer program (a cost
-    that grows with depth) and keep its windows from repeating per layer."""
+    that grows with depth)."""
 
     @staticmethod
     def forward(ctx, sizes, *tensors):
-        ctx.sizes = sizes
         out, at = [], 0
         for n in sizes:
             out.append(torch.stack(tensors[at:at + n]))

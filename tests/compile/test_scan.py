@@ -289,6 +289,24 @@ def test_scan_layers_gradients_are_their_own_tensors(mode):
         assert len(storages) == len(grads)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_scan_layers_without_state(mode):
+    """Layers with no parameters or buffers: nothing to stack, the layers
+    run as they are."""
+    layers = nn.ModuleList(nn.Tanh() for _ in range(3))
+    x = torch.randn(2, 4)
+    xc = x.clone().requires_grad_()
+    want = xc
+    for layer in layers:
+        want = layer(want)
+    want.sum().backward()
+    xt = x.to("tpu").requires_grad_()
+    got = run(mode, lambda t: torchtpu.scan_layers(layers, t), xt)
+    got.sum().backward()
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad)
+
+
 def depth_programs(mode):
     """Programs a training step's first run compiles at 2 and at 12 layers
     (each of its own width, after a first run at a third one)."""

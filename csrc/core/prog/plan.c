@@ -317,7 +317,7 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   /* A foreach op's lists are a model's parameters, gradients and optimizer
    * states: the same views at the same offsets every step, so their offsets
    * go in the signature too. Read at run-time offsets, the many views of one
-   * storage (the gradients of stacked layers, ttpu.scan_layers) each become
+   * storage (the gradients of stacked layers' rows) each become
    * a dynamic slice, which XLA's CPU compiler takes ten times as long over. */
   int static_off = (w && w->static_offsets) || list_op(call);
 #define STATIC_OFF(slot) (static_off && ((slot) < 0 || !p->slots[slot].pad.mask))
