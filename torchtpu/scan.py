@@ -177,9 +177,6 @@ def _run_scan(fn, init, xs, consts, reverse=False):
         [meta(s, d) for s, d in ks], [meta(s, d) for s, d in ys])
     outs = [torch.empty(s, dtype=d, device=device) for s, d in carry]
     outs += [torch.empty((length,) + s, dtype=d, device=device) for s, d in ys]
-    # A fused window ends before the loop as it did when the body was
-    # traced: later steps record the first step's windows again.
-    _C._end_eager_window()
     _C._extern_call(callee, init + xs + consts, outs)
     return tuple(outs)
 

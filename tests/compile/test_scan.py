@@ -307,25 +307,6 @@ def test_scan_layers_without_state(mode):
     torch.testing.assert_close(xt.grad.cpu(), xc.grad)
 
 
-def test_fused_steps_after_the_first_compile_nothing():
-    """The first step traces the loop bodies (which ends the fused window
-    before each loop); later steps end it there too, so they record the
-    first step's windows again and compile nothing."""
-    torch.manual_seed(5)
-    layers = nn.ModuleList(nn.Sequential(nn.Linear(16, 16, bias=False), nn.Tanh()) for _ in range(3)).to("tpu")
-    opt = torch.optim.AdamW(layers.parameters(), lr=1e-3)
-    x = torch.randn(2, 5, 16).to("tpu")
-
-    def step():
-        torchtpu.scan_layers(layers, x * 2).square().mean().backward()
-        opt.step()
-        opt.zero_grad()
-
-    with torchtpu.set_eager_mode("fused"):
-        counts = [len(programs_compiled(step)) for _ in range(3)]
-    assert counts[0] > 0 and counts[1:] == [0, 0], counts
-
-
 def depth_programs(mode):
     """Programs a training step's first run compiles at 2 and at 12 layers
     (each of its own width, after a first run at a third one)."""

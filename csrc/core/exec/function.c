@@ -41,20 +41,6 @@ static int owner_wants_capture(void* user) {
   return 0;
 }
 
-/* Whether rt records for an eager mode (not a graph, not a function). */
-static int eager_exec(const ttpu_runtime* rt) {
-  return rt->exec != &ttpu_executor_graph && rt->exec != &ttpu_executor_function &&
-         rt->exec->flush;
-}
-
-ttpu_status* ttpu_runtime_end_eager_window(ttpu_runtime* rt) {
-  ttpu_status* s = ttpu_rt_enter(rt);
-  if (s) return s;
-  if (eager_exec(rt)) s = rt->exec->flush(rt, TTPU_END_SYNC);
-  pthread_mutex_unlock(&rt->mu);
-  return s;
-}
-
 ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt) {
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
@@ -68,7 +54,8 @@ ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt) {
   /* An eager mode's held-back ops run first, so that nothing the body
    * records waits on a window set aside. A graph's stay recorded: the
    * loop is to be part of its one program. */
-  if (eager_exec(rt)) {
+  if (rt->exec != &ttpu_executor_graph && rt->exec != &ttpu_executor_function &&
+      rt->exec->flush) {
     s = rt->exec->flush(rt, TTPU_END_SYNC);
     if (s) {
       pthread_mutex_unlock(&rt->mu);

@@ -154,12 +154,6 @@ const char* ttpu_extern_text(const char* callee);
  * checks data on the device. Thread rule: the runtime's lock orders the
  * calls, but a body is one thread's: record it from one thread. */
 ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt);
-/* Runs an eager mode's held-back ops (a fused window) now, as
- * ttpu_runtime_begin_function does first; inside a graph or a function
- * body it does nothing. A loop's call comes after it whether or not its
- * body was traced just before, so that a step's windows are the same in
- * the first step, which traces the body, and in later ones. */
-ttpu_status* ttpu_runtime_end_eager_window(ttpu_runtime* rt);
 ttpu_status* ttpu_runtime_end_function(ttpu_runtime* rt,
                                        const ttpu_tensor* params, int n_params,
                                        const ttpu_tensor* results,

@@ -85,10 +85,6 @@ void init_extern(py::module_& m) {
     py::gil_scoped_release no_gil;
     check(ttpu_runtime_begin_function(runtime()), "tracing a loop body");
   });
-  m.def("_end_eager_window", [] {
-    py::gil_scoped_release no_gil;
-    check(ttpu_runtime_end_eager_window(runtime()), "tpu fused window");
-  });
   m.def("_end_function", &end_function, py::arg("params"), py::arg("results") = py::none());
   m.def("_scan_define", &scan_define);
 }
