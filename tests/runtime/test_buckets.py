@@ -411,6 +411,31 @@ def test_fills_of_differing_shapes_stay_exact():
     """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))
 
 
+def test_stacks_of_other_widths_are_not_growth():
+    """Stacks of a model's parameters (scan_layers stacks each layer's
+    weights: widths 16, 32, 16, ... one after another) change size call
+    after call but never take their previous output: they stay exact,
+    where a cat that takes its own output back grows."""
+    check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        rows = {n: [torch.randn(n, device="tpu") for _ in range(3)] for n in (70, 100)}
+        for step in range(4):
+            for n in (70, 100):
+                s = torch.stack(rows[n])
+                assert torch.equal(s.cpu(), torch.stack([r.cpu() for r in rows[n]]))
+        grew = [c["reason"] for c in debug.compiles() if "grows" in c["reason"]]
+        assert not grew, grew
+        t = torch.zeros(2, 70, device="tpu")
+        for _ in range(3):
+            t = torch.cat([t, torch.ones(2, 1, device="tpu")], dim=1)
+        assert torch.equal(t.cpu(), torch.cat([torch.zeros(2, 70), torch.ones(2, 3)], 1))
+        grew = [c["reason"] for c in debug.compiles() if "grows" in c["reason"]]
+        assert len(grew) == 1, grew
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="strict", TORCHTPU_DISK_CACHE="0"))
+
+
 def test_varying_length_batches_from_the_host():
     """Integer batches uploaded at varying lengths (token ids) are stored
     padded once their length changes; the model's forward and a

@@ -215,13 +215,26 @@ static uint64_t mix(uint64_t h, int64_t v) {
   return (h ^ (uint64_t)v) * 1099511628211ull;
 }
 
+/* Whether one of c's tensors has the sizes `last`: a growing tensor is
+ * fed back into the op that grows it (x = cat([x, new])). */
+static int feeds_back(const ttpu_op_call* c, int ndim, const int64_t* last) {
+  for (int k = 0; k < c->n_tensors; ++k)
+    if (c->tensors[k].ndim == ndim &&
+        !memcmp(c->tensors[k].sizes, last, sizeof(int64_t) * (size_t)ndim))
+      return 1;
+  return 0;
+}
+
 /* The dims found growing (a mask) for tensors of signature h, now of
  * dims: dims that changed, together and to one size, `need` times in a
  * row; need 0: once where the new size's bucket wastes at most half of
- * it, twice otherwise. *steady (where not NULL): the calls in a row before
- * this one with these same dims. */
+ * it, twice otherwise. fed (where not NULL): the call, a change of which
+ * counts only where one of its tensors is the previous output (the same
+ * sizes): stacks of a model's parameters of other widths, one after
+ * another, are not a tensor that grows. *steady (where not NULL): the
+ * calls in a row before this one with these same dims. */
 static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
-                 int need, int* steady) {
+                 int need, const ttpu_op_call* fed, int* steady) {
   if (steady) *steady = 0;
   if (!pc->growth) {
     pc->growth = calloc(GROWTH_CAP, sizeof(*pc->growth));
@@ -256,6 +269,7 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
     }
   g->steady = changed ? 0 : g->steady + 1;
   if (steady) *steady = g->steady;
+  if (changed && fed && !feeds_back(fed, ndim, g->last)) same = 0;
   memcpy(g->last, dims, sizeof(int64_t) * (size_t)ndim);
   if (changed && !same) { /* another tensor of the same kind: start over */
     g->mask = 0;
@@ -298,7 +312,8 @@ static int batch_length(const ttpu_prog_ctx* pc, int64_t n) {
 /* The dims of output 0 found growing for calls like c (a mask). A
  * factory's kind (shaped) includes its dims other than those of a batch
  * length, so that the fills of one step ([b, n, 128], [b, n, 256], ...)
- * each keep their own history instead of resetting one another's. */
+ * each keep their own history instead of resetting one another's; a
+ * cat's (not shaped) grows only where it takes its previous output. */
 static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
                        int shaped) {
   const ttpu_tensor* o = &c->outputs[0];
@@ -311,7 +326,7 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
   if (shaped)
     for (int j = 0; j < o->ndim; ++j)
       h = mix(h, batch_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
-  return watch(pc, h, o->ndim, o->sizes, need, NULL);
+  return watch(pc, h, o->ndim, o->sizes, need, shaped ? NULL : c, NULL);
 }
 
 int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
@@ -327,7 +342,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
    * other shapes) do not move a token stream's. */
   uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
   int steady = 0;
-  int m = watch(pc, h, ndim, dims, 0, &steady);
+  int m = watch(pc, h, ndim, dims, 0, NULL, &steady);
   recent_note(pc->batch_len, dims[1]);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
   /* Where each op runs a program of its own (strict, debug), a token batch
