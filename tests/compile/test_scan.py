@@ -3,6 +3,8 @@ backward against the CPU in strict, fused and compiled modes; the loop's
 program count does not grow with its length; bodies that cannot be a loop
 fail clearly; a scanned training step compiles for a TPU with libtpu."""
 import copy
+import json
+import os
 
 import pytest
 import torch
@@ -333,6 +335,41 @@ def test_scan_layers_programs_do_not_grow_with_depth(mode):
     assert [c["ops"] for c in two] == [c["ops"] for c in twelve], (two, twelve)
     if mode == "compiled":  # the forward graph and the backward graph
         assert sum(c["what"].startswith("graph") for c in twelve) == 2, twelve
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_scan_layers_second_step_compiles_nothing(mode):
+    """The first step traces the loop bodies; the steps after it trace
+    nothing. The windows a fused first step records around its loops are
+    those of every later step (tracing a body leaves the window recorded),
+    so the second step compiles nothing, and no stack of parameters is
+    taken for a growing tensor."""
+    from _proc import check, run_script
+
+    out = check(run_script("""
+        import json, os, sys, torch, torchtpu
+        sys.path.insert(0, os.environ["SCAN_TESTS"])
+        from test_scan import Stack
+        torchtpu.set_eager_mode(os.environ["MODE"])
+        model = Stack(3).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x = torch.randn(2, 5, 16).to("tpu")
+        counts, losses = [], []
+        for step in range(3):
+            torchtpu.debug.compiles(clear=True)
+            loss = model(x)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+            torch.tpu.synchronize()
+            counts.append(len(torchtpu.debug.compiles()))
+            assert not [c for c in torchtpu.debug.compiles() if "grows" in c["reason"]]
+        print(json.dumps(counts))
+        print("ok")
+    """, SCAN_TESTS=os.path.dirname(os.path.abspath(__file__)), MODE=mode, TORCHTPU_DISK_CACHE="0"))
+    counts = json.loads(out.splitlines()[-2])
+    assert counts[0] > 0 and counts[1:] == [0, 0], counts
 
 
 # ----------------------------------------------------------------- errors

@@ -197,6 +197,12 @@ def train_forever():
         phase[0] = "read"
         loss.item()
 
+# One step first: an interrupt inside the optimizer's first step can land
+# between two of its lazily created state entries ("step" without
+# "exp_avg"), which breaks PyTorch's AdamW on any device.
+x, y = batch()
+model(x.to("tpu"), y.to("tpu")).backward()
+opt.step()
 for trial in range(int(os.environ["TRIALS"])):
     interrupted(train_forever, rng.uniform(0.0, 0.3))
     phases[phase[0]] = phases.get(phase[0], 0) + 1

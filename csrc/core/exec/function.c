@@ -51,11 +51,13 @@ ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt) {
                             "loop bodies nest at most %d deep",
                             TTPU_FUNCTION_DEPTH);
   }
-  /* An eager mode's held-back ops run first, so that nothing the body
-   * records waits on a window set aside. A graph's stay recorded: the
-   * loop is to be part of its one program. */
+  /* Strict mode's queued ops run first. A fused window and a graph stay
+   * recorded, set aside: the body is never run, so it needs only the
+   * shapes of what they write, and the loop's call joins them as any op
+   * does. A fused step that traces its bodies (the first) then records
+   * the windows of every later step, which trace nothing. */
   if (rt->exec != &ttpu_executor_graph && rt->exec != &ttpu_executor_function &&
-      rt->exec->flush) {
+      rt->exec != &ttpu_executor_fused && rt->exec->flush) {
     s = rt->exec->flush(rt, TTPU_END_SYNC);
     if (s) {
       pthread_mutex_unlock(&rt->mu);
