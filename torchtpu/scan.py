@@ -248,8 +248,7 @@ def scan_layers(layers, x, *args):
         stacked = [torch.stack(ts) for ts in per_name]
         h, _ = _torch_scan(lambda h, p: (_layer_call(first, keys, h, p, args), []), x, stacked)
         return h
-    sizes = [len(ts) for ts in per_name]
-    stacked = list(_StackLayers.apply(sizes, *[t for ts in per_name for t in ts]))
+    stacked = list(_StackLayers.apply(len(layers), *[t for ts in per_name for t in ts]))
     plan = _plan(first, keys, len(names), args)
     flat = stacked + list(args)
     if torch.is_grad_enabled() and any(t.requires_grad for t in [x] + flat):
@@ -266,12 +265,9 @@ class _StackLayers(torch.autograd.Function):
     that grows with depth)."""
 
     @staticmethod
-    def forward(ctx, sizes, *tensors):
-        out, at = [], 0
-        for n in sizes:
-            out.append(torch.stack(tensors[at:at + n]))
-            at += n
-        return tuple(out)
+    def forward(ctx, n, *tensors):
+        # n layers: each group of n tensors (one name) stacks into one
+        return tuple(torch.stack(tensors[at:at + n]) for at in range(0, len(tensors), n))
 
     @staticmethod
     def backward(ctx, *grads):

@@ -307,18 +307,18 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
       }
     }
   }
-  /* View offsets as run-time values, for a call that runs now (a fused
-   * window's or a graph's views keep theirs in the signature: their
-   * programs repeat with the same offsets, and constant slices let XLA
-   * fuse more). */
-  /* A view over a padded storage keeps its offset at run time even in a
+  /* View offsets are run-time values for a call that runs now, and part
+   * of the signature for:
+   * - a fused window's or a graph's views: their programs repeat with the
+   *   same offsets, and constant slices let XLA fuse more;
+   * - a foreach op's lists, a model's parameters, gradients and optimizer
+   *   states, the same views at the same offsets every step: at run-time
+   *   offsets the many views of one storage (rows of a stacked gradient)
+   *   would each be a dynamic slice, which XLA's CPU compiler takes ten
+   *   times as long over.
+   * A view over a padded storage keeps its offset at run time even in a
    * window: it moves with the true size (the last row of a growing
    * tensor), and the window must repeat across a bucket. */
-  /* A foreach op's lists are a model's parameters, gradients and optimizer
-   * states: the same views at the same offsets every step, so their offsets
-   * go in the signature too. Read at run-time offsets, the many views of one
-   * storage (the gradients of stacked layers' rows) each become
-   * a dynamic slice, which XLA's CPU compiler takes ten times as long over. */
   int static_off = (w && w->static_offsets) || list_op(call);
 #define STATIC_OFF(slot) (static_off && ((slot) < 0 || !p->slots[slot].pad.mask))
   for (int t = 0; t < nt; ++t)
