@@ -354,14 +354,14 @@ def test_scan_layers_second_step_compiles_nothing(mode):
         model = Stack(3).to("tpu")
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
         x = torch.randn(2, 5, 16).to("tpu")
-        counts, losses = [], []
+        counts = []
         for step in range(3):
             torchtpu.debug.compiles(clear=True)
             loss = model(x)
             loss.backward()
             opt.step()
             opt.zero_grad()
-            losses.append(loss.item())
+            loss.item()
             torch.tpu.synchronize()
             counts.append(len(torchtpu.debug.compiles()))
             assert not [c for c in torchtpu.debug.compiles() if "grows" in c["reason"]]

@@ -51,19 +51,12 @@ ttpu_status* ttpu_runtime_begin_function(ttpu_runtime* rt) {
                             "loop bodies nest at most %d deep",
                             TTPU_FUNCTION_DEPTH);
   }
-  /* Strict mode's queued ops run first. A fused window and a graph stay
-   * recorded, set aside: the body is never run, so it needs only the
-   * shapes of what they write, and the loop's call joins them as any op
+  /* Nothing is flushed: a fused window or a graph being recorded stays
+   * recorded, set aside (the body is never run, so it needs only the
+   * shapes of what they write), and the loop's call joins it as any op
    * does. A fused step that traces its bodies (the first) then records
-   * the windows of every later step, which trace nothing. */
-  if (rt->exec != &ttpu_executor_graph && rt->exec != &ttpu_executor_function &&
-      rt->exec != &ttpu_executor_fused && rt->exec->flush) {
-    s = rt->exec->flush(rt, TTPU_END_SYNC);
-    if (s) {
-      pthread_mutex_unlock(&rt->mu);
-      return s;
-    }
-  }
+   * the windows of every later step, which trace nothing. (Strict and
+   * debug modes hold nothing back here.) */
   if (!f->owner) {
     f->owner = calloc(1, sizeof(*f->owner));
     if (!f->owner) {
