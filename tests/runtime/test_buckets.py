@@ -587,6 +587,94 @@ def test_fused_first_length_stays_exact():
     assert counts[1] > counts[0] and counts[2:] == [counts[1]] * 3, counts
 
 
+_DEFERRED = """
+    import torch, torchtpu
+    import torch.nn.functional as F
+    from torchtpu import debug
+
+    class LM(torch.nn.Module):
+        def __init__(self, vocab=64, d=32):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, d)
+            self.pos = torch.nn.Embedding(256, d)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.SiLU(),
+                                           torch.nn.Linear(4 * d, d))
+            self.norm = torch.nn.LayerNorm(d)
+            self.head = torch.nn.Linear(d, vocab)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1], device=ids.device)
+            h = self.emb(ids) + self.pos(pos)
+            h = h + self.mlp(self.norm(h))
+            labels = F.pad(ids, (0, 1), value=-100)[..., 1:]
+            return F.cross_entropy(self.head(h).reshape(-1, 64), labels.reshape(-1),
+                                   ignore_index=-100)
+
+    def train(model, lengths, dev):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(3)
+        losses = []
+        for n in lengths:
+            loss = model(torch.randint(0, 64, (2, n), generator=g).to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        return torch.stack(losses).cpu()   # one host read, after the last step
+
+    torch.manual_seed(0)
+    cpu = LM()
+    tpu = LM().to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    ref = train(cpu, LENGTHS, "cpu")
+    debug.compiles(clear=True)
+    got = train(tpu, LENGTHS, "tpu")
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+    windows = [c["what"] for c in debug.compiles() if c["what"].startswith("fused window")]
+    print("RESULT", len(windows), debug.metrics()["fused_window_ends"]["step_repeat"])
+"""
+
+
+def _deferred(lengths):
+    out = check(run_script(_DEFERRED.replace("LENGTHS", repr(lengths)), timeout=600,
+                           TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"), "RESULT")
+    windows, repeats = out.split("RESULT")[1].split()[:2]
+    return int(windows), int(repeats)
+
+
+def test_fused_steps_over_varying_lengths_without_host_reads():
+    """Fused mode, a training loop that reads its losses only after the last
+    step: the step detector knows a step by its ops, not their sizes, so
+    each step of a new length still ends where the next begins and the
+    bucketed step's windows serve every later length. (The detector once
+    took the first, exact step's sizes for the step's signature: bucketed
+    steps never matched it, windows straddled steps, and 8 lengths
+    compiled 6 windows where one length compiles 2.)"""
+    one = _deferred([70] * 8)
+    varied = _deferred([66, 70, 76, 82, 88, 100, 110, 120])
+    assert one == (2, 7), one
+    assert varied == (3, 7), varied  # the exact first step's window, once more
+
+
+def test_a_true_size_equal_to_a_scalar_compiles_nothing():
+    """A fused window shares equal scalars of one op, but a bucketed op's
+    true size only with other true sizes: whether a length happens to equal
+    a scalar of the program (76 here) does not change the window."""
+    out = check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        counts = []
+        for n in [64, 70, 76, 82, 88]:
+            ids = torch.randint(0, 50, (2, n))
+            got = ((ids.to("tpu") + 76) * 3).sum(1).cpu()
+            assert torch.equal(got, ((ids + 76) * 3).sum(1))
+            counts.append(debug.metrics()["compiles"])
+        print("COUNTS", counts)
+    """, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"), "COUNTS")
+    counts = eval(out.split("COUNTS")[1].strip().splitlines()[0])
+    assert counts == [1, 2, 2, 2, 2], counts  # exact, then one bucketed window
+
+
 @pytest.mark.parametrize("buckets", ["pow2", "16,32"])
 def test_fills_of_two_recent_lengths_stay_exact(buckets):
     """A fill whose dims are two different recent token lengths ([3, 4]

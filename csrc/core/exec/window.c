@@ -15,10 +15,12 @@
  * Boundaries: any engine call that needs a storage's data or waits
  * (download, upload, copy, synchronize, rng state), an op on another
  * device, the op limit, and the repeat detector: after a boundary the first
- * REPEAT_K ops' signatures are the step's prefix; when the same REPEAT_K
- * signatures recur, the window is cut just before them, so a training loop
- * without host reads still runs the same windows every step (and its
- * op-limit cuts fall at the same offsets in each step).
+ * REPEAT_K ops (each op with its tensors' dtypes and ranks, not their
+ * sizes: step_hash) are the step's prefix; when the same REPEAT_K ops
+ * recur, the window is cut just before them, so a training loop without
+ * host reads still runs the same windows every step (and its op-limit
+ * cuts fall at the same offsets in each step), whatever length each
+ * step's batch has.
  */
 #include <stdio.h>
 #include <pthread.h>
@@ -50,6 +52,8 @@ struct repeat_memo {
 #define PASS_CUT_BYTES ((size_t)32 << 20)
 #define DEFAULT_LIMIT 1000
 #define WINDOW_TAG (-0x7454505557494e44ll) /* marks a window key */
+/* The op number under which true sizes of bucketed ops share (append). */
+#define DYN_SIZE_OP (-1)
 
 typedef struct {
   ttpu_buffer* buf;     /* retained by the window */
@@ -480,6 +484,15 @@ static int share_scalar(const wpack* k, int op, const void* v) {
   return (*k->n)++;
 }
 
+/* The bytes a store's layout holds: a padded storage counts at its
+ * bucket's size, so that where a window ends (PASS_CUT_BYTES) depends on
+ * the buckets, not on the true sizes inside them. */
+static size_t phys_bytes(const wstore* x) {
+  size_t n = ttpu_dtype_size(x->dt);
+  for (int d = 0; d < x->nd; ++d) n *= (size_t)x->dims[d];
+  return n;
+}
+
 /* Adds the call as the window's next op (the window is on its device). */
 static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
@@ -522,7 +535,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
     if (p->slots[sl].has_param && !x->written) x->param = 1;
     if (!p->slots[sl].written) continue;
     ttpu_lower_written_phys(p, sl, &x->dt, &x->nd, x->dims, &x->pad);
-    if (!x->written && x->buf) w->written_bytes += x->buf->nbytes;
+    if (!x->written) w->written_bytes += phys_bytes(x);
     x->written = 1;
     x->has_value = 1;
   }
@@ -533,8 +546,14 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   int shared = 0;
   for (int j = 0; j < p->n_f && shared >= 0; ++j)
     shared = r->f_map[j] = share_scalar(&fk, r->call->op, &p->f[j]);
+  /* A bucketed op's true size is shared with every other op's true size
+   * of the same value, and never with another kind of scalar: which
+   * entries share must not depend on the sizes, or the window's key would
+   * change with them (a length whose value happened to equal an offset
+   * would compile the window again). */
   for (int j = 0; j < p->n_i && shared >= 0; ++j)
-    shared = r->i_map[j] = share_scalar(&ik, r->call->op, &p->i[j]);
+    shared = r->i_map[j] = share_scalar(
+        &ik, j == p->dyn_at ? DYN_SIZE_OP : r->call->op, &p->i[j]);
   if (shared < 0) {
     rec_free(r);
     return ttpu_status_oom();
@@ -1114,6 +1133,18 @@ static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call,
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
 
+/* An op's hash for the step detector: the op and the dtype and rank of
+ * each tensor, not their sizes, so that a step over other sizes (the next
+ * batch of a varying length) is still seen to begin with the same ops. */
+static uint64_t step_hash(const ttpu_op_call* call) {
+  uint64_t h = mix(0x5eed5fe9ull, (uint64_t)call->op);
+  for (int k = 0; k < call->n_tensors; ++k)
+    h = mix(h, (uint64_t)call->tensors[k].dtype << 8 | (uint64_t)call->tensors[k].ndim);
+  for (int k = 0; k < call->n_outputs; ++k)
+    h = mix(h, (uint64_t)call->outputs[k].dtype << 8 | (uint64_t)call->outputs[k].ndim);
+  return h;
+}
+
 ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
                                const ttpu_op_def* def) {
   ttpu_window* w = window_of(rt);
@@ -1135,8 +1166,9 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
    * step spent a fifth of its time in page faults); across windows
    * activations are buffers, which stay allocated. Smaller windows stay
    * whole: their temporaries are reused, and a cut would cost a launch.
-   * The rule depends on shapes only, so a TPU records the windows a CPU
-   * filling its cache recorded. A graph is one program whatever records
+   * The rule depends on shapes only (padded storages count at their
+   * bucket's size), so a TPU records the windows a CPU filling its cache
+   * recorded, and every length in a bucket the same windows. A graph is one program whatever records
    * it. */
   if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task &&
       w->written_bytes >= PASS_CUT_BYTES) {
@@ -1148,7 +1180,7 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   s = append(rt, w, call, def);
   if (s) return s;
   if (w->owner) return NULL; /* a graph is one program, however long */
-  uint64_t h = w->recs[w->n_recs - 1].hash;
+  uint64_t h = step_hash(call);
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
   w->seen++;
