@@ -700,6 +700,23 @@ static int accumulate_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn)
   return 0;
 }
 
+/* native_layer_norm(input, normalized_shape, weight, bias, eps): every
+ * output (the result, the mean and rstd with 1 in the normalized dims) has
+ * the input's rank and its padded dims; weight and bias span the
+ * normalized dims, which reduces_other_dims requires to be fixed. The
+ * input's padded dims, or -2 when the call is not of that form. */
+static int norm_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  int nt = c->n_tensors, nd = c->tensors[0].ndim;
+  if (nt < 1 || c->n_args < 2 || c->args[1].kind != TTPU_ARG_INTS) return -2;
+  for (int k = 1; k < nt; ++k)
+    if (p->rtens[k].buffer &&
+        (p->tensor_dyn[k] || p->rtens[k].ndim != c->args[1].n))
+      return -2;
+  for (int o = 0; o < c->n_outputs; ++o)
+    if (p->out_slot[o] >= 0 && p->rtens[nt + o].ndim != nd) return -2;
+  return p->tensor_dyn[0];
+}
+
 /* Whether the reduced dims (ints argument `arg`) avoid mask; `last`: the
  * argument is a normalized_shape, the last dims. */
 static int reduces_other_dims(const ttpu_op_call* c, int arg, int mask, int ndim,
@@ -1033,6 +1050,9 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     known = nt > 0 && no == 1 && p->rtens[nt].ndim == p->rtens[0].ndim ? p->tensor_dyn[0] : -1;
     for (int k = 1; k < nt && known >= 0; ++k)
       if (p->tensor_dyn[k]) known = -1;
+  } else if (ok && rule == TTPU_B_LAST_DIMS && (known = norm_dyn(p, c)) != -2) {
+    /* the dims known: a fixed dim of the true size (the hidden size at
+     * that length) is no ambiguity */
   } else if (ok) {
     known = gather_dyn(p, c);
     if (known == -2 && rule != TTPU_B_ELEMENTWISE) known = reduce_dyn(p, c);
@@ -1046,8 +1066,15 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
         has_size(t, p->tensor_dyn[k], nn))
       ok = 0;
   }
+  /* An int argument of the true size may be a size taken from the padded
+   * dim (a view's, a narrow's): refused. A normalized_shape is not: it
+   * holds the sizes of the last dims, which reduces_other_dims (below)
+   * requires to be fixed ones (a layer norm over a hidden size of 128 at a
+   * length of 128). */
+  int sizes_arg = rule == TTPU_B_LAST_DIMS ? 1 : rule == TTPU_B_NORM_BACKWARD ? 2 : -1;
   for (int a = 0; a < c->n_args && ok; ++a) {
     const ttpu_arg* g = &c->args[a];
+    if (a == sizes_arg) continue;
     if ((g->kind == TTPU_ARG_INT) && (g->i == n || g->i == nn)) ok = 0;
     if (g->kind == TTPU_ARG_INTS)
       for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n && g->ints[k] != nn;
