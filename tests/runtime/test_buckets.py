@@ -644,9 +644,10 @@ def _deferred(lengths):
 
 def test_fused_steps_over_varying_lengths_without_host_reads():
     """Fused mode, a training loop that reads its losses only after the last
-    step: the step detector knows a step by its ops, not their sizes, so
-    each step of a new length still ends where the next begins and the
-    bucketed step's windows serve every later length. (The detector once
+    step: the step detector matches an op over padded storages by its
+    tensors' dtypes and ranks, not their sizes, so each step of a new
+    length still ends where the next begins and the bucketed step's
+    windows serve every later length. (The detector once
     took the first, exact step's sizes for the step's signature: bucketed
     steps never matched it, windows straddled steps, and 8 lengths
     compiled 6 windows where one length compiles 2.)"""
@@ -654,6 +655,41 @@ def test_fused_steps_over_varying_lengths_without_host_reads():
     varied = _deferred([66, 70, 76, 82, 88, 100, 110, 120])
     assert one == (2, 7), one
     assert varied == (3, 7), varied  # the exact first step's window, once more
+
+
+def test_layers_of_other_widths_are_not_a_step():
+    """Fused mode, a fixed-shape MLP whose layers all differ in width, no
+    host read until the end: its Linear-ReLU pattern recurs in every layer,
+    but over exact storages the step detector matches signatures, sizes
+    included, so only the next step's beginning ends a window (matching
+    ops by dtype and rank alone cut every step after its 8th layer too)."""
+    out = check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        torch.manual_seed(0)
+        widths = [16 + 8 * k for k in range(13)]
+        def mlp():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(*[m for a, b in zip(widths, widths[1:])
+                                         for m in (torch.nn.Linear(a, b), torch.nn.ReLU())])
+        cpu, tpu = mlp(), mlp().to("tpu")
+        x, y = torch.randn(8, 16), torch.randint(0, widths[-1], (8,))
+
+        def train(m, dev):
+            opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+            xs, ys, losses = x.to(dev), y.to(dev), []
+            for _ in range(6):
+                loss = torch.nn.functional.cross_entropy(m(xs), ys)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.detach())
+            return torch.stack(losses).cpu()
+
+        torch.testing.assert_close(train(tpu, "tpu"), train(cpu, "cpu"), rtol=1e-5, atol=1e-5)
+        print("ENDS", debug.metrics()["fused_window_ends"]["step_repeat"])
+    """, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"), "ENDS")
+    assert int(out.split("ENDS")[1].split()[0]) == 5
 
 
 def test_a_true_size_equal_to_a_scalar_compiles_nothing():
@@ -680,7 +716,8 @@ def test_layer_norm_at_a_length_equal_to_its_hidden_size():
     normalized dims are fixed ones (weight and bias span them), so the
     length's 128 is no ambiguity and the bucketed program serves it (GPT-2
     training over lengths 64..128 compiled its whole forward exact at 128:
-    34 programs there, now 2). Values and gradients equal the CPU's."""
+    34 programs there, now 2); nor is it for a sum of the whole tensor.
+    Values and gradients equal the CPU's."""
     out = check(run_script("""
         import torch, torchtpu
         from torchtpu import debug
@@ -706,7 +743,7 @@ def test_layer_norm_at_a_length_equal_to_its_hidden_size():
         print("AT128", names)
     """, TORCHTPU_DISK_CACHE="0"), "AT128")
     names = eval(out.split("AT128")[1].strip().splitlines()[0])
-    assert "native_layer_norm" not in names, names
+    assert "native_layer_norm" not in names and "sum" not in names, names
 
 
 @pytest.mark.parametrize("buckets", ["pow2", "16,32"])

@@ -15,12 +15,15 @@
  * Boundaries: any engine call that needs a storage's data or waits
  * (download, upload, copy, synchronize, rng state), an op on another
  * device, the op limit, and the repeat detector: after a boundary the first
- * REPEAT_K ops (each op with its tensors' dtypes and ranks, not their
- * sizes: step_hash) are the step's prefix; when the same REPEAT_K ops
- * recur, the window is cut just before them, so a training loop without
- * host reads still runs the same windows every step (and its op-limit
- * cuts fall at the same offsets in each step), whatever length each
- * step's batch has.
+ * REPEAT_K ops' signatures are the step's prefix; when the same REPEAT_K
+ * signatures recur, the window is cut just before them, so a training loop
+ * without host reads still runs the same windows every step (and its
+ * op-limit cuts fall at the same offsets in each step). An op over padded
+ * storages (prog/bucket.c) also matches the same op over tensors of the
+ * same dtypes and ranks (step_hash), so a step over a batch of another
+ * length still matches the prefix of the first, exact step; ops over
+ * exact storages match by signature only, so layers of other widths in a
+ * fixed-shape step are not taken for its beginning.
  */
 #include <stdio.h>
 #include <pthread.h>
@@ -121,6 +124,9 @@ struct ttpu_window {
   /* repeat detector */
   uint64_t prefix[REPEAT_K];
   uint64_t recent[REPEAT_K]; /* ring */
+  uint64_t prefix_free[REPEAT_K]; /* their step_hash */
+  uint64_t recent_free[REPEAT_K];
+  unsigned char recent_padded[REPEAT_K]; /* the op touched padding */
   int64_t since_anchor;
   int64_t seen;
   /* repeated layers: the cuts of the last windows */
@@ -1133,9 +1139,17 @@ static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call,
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
 
-/* An op's hash for the step detector: the op and the dtype and rank of
- * each tensor, not their sizes, so that a step over other sizes (the next
- * batch of a varying length) is still seen to begin with the same ops. */
+/* An op's hash for the step detector where it touches padding: the op and
+ * the dtype and rank of each tensor, not their sizes, so that a step over
+ * other sizes (the next batch of a varying length) is still seen to begin
+ * with the same ops. */
+static int touches_padding(const ttpu_plan* p) {
+  if (p->dyn_at >= 0) return 1;
+  for (int sl = 0; sl < p->n_slots; ++sl)
+    if (p->slots[sl].pad.mask) return 1;
+  return 0;
+}
+
 static uint64_t step_hash(const ttpu_op_call* call) {
   uint64_t h = mix(0x5eed5fe9ull, (uint64_t)call->op);
   for (int k = 0; k < call->n_tensors; ++k)
@@ -1180,16 +1194,25 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   s = append(rt, w, call, def);
   if (s) return s;
   if (w->owner) return NULL; /* a graph is one program, however long */
-  uint64_t h = step_hash(call);
+  const wrec* r = &w->recs[w->n_recs - 1];
+  uint64_t h = r->hash, hf = step_hash(call);
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
+  w->recent_free[w->seen % REPEAT_K] = hf;
+  w->recent_padded[w->seen % REPEAT_K] = touches_padding(&r->plan);
   w->seen++;
-  if (w->since_anchor < REPEAT_K) w->prefix[w->since_anchor] = h;
+  if (w->since_anchor < REPEAT_K) {
+    w->prefix[w->since_anchor] = h;
+    w->prefix_free[w->since_anchor] = hf;
+  }
   w->since_anchor++;
   if (w->since_anchor > 2 * REPEAT_K) {
     int same = 1;
-    for (int k = 0; k < REPEAT_K && same; ++k)
-      same = w->recent[(w->seen - REPEAT_K + k) % REPEAT_K] == w->prefix[k];
+    for (int k = 0; k < REPEAT_K && same; ++k) {
+      int at = (int)((w->seen - REPEAT_K + k) % REPEAT_K);
+      same = w->recent[at] == w->prefix[k] ||
+             (w->recent_padded[at] && w->recent_free[at] == w->prefix_free[k]);
+    }
     if (same) {
       /* The step's first REPEAT_K ops again: the next step began. */
       w->since_anchor = REPEAT_K;

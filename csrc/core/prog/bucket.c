@@ -700,6 +700,20 @@ static int accumulate_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn)
   return 0;
 }
 
+/* A reduction of one tensor to 0-dim outputs (sum(), amax(), all()): no
+ * output dim holds the bucket, and the input's padded dims are its
+ * storage's, whatever sizes its fixed dims have. 0, or -2 when the call is
+ * not of that form. */
+static int whole_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  int nt = c->n_tensors, inputs = 0;
+  for (int k = 0; k < nt; ++k)
+    if (p->rtens[k].buffer && !fresh_self(p, c, k)) inputs++;
+  if (inputs != 1 || c->n_outputs < 1) return -2;
+  for (int o = 0; o < c->n_outputs; ++o)
+    if (p->out_slot[o] >= 0 && p->rtens[nt + o].ndim != 0) return -2;
+  return 0;
+}
+
 /* native_layer_norm(input, normalized_shape, weight, bias, eps): every
  * output (the result, the mean and rstd with 1 in the normalized dims) has
  * the input's rank and its padded dims; weight and bias span the
@@ -1056,6 +1070,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   } else if (ok) {
     known = gather_dyn(p, c);
     if (known == -2 && rule != TTPU_B_ELEMENTWISE) known = reduce_dyn(p, c);
+    if (known == -2 && rule != TTPU_B_ELEMENTWISE) known = whole_dyn(p, c);
     if (known == -2) known = broadcast_dyn(p, c, nn);
   }
   if (known == -1) ok = 0;
