@@ -1139,10 +1139,7 @@ static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call,
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
 
-/* An op's hash for the step detector where it touches padding: the op and
- * the dtype and rank of each tensor, not their sizes, so that a step over
- * other sizes (the next batch of a varying length) is still seen to begin
- * with the same ops. */
+/* Whether a planned op reads or writes a padded storage, or is bucketed. */
 static int touches_padding(const ttpu_plan* p) {
   if (p->dyn_at >= 0) return 1;
   for (int sl = 0; sl < p->n_slots; ++sl)
@@ -1150,6 +1147,10 @@ static int touches_padding(const ttpu_plan* p) {
   return 0;
 }
 
+/* An op's hash for the step detector where it touches padding: the op and
+ * the dtype and rank of each tensor, not their sizes, so that a step over
+ * other sizes (the next batch of a varying length) is still seen to begin
+ * with the same ops. */
 static uint64_t step_hash(const ttpu_op_call* call) {
   uint64_t h = mix(0x5eed5fe9ull, (uint64_t)call->op);
   for (int k = 0; k < call->n_tensors; ++k)
@@ -1182,8 +1183,8 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
    * whole: their temporaries are reused, and a cut would cost a launch.
    * The rule depends on shapes only (padded storages count at their
    * bucket's size), so a TPU records the windows a CPU filling its cache
-   * recorded, and every length in a bucket the same windows. A graph is one program whatever records
-   * it. */
+   * recorded, and every length in a bucket the same windows. A graph is
+   * one program whatever records it. */
   if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task &&
       w->written_bytes >= PASS_CUT_BYTES) {
     s = ttpu_window_flush(rt, TTPU_END_PASS);

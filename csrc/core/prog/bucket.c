@@ -720,8 +720,9 @@ static int whole_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
  * normalized dims, which reduces_other_dims requires to be fixed. The
  * input's padded dims, or -2 when the call is not of that form. */
 static int norm_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
-  int nt = c->n_tensors, nd = c->tensors[0].ndim;
+  int nt = c->n_tensors;
   if (nt < 1 || c->n_args < 2 || c->args[1].kind != TTPU_ARG_INTS) return -2;
+  int nd = c->tensors[0].ndim;
   for (int k = 1; k < nt; ++k)
     if (p->rtens[k].buffer &&
         (p->tensor_dyn[k] || p->rtens[k].ndim != c->args[1].n))
