@@ -96,6 +96,14 @@ OPS = {
     "shifted rows": lambda x: x[:, 1:].contiguous() * 2,
     "shifted rows, sum": lambda x: x[:, 2:].sum(1),
     "pad at the end": lambda x: F.pad(x.transpose(1, 2), (0, 2), value=-7.0),
+    "index along n, negative": lambda x: x[:, torch.tensor([0, 3, -1, -7], device=x.device)] * 2,
+    "index along n and the batch": lambda x: x[torch.tensor([[1], [0]], device=x.device),
+                                               torch.tensor([[-1, 2], [5, -2]], device=x.device)],
+    "index by a grown arange": lambda x: x[torch.arange(2, device=x.device)[:, None],
+                                           torch.arange(x.shape[1], device=x.device)[None, :]] + 1,
+    "index along a fixed dim": lambda x: x[:, :, torch.tensor([7, 0, -8], device=x.device)],
+    "index_select along the batch": lambda x: x.index_select(0, torch.tensor([1, 0, 1], device=x.device)),
+    "bitwise and logical": lambda x: torch.logical_or((x > 0) & (x < 1), ~(x > -0.5)) ^ (x > 2),
     "causal attention": lambda x: F.scaled_dot_product_attention(
         x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), x.view(2, 1, -1, 8), is_causal=True),
     "attention, heads merged": lambda x: (x.unsqueeze(1).expand(2, 3, -1, 8).reshape(6, -1, 8)
@@ -112,6 +120,72 @@ def test_ops_on_grown_tensor_match_cpu(name, n):
     want = OPS[name](base.narrow(1, 0, n))
     close(OPS[name](x), want)
     close(x, base.narrow(1, 0, n))
+
+
+@pytest.mark.parametrize("n", [100, 128])
+def test_index_errors_on_a_grown_tensor_name_the_true_size(n):
+    """An index past the true length of a padded dim raises as on the CPU
+    (IndexError naming the true size), though the bucket's storage holds
+    more rows; the last valid and the most negative index read the right
+    rows."""
+    base = torch.randn(2, n + 5, 8)
+    x = grown(base, 1, n)
+    want = base.narrow(1, 0, n)
+    close(x[:, torch.tensor([n - 1, -n], device=DEV)], want[:, [n - 1, -n]])
+    close(x.index_select(1, torch.tensor([n - 1], device=DEV)), want.index_select(1, torch.tensor([n - 1])))
+    for bad in (n, n + 3, -n - 1):
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds for dimension 0 with size {n}"):
+            x[:, torch.tensor([0, bad], device=DEV)].cpu()
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x.index_select(1, torch.tensor([n], device=DEV)).cpu()
+    close(x * 1, want)   # the process and the tensor stay usable
+
+
+_GENERATE = """
+    import torch, transformers, torchtpu
+    from torchtpu import debug
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=100,
+                                   max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    ids[1, :3] = 0
+    mask[1, :3] = 0   # the second prompt is left-padded
+    kw = dict(max_new_tokens=24, min_new_tokens=24, do_sample=False, pad_token_id=0, KW)
+
+    class Count(transformers.LogitsProcessor):
+        def __init__(self):
+            self.at = []
+        def __call__(self, input_ids, scores):
+            torch.tpu.synchronize()
+            self.at.append(debug.metrics()["compiles"])
+            return scores
+
+    with torch.no_grad():
+        want = model.generate(ids, attention_mask=mask, **kw)
+        count = Count()
+        got = model.to("tpu").generate(ids.to("tpu"), attention_mask=mask.to("tpu"),
+                                       logits_processor=transformers.LogitsProcessorList([count]), **kw)
+    assert torch.equal(got.cpu(), want), (got, want)
+    print("compiles per step", [b - a for a, b in zip(count.at, count.at[1:])])
+    assert count.at[-1] == count.at[4], count.at
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode,kw", [("strict", "num_beams=1"), ("fused", "num_beams=1"),
+                                     ("strict", "num_beams=2")])
+def test_generate_with_a_padding_mask_compiles_nothing_per_token(mode, kw):
+    """Batched prompts of different lengths (a left-padded batch, its
+    attention mask holding zeros) build a 4-d mask each step from
+    arange(kv_length), a gather of the padding mask and bitwise ands; beam
+    search reorders the key/value cache with index_select. From the fifth
+    token on, no step compiles; the tokens equal the CPU's."""
+    pytest.importorskip("transformers")
+    check(run_script(_GENERATE.replace("KW", kw), timeout=600, TORCHTPU_EAGER_MODE=mode,
+                     TORCHTPU_DISK_CACHE="0"))
 
 
 def attention_step(k, v, q):

@@ -58,6 +58,17 @@ static const rule_def kRules[] = {
     {"tanh", TTPU_B_ELEMENTWISE},
     {"sigmoid", TTPU_B_ELEMENTWISE},
     {"silu", TTPU_B_ELEMENTWISE},
+    {"bitwise_and.Tensor", TTPU_B_ELEMENTWISE},
+    {"bitwise_and.Scalar", TTPU_B_ELEMENTWISE},
+    {"bitwise_or.Tensor", TTPU_B_ELEMENTWISE},
+    {"bitwise_or.Scalar", TTPU_B_ELEMENTWISE},
+    {"bitwise_xor.Tensor", TTPU_B_ELEMENTWISE},
+    {"bitwise_xor.Scalar", TTPU_B_ELEMENTWISE},
+    {"bitwise_not", TTPU_B_ELEMENTWISE},
+    {"logical_and", TTPU_B_ELEMENTWISE},
+    {"logical_or", TTPU_B_ELEMENTWISE},
+    {"logical_xor", TTPU_B_ELEMENTWISE},
+    {"logical_not", TTPU_B_ELEMENTWISE},
     {"gelu", TTPU_B_ELEMENTWISE},
     {"relu", TTPU_B_ELEMENTWISE},
     {"abs", TTPU_B_ELEMENTWISE},
@@ -198,6 +209,7 @@ static const rule_def kRules[] = {
     {"random_.from", TTPU_B_FACTORY},
     {"random_.to", TTPU_B_FACTORY},
     {"_index_put_impl_", TTPU_B_ACCUMULATE},
+    {"index.Tensor", TTPU_B_INDEX},
 };
 
 static int* g_rules;

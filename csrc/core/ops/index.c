@@ -82,15 +82,25 @@ static int same_dtype_ok(ttpu_lower* L, int self_arg, int src_arg,
   return 0;
 }
 
-/* x + size where x < 0 (i64, any shape). */
-static ttpu_val wrap(ttpu_hlo* b, ttpu_val idx, int64_t size) {
+/* size as a value of idx's type t: the constant, or n (0-d i64, the true
+ * size of a bucketed dim) where n is not ERR. */
+static ttpu_val size_like(ttpu_hlo* b, ttpu_type t, int64_t size, ttpu_val n) {
+  return n == ERR ? ttpu_hlo_const(b, t, 0, (double)size)
+                  : ttpu_hlo_broadcast_to(b, ttpu_hlo_convert(b, n, t.dtype), t.ndim, t.dims);
+}
+
+/* x + size where x < 0 (i64, any shape); size is n where n is not ERR. */
+static ttpu_val wrap_n(ttpu_hlo* b, ttpu_val idx, int64_t size, ttpu_val n) {
   const ttpu_type* tp = ttpu_hlo_type(b, idx);
   if (!tp) return ERR;
   ttpu_type t = *tp;
   ttpu_val neg = ttpu_hlo_compare(b, TTPU_LT, idx, ttpu_hlo_const(b, t, 0, 0));
   return ttpu_hlo_select(
-      b, neg, ttpu_hlo_binary(b, TTPU_ADD, idx, ttpu_hlo_const(b, t, 0, size)),
-      idx);
+      b, neg, ttpu_hlo_binary(b, TTPU_ADD, idx, size_like(b, t, size, n)), idx);
+}
+
+static ttpu_val wrap(ttpu_hlo* b, ttpu_val idx, int64_t size) {
+  return wrap_n(b, idx, size, ERR);
 }
 
 /* i64[4] {flag, v0, v1, v2} from 0-d i64 values. */
@@ -105,19 +115,19 @@ static ttpu_val info4(ttpu_hlo* b, ttpu_val flag, ttpu_val v0, ttpu_val v1,
 }
 
 /* Check info {any bad, first bad index, dim, size} for idx (i64, any
- * shape) against [lo, size), lo = -size when negative indices wrap. ERR
- * (no check) for an empty idx. */
-static ttpu_val oob_info(ttpu_hlo* b, ttpu_val idx, int wraps, int64_t dim,
-                         int64_t size) {
+ * shape) against [lo, size), lo = -size when negative indices wrap; size
+ * is dyn (0-d i64) where dyn is not ERR. ERR (no check) for an empty idx. */
+static ttpu_val oob_info_n(ttpu_hlo* b, ttpu_val idx, int wraps, int64_t dim,
+                           int64_t size, ttpu_val dyn) {
   ttpu_val f = flatten(b, idx);
   const ttpu_type* tp = ttpu_hlo_type(b, f);
   if (!tp || tp->dims[0] == 0) return ERR;
   ttpu_type t = *tp;
   int64_t n = t.dims[0], one = 1, zero = 0;
-  ttpu_val bad = ttpu_hlo_binary(
-      b, TTPU_OR,
-      ttpu_hlo_compare(b, TTPU_LT, f, ttpu_hlo_const(b, t, 0, wraps ? -size : 0)),
-      ttpu_hlo_compare(b, TTPU_GE, f, ttpu_hlo_const(b, t, 0, size)));
+  ttpu_val hi = size_like(b, t, size, dyn);
+  ttpu_val lo = wraps ? ttpu_hlo_unary(b, TTPU_NEG, hi) : ttpu_hlo_const(b, t, 0, 0);
+  ttpu_val bad = ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_compare(b, TTPU_LT, f, lo),
+                                 ttpu_hlo_compare(b, TTPU_GE, f, hi));
   ttpu_val pos = ttpu_hlo_select(b, bad, ttpu_hlo_iota(b, t, 0),
                                  ttpu_hlo_const(b, t, 0, n));
   ttpu_val first = ttpu_hlo_reduce(b, pos, TTPU_RED_MIN, &zero, 1);
@@ -128,7 +138,12 @@ static ttpu_val oob_info(ttpu_hlo* b, ttpu_val idx, int wraps, int64_t dim,
   ttpu_val value = ttpu_hlo_reshape(b, ttpu_hlo_dynamic_slice(b, f, &at, &one),
                                     0, NULL);
   return info4(b, flag, value, ttpu_hlo_const_i(b, TTPU_I64, dim),
-               ttpu_hlo_const_i(b, TTPU_I64, size));
+               dyn == ERR ? ttpu_hlo_const_i(b, TTPU_I64, size) : dyn);
+}
+
+static ttpu_val oob_info(ttpu_hlo* b, ttpu_val idx, int wraps, int64_t dim,
+                         int64_t size) {
+  return oob_info_n(b, idx, wraps, dim, size, ERR);
 }
 
 /* The first of two check infos that fired (either may be ERR: none). */
@@ -243,8 +258,10 @@ static void set_selected(ttpu_lower* L, ttpu_val x, int dim, ttpu_val idx) {
   ttpu_hlo* b = ttpu_l_hlo(L);
   ttpu_type ot = ttpu_l_out_type(L, 0);
   int64_t size = ttpu_l_type(L, x).dims[dim];
-  check(L, oob_info(b, idx, 0, dim, size), TTPU_INDEX_ERROR,
-        "index out of range in self");
+  /* a dim that holds a bucket: checked against its true size */
+  int dyn = ttpu_l_dyn_dims(L, 0, -1) >> dim & 1;
+  check(L, oob_info_n(b, idx, 0, dim, size, dyn ? ttpu_l_dyn_size(L) : ERR),
+        TTPU_INDEX_ERROR, "index out of range in self");
   ttpu_val r = size == 0 || ttpu_type_numel(&ot) == 0
                    ? zeros(b, ot)
                    : ttpu_l_gather_dim(b, x, dim, idx);
@@ -641,6 +658,11 @@ static int adv_index_build(ttpu_lower* L, ttpu_type tx, int arg, adv_index* a) {
   ttpu_val vals[TTPU_MAX_DIMS];
   int64_t bd[TTPU_MAX_DIMS];
   int nb = 0;
+  /* A bucketed self (index.Tensor over a padded storage): an indexed dim
+   * that holds a bucket wraps and checks its indices against the true
+   * size, not the bucket's. */
+  int sdyn = ttpu_l_dyn_dims(L, 0, -1);
+  ttpu_val true_n = sdyn ? ttpu_l_dyn_size(L) : ERR;
   for (int k = 0; k < nl; ++k) {
     const ttpu_tensor* d = ttpu_l_tensor_desc(L, arg, k);
     /* None; an empty index tensor has no buffer but still indexes */
@@ -679,7 +701,8 @@ static int adv_index_build(ttpu_lower* L, ttpu_type tx, int arg, adv_index* a) {
     if (size == 0) a->empty_dim = 1;
     /* CPU names the index tensor's position among the index tensors as
      * the dimension in its message, not the dim of self it indexes. */
-    a->info = merge_info(b, a->info, oob_info(b, v, 1, a->m, size));
+    a->info = merge_info(b, a->info,
+                         oob_info_n(b, v, 1, a->m, size, sdyn >> k & 1 ? true_n : ERR));
     vals[a->m] = v;
     a->pos[a->m++] = k;
   }
@@ -690,7 +713,7 @@ static int adv_index_build(ttpu_lower* L, ttpu_type tx, int arg, adv_index* a) {
   ttpu_val parts[TTPU_MAX_DIMS];
   for (int j = 0; j < a->m; ++j) {
     ttpu_val v = ttpu_hlo_broadcast_to(b, vals[j], nb, bd);
-    v = wrap(b, v, tx.dims[a->pos[j]]);
+    v = wrap_n(b, v, tx.dims[a->pos[j]], sdyn >> a->pos[j] & 1 ? true_n : ERR);
     parts[j] = ttpu_hlo_reshape(b, v, nb + 1, b1);
   }
   a->coords = a->m ? ttpu_hlo_concat(b, parts, a->m, nb) : ERR;

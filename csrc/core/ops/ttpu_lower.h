@@ -157,6 +157,10 @@ enum {
   TTPU_B_ACCUMULATE,   /* index_put with accumulate: indices (1-d) and
                           values padded alike, their padding -0.0 (0) at
                           index 0; self exact */
+  TTPU_B_INDEX,        /* index.Tensor: FILL_ZERO (index padding reads
+                          row 0), the result's dims known; an indexed dim
+                          of self that holds a bucket wraps and checks
+                          against the true size */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

@@ -480,7 +480,8 @@ static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
                          p->tensor_off[i]);
   if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
   int rule = p->bucket_rule == TTPU_B_MATMUL || p->bucket_rule == TTPU_B_NORM_BACKWARD ||
-                     p->bucket_rule == TTPU_B_MEAN || p->bucket_rule == TTPU_B_ACCUMULATE
+                     p->bucket_rule == TTPU_B_MEAN || p->bucket_rule == TTPU_B_ACCUMULATE ||
+                     p->bucket_rule == TTPU_B_INDEX
                  ? TTPU_B_FILL_ZERO : p->bucket_rule;
   int64_t ignore_index = 0;
   if (rule == TTPU_B_NLL) {

@@ -311,7 +311,7 @@ static int batch_length(const ttpu_prog_ctx* pc, int64_t n) {
 
 /* The dims of output 0 found growing for calls like c (a mask). A
  * factory's kind (shaped) includes its dims other than those of a batch
- * length, so that the fills of one step ([b, n, 128], [b, n, 256], ...)
+ * length or a growing tensor's, so that the fills of one step ([b, n, 128], [b, n, 256], ...)
  * each keep their own history instead of resetting one another's; a
  * cat's (not shaped) grows only where it takes its previous output. */
 static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
@@ -325,7 +325,9 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
     if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
   if (shaped)
     for (int j = 0; j < o->ndim; ++j)
-      h = mix(h, batch_length(pc, o->sizes[j]) ? -1 : o->sizes[j]);
+      h = mix(h, batch_length(pc, o->sizes[j]) || recent_has(pc->var_len, o->sizes[j])
+                     ? -1
+                     : o->sizes[j]);
   return watch(pc, h, o->ndim, o->sizes, need, shaped ? NULL : c, NULL);
 }
 
@@ -612,7 +614,11 @@ static int matmul_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
 
 /* index_select(self, dim, index) and embedding(weight, indices): the
  * output takes the index's dims (index_select: at `dim`), the rest are
- * self's, copied whole; a padded self is not of this shape. */
+ * self's, copied whole. index_select's self may hold a bucket: in another
+ * dim (padded in the output too), or in `dim` itself (a key cache
+ * reordered along its beams is not; a padded dim selected along is
+ * checked against the true size, ops/index.c). An embedding's padded
+ * weight is not of this shape. */
 static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
   const char* name = ttpu_op_name(c->op);
   int sel = !strcmp(name, "index_select");
@@ -622,12 +628,68 @@ static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
       c->args[ia].kind != TTPU_ARG_TENSOR || c->n_outputs != 1)
     return -2;
   int is = c->args[0].tensor, ix = c->args[ia].tensor;
-  if (p->tensor_dyn[is]) return -2;
-  if (!sel) return p->tensor_dyn[ix];
-  if (c->args[1].kind != TTPU_ARG_INT || c->tensors[ix].ndim != 1) return -2;
+  if (!sel) return p->tensor_dyn[is] ? -2 : p->tensor_dyn[ix];
+  if (c->args[1].kind != TTPU_ARG_INT || c->tensors[ix].ndim > 1 ||
+      c->tensors[is].ndim != p->rtens[c->n_tensors].ndim)
+    return -2;
   int64_t d = c->args[1].i < 0 ? c->args[1].i + c->tensors[is].ndim : c->args[1].i;
   if (d < 0 || d >= p->rtens[c->n_tensors].ndim) return -2;
-  return p->tensor_dyn[ix] ? 1 << d : -2;
+  int out = p->tensor_dyn[is] & ~(1 << d);
+  if (p->tensor_dyn[ix]) out |= 1 << d;
+  return out || p->tensor_dyn[is] ? out : -2;
+}
+
+/* index.Tensor(self, indices): the result holds the index tensors'
+ * broadcast shape where self's indexed dims were (first when a slice
+ * separates them; NumPy's rule), then self's other dims. A padded dim of
+ * an index tensor is padded in the result (its padding holds index 0, in
+ * range); a padded dim self keeps is padded in the result; a padded dim
+ * self is indexed along is read through the indices, which the lowering
+ * wraps and checks against the true size (ops/index.c). An index dim
+ * padded in one tensor and of the true size in another does not
+ * broadcast: refused. */
+static int index_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
+  if (c->n_args < 2 || c->args[0].kind != TTPU_ARG_TENSOR ||
+      c->args[1].kind != TTPU_ARG_TENSORS || c->n_outputs != 1)
+    return -2;
+  int is = c->args[0].tensor, nd = c->tensors[is].ndim, nl = c->args[1].n;
+  if (nl > nd) return -2;
+  int taken = 0, first = -1, last = -1, adjacent = 1, nb = 0;
+  for (int k = 0; k < nl; ++k) {
+    const ttpu_tensor* t = &c->tensors[c->args[1].tensor + k];
+    if (t->dtype == TTPU_DTYPE_NONE) continue;
+    if (t->dtype == TTPU_BOOL || t->dtype == TTPU_U8) return -1;
+    taken |= 1 << k;
+    if (first < 0) first = k;
+    else if (k != last + 1) adjacent = 0;
+    last = k;
+    if (t->ndim > nb) nb = t->ndim;
+  }
+  if (first < 0) return -2;
+  int state[TTPU_MAX_DIMS] = {0}; /* 0: all 1 so far, 1: exact, 2: padded */
+  for (int k = 0; k < nl; ++k) {
+    int i = c->args[1].tensor + k;
+    const ttpu_tensor* t = &c->tensors[i];
+    if (!(taken >> k & 1)) continue;
+    for (int j = 0; j < t->ndim; ++j) {
+      int at = nb - t->ndim + j, d = p->tensor_dyn[i] >> j & 1;
+      if (!d && t->sizes[j] == 1) continue;
+      int st = d ? 2 : 1;
+      if (state[at] && state[at] != st) return -1;
+      state[at] = st;
+    }
+  }
+  int xd = p->tensor_dyn[is], before = adjacent ? first : 0, out = 0, r = 0;
+  for (int j = 0; j < before; ++j, ++r)
+    if (xd >> j & 1) out |= 1 << r;
+  for (int j = 0; j < nb; ++j, ++r)
+    if (state[j] == 2) out |= 1 << r;
+  for (int j = before; j < nd; ++j) {
+    if (taken >> j & 1) continue;
+    if (xd >> j & 1) out |= 1 << r;
+    ++r;
+  }
+  return r == p->rtens[c->n_tensors].ndim ? out : -2;
 }
 
 /* The dims an ints argument lists (negative ones from the end), as a
@@ -1059,6 +1121,9 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     known = matmul_dyn(p, c);
   } else if (ok && rule == TTPU_B_ACCUMULATE) {
     known = M == 1 ? accumulate_dyn(p, c, nn) : -1;
+  } else if (ok && rule == TTPU_B_INDEX) {
+    known = M == 1 ? index_dyn(p, c) : -1;
+    if (known == -2) known = -1;
   } else if (ok && rule == TTPU_B_FIRST) {
     /* the output has the first operand's shape; a padded set would add
      * its padding to the set */
@@ -1230,6 +1295,13 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       for (int j = 0; j < p->rtens[nt + o].ndim; ++j) numel *= p->rtens[nt + o].sizes[j];
       if (!p->out_full[o] && numel > 0) p->slots[s].read = 1;
     }
+  }
+  /* A growing tensor's new length (generate()'s attention mask, a key
+   * cache) is a length that varies, as a padded upload's is: a factory
+   * of that size (`arange(kv_length)` of a padding mask) is bucketed. */
+  if (rule == TTPU_B_CAT && no == 1 && p->out_dyn[0] && p->dyn_out_n > 1) {
+    recent_note(pc->var_len, p->dyn_out_n);
+    pc->var_clock = pc->growth_clock;
   }
   p->call = p->rcall;
   return NULL;
