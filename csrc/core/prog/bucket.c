@@ -288,7 +288,8 @@ static int watch(ttpu_prog_ctx* pc, uint64_t h, int ndim, const int64_t* dims,
  * at most 1 never taken. */
 #define RECENT 4
 _Static_assert(sizeof(((ttpu_prog_ctx*)0)->var_len) == RECENT * sizeof(int64_t) &&
-                   sizeof(((ttpu_prog_ctx*)0)->batch_len) == RECENT * sizeof(int64_t),
+                   sizeof(((ttpu_prog_ctx*)0)->batch_len) == RECENT * sizeof(int64_t) &&
+                   sizeof(((ttpu_prog_ctx*)0)->grow_len) == RECENT * sizeof(int64_t),
                "recent lengths");
 
 static void recent_note(int64_t* recent, int64_t n) {
@@ -325,7 +326,8 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
     if (c->args[a].kind == TTPU_ARG_INT) h = mix(h, c->args[a].i);
   if (shaped)
     for (int j = 0; j < o->ndim; ++j)
-      h = mix(h, batch_length(pc, o->sizes[j]) || recent_has(pc->var_len, o->sizes[j])
+      h = mix(h, batch_length(pc, o->sizes[j]) || recent_has(pc->var_len, o->sizes[j]) ||
+                         recent_has(pc->grow_len, o->sizes[j])
                      ? -1
                      : o->sizes[j]);
   return watch(pc, h, o->ndim, o->sizes, need, shaped ? NULL : c, NULL);
@@ -901,18 +903,24 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       is_contiguous(&c->outputs[0]) && p->slots[p->out_slot[0]].written &&
       !(p->slots[p->out_slot[0]].read && p->slots[p->out_slot[0]].has_value)) {
     /* A cat grows when it grew twice; a factory once, to the length of
-     * the uploads that vary. */
+     * the uploads that vary, and twice in a row to a length only a
+     * growing tensor has (made once or twice at such a length, its exact
+     * program is the cheaper). */
+    const int64_t* osz = c->outputs[0].sizes;
+    int uploaded = 0;
+    for (int j = 0; j < c->outputs[0].ndim; ++j) uploaded |= var_length(pc, osz[j]);
     int m = rule == TTPU_B_CAT ? growth_mask(pc, c, 2, 0)
-                               : growth_mask(pc, c, 1, 1);
+                               : growth_mask(pc, c, uploaded ? 1 : 2, 1);
     int sweep = rule == TTPU_B_CAT ? -1 : sweep_dim(pc, c);
+    int var_recent = pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN;
+    int grow_recent = pc->grow_len[0] > 1 && pc->growth_clock - pc->grow_clock <= VAR_SPAN;
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
-    } else if (pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN) {
+    } else if (var_recent || grow_recent) {
       /* From the first call, with explicit sizes (lengths declared
        * varying): the dims of such a length; after a token batch padded
        * from its first upload: the dims of its length. */
-      const int64_t* osz = c->outputs[0].sizes;
       if (!m && pc->bucket_ladder == 3)
         for (int j = 0; j < c->outputs[0].ndim; ++j)
           if (var_length(pc, osz[j])) m |= 1 << j;
@@ -925,7 +933,10 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       int64_t len = 0;
       for (int j = 0; j < c->outputs[0].ndim; ++j) {
         if (!(m >> j & 1)) continue;
-        if (!var_length(pc, osz[j]) || (len && osz[j] != len)) factory = 0;
+        if (!(var_recent && var_length(pc, osz[j])) &&
+            !(grow_recent && recent_has(pc->grow_len, osz[j])))
+          factory = 0;
+        if (len && osz[j] != len) factory = 0;
         len = osz[j];
       }
     }
@@ -1297,11 +1308,11 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     }
   }
   /* A growing tensor's new length (generate()'s attention mask, a key
-   * cache) is a length that varies, as a padded upload's is: a factory
-   * of that size (`arange(kv_length)` of a padding mask) is bucketed. */
+   * cache): a factory of that size made each step (`arange(kv_length)` of
+   * a padding mask) is bucketed too. */
   if (rule == TTPU_B_CAT && no == 1 && p->out_dyn[0] && p->dyn_out_n > 1) {
-    recent_note(pc->var_len, p->dyn_out_n);
-    pc->var_clock = pc->growth_clock;
+    recent_note(pc->grow_len, p->dyn_out_n);
+    pc->grow_clock = pc->growth_clock;
   }
   p->call = p->rcall;
   return NULL;

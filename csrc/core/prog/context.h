@@ -84,6 +84,11 @@ typedef struct ttpu_prog_ctx {
    * parameter) are not taken for growth. */
   int64_t var_len[4];
   uint64_t var_clock; /* growth_clock at that upload */
+  /* The last lengths of growing tensors (a cat that takes its output
+   * back), latest first: a factory of such a length that changed with it
+   * twice in a row (a padding mask's arange(kv_length)) is bucketed. */
+  int64_t grow_len[4];
+  uint64_t grow_clock; /* growth_clock at that cat */
   /* The last lengths of integer batches uploaded, padded or not: a fill's
    * growth history leaves dims of these sizes out of its kind. */
   int64_t batch_len[4];
