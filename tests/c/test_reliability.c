@@ -122,10 +122,13 @@ static void test_evict_while_running(ttpu_test_ctx* t) {
   ttpu_buffer* outs[N] = {0};
   float v[64];
   for (int i = 0; i < 64; ++i) v[i] = (float)i;
-  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, v, 64);
-  if (!x) return;
+  /* Each input a storage of its own: a shrinking view of one storage
+   * would be read through one bucketed program. */
+  ttpu_buffer* xs[N] = {0};
   for (int k = 0; k < N; ++k) {
     int64_t n = 64 - k, st = 1;
+    ttpu_buffer* x = xs[k] = ttpu_test_upload_f32(t, rt, v, n);
+    if (!x) return;
     TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &outs[k]));
     ttpu_tensor tx = {x, TTPU_F32, 1, &n, &st, 0};
     ttpu_tensor to = {outs[k], TTPU_F32, 1, &n, &st, 0};
@@ -147,7 +150,7 @@ static void test_evict_while_running(ttpu_test_ctx* t) {
   ttpu_runtime_stats(rt, -1, &st);
   TTPU_CHECK(t, st.programs_loaded == 1);
   TTPU_CHECK(t, st.programs_retired == 0);
-  ttpu_buffer_release(x);
+  for (int k = 0; k < N; ++k) ttpu_buffer_release(xs[k]);
   ttpu_runtime_destroy(rt);
 }
 

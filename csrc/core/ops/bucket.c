@@ -58,6 +58,7 @@ static const rule_def kRules[] = {
     {"tanh", TTPU_B_ELEMENTWISE},
     {"sigmoid", TTPU_B_ELEMENTWISE},
     {"silu", TTPU_B_ELEMENTWISE},
+    {"clone", TTPU_B_ELEMENTWISE},
     {"bitwise_and.Tensor", TTPU_B_ELEMENTWISE},
     {"bitwise_and.Scalar", TTPU_B_ELEMENTWISE},
     {"bitwise_or.Tensor", TTPU_B_ELEMENTWISE},

@@ -476,8 +476,25 @@ static ttpu_val true_part(ttpu_hlo* b, ttpu_type ti, int mask, ttpu_val n,
 static ttpu_val read_input(void* user, ttpu_lower* L, int i) {
   const op_frame* F = user;
   const ttpu_plan* p = F->p;
-  ttpu_val v = read_view(F, L, p->tensor_slot[i], &p->call->tensors[i],
-                         p->tensor_off[i]);
+  ttpu_val v;
+  if (p->dyn_at >= 0 && i < TTPU_PLAN_GROWN && p->grown >> i & 1) {
+    /* A growing view: what its storage holds along the dynamic dim, then
+     * padding to the bucket (prog/bucket.c). */
+    const ttpu_tensor* t = &p->call->tensors[i];
+    int d = __builtin_ctz((unsigned)p->tensor_dyn[i]);
+    int64_t sz[TTPU_MAX_DIMS], lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS] = {0},
+        in[TTPU_MAX_DIMS] = {0};
+    memcpy(sz, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    sz[d] = p->grown_r[i];
+    hi[d] = t->sizes[d] - p->grown_r[i];
+    ttpu_tensor r = *t;
+    r.sizes = sz;
+    v = read_view(F, L, p->tensor_slot[i], &r, -1);
+    if (hi[d] > 0)
+      v = ttpu_hlo_pad(F->b, v, ttpu_hlo_const_i(F->b, t->dtype, 0), lo, hi, in);
+  } else {
+    v = read_view(F, L, p->tensor_slot[i], &p->call->tensors[i], p->tensor_off[i]);
+  }
   if (p->dyn_at < 0 || !p->tensor_dyn[i]) return v;
   int rule = p->bucket_rule == TTPU_B_MATMUL || p->bucket_rule == TTPU_B_NORM_BACKWARD ||
                      p->bucket_rule == TTPU_B_MEAN || p->bucket_rule == TTPU_B_ACCUMULATE ||

@@ -869,6 +869,95 @@ static int whole_copy(ttpu_prog_ctx* pc, ttpu_plan* p) {
   return 1;
 }
 
+/* ------------------------------------------------------------ grown views */
+
+/* A view of an exact storage read along a length that changes call after
+ * call, the rest of its geometry the same: a preallocated cache read as
+ * `cache[:, :n]`, beam search's `sequences[:, :, :cur_len]` (a new storage
+ * of the same size each step). The dim that changed twice in a row
+ * (growth history per storage size, dtype, strides and offset), or -1. Only views that do not cover their storage, read and
+ * not written by the call. */
+static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* c,
+                     int k) {
+  const ttpu_tensor* t = &c->tensors[k];
+  int s = p->tensor_slot[k];
+  if (s < 0 || !t->buffer || p->slots[s].pad.mask || p->slots[s].written ||
+      t->ndim < 1 || ttpu_dtype_is_complex(t->dtype) ||
+      ttpu_plan_covers(t, t->buffer->nbytes))
+    return -1;
+  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -19), (int64_t)t->buffer->nbytes),
+                       t->dtype), t->ndim);
+  h = mix(h, t->offset);
+  for (int j = 0; j < t->ndim; ++j) {
+    if (t->strides[j] < 0 || (t->strides[j] == 0 && t->sizes[j] > 1)) return -1;
+    h = mix(h, t->strides[j]);
+  }
+  int m = watch(pc, h, t->ndim, t->sizes, 2, NULL, NULL);
+  if (!m || (m & (m - 1))) return -1;
+  int d = __builtin_ctz((unsigned)m);
+  return t->sizes[d] > 1 ? d : -1;
+}
+
+/* A view moves when its offset stepped forward by one constant amount
+ * MOVING_RUN times in a row: a decode position's, step after step. The
+ * views a split or chunk makes (q, k and v of one projection) step a few
+ * times and start over; a loop over the rows of a stacked tensor that
+ * does not stops on its own in a fused window at the first run. */
+#define MOVING_CAP 256
+#define MOVING_RUN 4
+
+struct ttpu_moving {
+  uint64_t sig;
+  int64_t last, step;
+  int run;    /* forward steps of `step` in a row */
+  int moving; /* sticky */
+};
+
+int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t) {
+  if (pc->bucket_min <= 0 || pc->exact || !t->buffer ||
+      ttpu_plan_covers(t, t->buffer->nbytes))
+    return 0;
+  if (!pc->moving) {
+    pc->moving = calloc(MOVING_CAP, sizeof(*pc->moving));
+    if (!pc->moving) return 0;
+  }
+  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -23), (int64_t)t->buffer->nbytes),
+                       t->dtype), t->ndim);
+  for (int j = 0; j < t->ndim; ++j) h = mix(mix(h, t->sizes[j]), t->strides[j]);
+  struct ttpu_moving* e = &pc->moving[h % MOVING_CAP];
+  if (e->sig != h) {
+    memset(e, 0, sizeof(*e));
+    e->sig = h;
+    e->last = t->offset;
+    return 0;
+  }
+  int64_t step = t->offset - e->last;
+  if (step > 0 && step == e->step) {
+    if (++e->run >= MOVING_RUN) e->moving = 1;
+  } else if (step) {
+    e->run = step > 0;
+  }
+  if (step) e->step = step;
+  e->last = t->offset;
+  return e->moving;
+}
+
+/* What the storage holds of view t along dim d from its offset, up to B:
+ * the largest size there that stays inside the storage (elements) and
+ * does not run into the view's next outer dim. */
+static int64_t grown_room(const ttpu_tensor* t, int d, int64_t total, int64_t B) {
+  int64_t sd = t->strides[d], last = t->offset;
+  if (sd <= 0) return 0;
+  int64_t r = B;
+  for (int j = 0; j < t->ndim; ++j) {
+    if (j == d || t->sizes[j] <= 1) continue;
+    last += (t->sizes[j] - 1) * t->strides[j];
+    if (t->strides[j] > sd && t->strides[j] / sd < r) r = t->strides[j] / sd;
+  }
+  int64_t fit = last < total ? (total - 1 - last) / sd + 1 : 0;
+  return fit < r ? fit : r;
+}
+
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
@@ -878,6 +967,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   p->poison = 0;
   p->dyn_n = p->dyn_b = p->dyn_out_n = 0;
   p->dyn_merge = 1;
+  p->grown = 0;
   int any_pad = 0;
   for (int s = 0; s < p->n_slots; ++s) {
     ttpu_slot* sl = &p->slots[s];
@@ -943,7 +1033,16 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (!factory && sweep >= 0 && c->outputs[0].sizes[sweep] > 1)
       factory = 1 << sweep;
   }
-  if (!any_pad && seed_dim < 0 && !factory) return NULL;
+  /* Growing views, where the op may serve a bucket. */
+  int grown_d[TTPU_PLAN_GROWN];
+  unsigned grown = 0;
+  if (pc->bucket_min > 0 && !pc->exact && rule != TTPU_B_NONE && !factory &&
+      seed_dim < 0)
+    for (int k = 0; k < nt && k < TTPU_PLAN_GROWN; ++k) {
+      grown_d[k] = grown_dim(pc, p, c, k);
+      if (grown_d[k] >= 0) grown |= 1u << k;
+    }
+  if (!any_pad && seed_dim < 0 && !factory && !grown) return NULL;
   if (ttpu_plan_zeroed(&p->rtens, &p->cap_rtens, nt + no + 1, sizeof(ttpu_tensor)) ||
       ttpu_plan_zeroed(&p->rgeom, &p->cap_rgeom, 2 * TTPU_MAX_DIMS * (nt + no) + 1,
              sizeof(int64_t)) ||
@@ -1041,6 +1140,12 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       span_n[k] = tn;
       if (k < nt) p->tensor_dyn[k] = span;
       else p->out_dyn[k - nt] = span;
+    }
+
+  for (int k = 0; k < nt && k < TTPU_PLAN_GROWN; ++k)
+    if (grown >> k & 1) {
+      p->tensor_dyn[k] = 1 << grown_d[k];
+      span_n[k] = c->tensors[k].sizes[grown_d[k]];
     }
 
   /* Bucketed? One true size n over every spanning input dim, and one
@@ -1217,7 +1322,19 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
         ok = 0;
     }
   }
+  /* A growing view needs room in its storage for what it reads. */
+  for (int k = 0; k < nt && k < TTPU_PLAN_GROWN && ok; ++k)
+    if (grown >> k & 1) {
+      size_t es = ttpu_dtype_size(c->tensors[k].dtype);
+      int64_t room = grown_room(&c->tensors[k], grown_d[k],
+                                (int64_t)(p->slots[p->tensor_slot[k]].buf->nbytes / es), B);
+      if (room < n) ok = 0;
+      p->grown_r[k] = room;
+    }
   if (!ok) {
+    for (int k = 0; k < nt && k < TTPU_PLAN_GROWN; ++k)
+      if (grown >> k & 1) p->tensor_dyn[k] = 0;
+    grown = 0;
     /* A flattened view is readable only by a bucketed call: its storage is
      * unpadded for this one, and its views keep their own geometry. */
     for (int k = 0; k < nt + no; ++k) {
@@ -1239,6 +1356,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   if (merged != stack_merged) free(merged);
   p->dyn_merge = ok ? M : 1;
   if (ok) {
+    p->grown = grown;
     p->bucket_rule = rule;
     p->dyn_n = n;
     p->dyn_b = B;

@@ -78,6 +78,9 @@ typedef struct ttpu_prog_ctx {
    * factories and fills, per kind. NULL until first used. */
   struct ttpu_sweep* sweep;
   uint64_t sweep_clock;
+  /* The moving-view detector's memory (prog/bucket.c): per view geometry,
+   * its last offset and how it has been stepping. NULL until first used. */
+  struct ttpu_moving* moving;
   /* The true lengths of the last uploads stored padded, latest first (0:
    * none): only factories of such a length, soon after, are bucketed, so
    * that fills of differing shapes (an optimizer's zeros_like of each

@@ -53,6 +53,8 @@ void ttpu_prog_ctx_free_state(ttpu_prog_ctx* pc) {
   pc->growth = NULL;
   free(pc->sweep);
   pc->sweep = NULL;
+  free(pc->moving);
+  pc->moving = NULL;
   free(pc->log);
   pc->log = NULL;
   pc->n_log = 0;

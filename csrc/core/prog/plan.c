@@ -320,11 +320,18 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
    * window: it moves with the true size (the last row of a growing
    * tensor), and the window must repeat across a bucket. */
   int static_off = (w && w->static_offsets) || list_op(call);
-#define STATIC_OFF(slot) (static_off && ((slot) < 0 || !p->slots[slot].pad.mask))
+#define STATIC_OFF(slot, x)                                                  \
+  (static_off && ((slot) < 0 || !p->slots[slot].pad.mask) &&                 \
+   !(w && w->static_offsets && !list_op(call) && ttpu_bucket_moving_view(pc, x)))
   for (int t = 0; t < nt; ++t)
-    p->tensor_off[t] = STATIC_OFF(p->tensor_slot[t]) ? -1 : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
+    p->tensor_off[t] = (t < TTPU_PLAN_GROWN && p->grown >> t & 1) ||
+                               STATIC_OFF(p->tensor_slot[t], &call->tensors[t])
+                           ? -1
+                           : run_time_offset(p, &call->tensors[t], p->tensor_slot[t], 0);
   for (int o = 0; o < no; ++o)
-    p->out_off[o] = STATIC_OFF(p->out_slot[o]) || p->out_full[o] ? -1 : run_time_offset(p, &call->outputs[o], p->out_slot[o], 1);
+    p->out_off[o] = p->out_full[o] || STATIC_OFF(p->out_slot[o], &call->outputs[o])
+                        ? -1
+                        : run_time_offset(p, &call->outputs[o], p->out_slot[o], 1);
 #undef STATIC_OFF
   if (p->n_f) p->f_param = p->n_params++;
   if (p->n_i) p->i_param = p->n_params++;
@@ -349,6 +356,9 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
     rc |= key_push(p, p->dyn_b);
     for (int t = 0; t < nt && p->dyn_at >= 0; ++t) rc |= key_push(p, p->tensor_dyn[t]);
     for (int o = 0; o < no; ++o) rc |= key_push(p, p->out_dyn[o]);
+    rc |= key_push(p, p->grown);
+    for (int t = 0; t < nt && t < TTPU_PLAN_GROWN; ++t)
+      if (p->grown >> t & 1) rc |= key_push(p, p->grown_r[t]);
   }
   for (int s = 0; s < p->n_slots; ++s) {
     const ttpu_slot* sl = &p->slots[s];

@@ -83,6 +83,13 @@ typedef struct {
   /* An exact call whose output 0 is padded on write: the first program of
    * a growing tensor (seeded by the growth detector). */
   int seed;
+  /* Growing views (prog/bucket.c): call tensors k < TTPU_PLAN_GROWN (a
+   * mask) that view an exact storage along a length that changes each
+   * call (`cache[:, :n]`); the program reads grown_r[k] along their
+   * dynamic dim (what the storage holds there) and pads the rest of the
+   * bucket. */
+  unsigned grown;
+  int64_t grown_r[8];
   int n_params;
   /* signature */
   int64_t* key;
@@ -98,6 +105,8 @@ typedef struct {
       cap_f, cap_i, cap_list_at, cap_tensor_off, cap_out_off, cap_rtens,
       cap_rcall, cap_rgeom, cap_tensor_dyn, cap_out_dyn;
 } ttpu_plan;
+
+#define TTPU_PLAN_GROWN 8
 
 /* Whether p's call was rewritten for padded storages (prog/bucket.c). */
 static inline int ttpu_plan_rewritten(const ttpu_plan* p) {
@@ -207,6 +216,13 @@ int ttpu_plan_zeroed(void* arr, int* cap, int n, size_t size);
  * bucketed (or seeds a growing tensor) and sets out_full and the slots'
  * bytes accordingly. */
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p);
+
+/* Whether view t of an exact storage moves: its offset stepped forward by
+ * one amount in each of its last calls, the rest of its geometry the same
+ * (a preallocated cache written at `cache[:, pos:pos + 1]`, pos growing).
+ * A fused window's views keep their offsets in the signature; a moving
+ * one takes it at run time, so the window repeats (prog/bucket.c). */
+int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t);
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
