@@ -3,7 +3,7 @@ generate() for a few and for more new tokens, and training over varying
 sequence lengths against one length, in strict and fused eager mode.
 
     .venv/bin/python benchmarks/shapes/changing_shapes.py [--markdown]
-        [--workloads llama,llama-static,gpt2,train] [--modes strict,fused]
+        [--workloads llama,llama-static,gpt2,...] [--modes strict,fused]
         [--tokens 8,40] [--timeout 900]
 
 Workloads (random weights, models built from a config on the CPU with
@@ -17,6 +17,13 @@ torch.manual_seed(0), then copied to tpu):
 - llama-static: the same with cache_implementation="static".
 - gpt2: GPT2LMHeadModel (n_embd 128, 2 layers, 4 heads, vocab 512), default
   cache, as llama.
+- llama-batch: the llama model on a batch of two prompts, the second
+  left-padded by 3 (its attention mask holds zeros, so each step builds a
+  4-d mask).
+- llama-beam: the llama model, beam search with 2 beams.
+- mistral, qwen2, gemma, phi3, neox, opt (not run by default): those
+  decoder families from a config of the llama model's sizes (hidden 128, 2
+  layers, 4 heads, vocab 512), greedy, as llama.
 - train: the llama config trained with AdamW (lr 1e-3), batch 2, labels =
   input_ids, 12 steps; one process at length 128 every step ("fixed"), one
   with lengths 64, 70, ..., 124, 128 ("varied").
@@ -48,7 +55,9 @@ VARIED_LENS = [64, 70, 76, 82, 88, 94, 100, 106, 112, 118, 124, 128]
 BATCH = 2
 LOSS_RTOL = 1e-4
 
-WORKLOADS = ("llama", "llama-static", "gpt2", "train", "train-sized", "train-gpt2")
+WORKLOADS = ("llama", "llama-static", "gpt2", "llama-batch", "llama-beam", "train", "train-sized",
+             "train-gpt2")
+FAMILIES = ("mistral", "qwen2", "gemma", "phi3", "neox", "opt")
 # Settings a workload runs under (lengths declared varying: explicit sizes).
 SETTINGS = {"train-sized": {"TORCHTPU_BUCKETS": "128,256,512"}}
 LABELS = {
@@ -58,6 +67,9 @@ LABELS = {
     "llama-static": 'the same with cache_implementation="static"',
     "gpt2": "GPT2LMHeadModel from a config (n_embd 128, 2 layers, 4 heads, vocab 512), "
             "default cache, same {a} -> {b}",
+    "llama-batch": "the LLaMA model on 2 prompts, one left-padded (a mask with zeros), same {a} -> {b}",
+    "llama-beam": "the LLaMA model, beam search (2 beams), same {a} -> {b}",
+    **{f: f"{f} from a config (hidden 128, 2 layers), greedy, same {{a}} -> {{b}}" for f in FAMILIES},
     "train": "LLaMA-style training (d=128, 2 layers, AdamW), 12 sequence lengths in 64..128 "
              "against one length",
     "train-sized": "the same with TORCHTPU_BUCKETS=128,256,512 (explicit sizes: batches "
@@ -71,9 +83,26 @@ RESULT = "RESULT "
 
 def build(kind):
     import torch
+    import transformers as T
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
+    sizes = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
+                 max_position_embeddings=256, bos_token_id=1, eos_token_id=2)
+    if kind == "mistral":
+        return T.MistralForCausalLM(T.MistralConfig(num_key_value_heads=2, intermediate_size=256, **sizes))
+    if kind == "qwen2":
+        return T.Qwen2ForCausalLM(T.Qwen2Config(num_key_value_heads=2, intermediate_size=256, **sizes))
+    if kind == "gemma":
+        return T.GemmaForCausalLM(T.GemmaConfig(num_key_value_heads=1, head_dim=32, intermediate_size=256,
+                                                **sizes))
+    if kind == "phi3":
+        return T.Phi3ForCausalLM(T.Phi3Config(num_key_value_heads=4, intermediate_size=256, pad_token_id=0,
+                                              **sizes))
+    if kind == "neox":
+        return T.GPTNeoXForCausalLM(T.GPTNeoXConfig(intermediate_size=256, **sizes))
+    if kind == "opt":
+        return T.OPTForCausalLM(T.OPTConfig(ffn_dim=256, word_embed_proj_dim=128, pad_token_id=0, **sizes))
     if kind == "gpt2":
         cfg = GPT2Config(n_embd=128, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=256,
                          bos_token_id=1, eos_token_id=2)
@@ -133,24 +162,33 @@ def one_generate(workload, tokens):
     import torch
     import torchtpu  # noqa: F401  (registers the device)
 
-    model = build("gpt2" if workload == "gpt2" else "llama").eval()
-    ids = torch.randint(3, VOCAB, (1, PROMPT), generator=torch.Generator().manual_seed(1234))
+    model = build(workload if workload in FAMILIES or workload == "gpt2" else "llama").eval()
+    batch = 2 if workload == "llama-batch" else 1
+    ids = torch.randint(3, VOCAB, (batch, PROMPT), generator=torch.Generator().manual_seed(1234))
+    mask = torch.ones_like(ids)
+    if batch > 1:   # the second prompt is 3 tokens shorter, left-padded
+        ids[1, :3] = 0
+        mask[1, :3] = 0
     kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
     if workload == "llama-static":
         kw["cache_implementation"] = "static"
+    if workload == "llama-beam":
+        kw["num_beams"] = 2
     with torch.no_grad():
-        ref = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)[0].tolist()
+        ref = model.generate(ids, attention_mask=mask, **kw).tolist()
         tmodel = copy.deepcopy(model).to("tpu")
         tids = ids.to("tpu")
-        tmask = torch.ones_like(ids).to("tpu")
+        tmask = mask.to("tpu")
         out, r = measured(lambda: tmodel.generate(tids, attention_mask=tmask, **kw).cpu())
-    got = out[0].tolist()
+    got, ref = out.tolist(), ref
     r["check"] = "MATCH" if got == ref else "DIFF"
     if got != ref:
-        first = next((i for i, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
-        r["check_detail"] = f"first different position {first} (prompt {PROMPT}); " \
-                            f"len {len(got)} vs cpu {len(ref)}"
-    r["new_tokens"] = len(got) - PROMPT
+        row = next(i for i, (a, b) in enumerate(zip(got, ref)) if a != b) if len(got) == len(ref) else 0
+        g, w = got[row], ref[row] if row < len(ref) else []
+        first = next((i for i, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+        r["check_detail"] = f"row {row}: first different position {first} (prompt {PROMPT}); " \
+                            f"len {len(g)} vs cpu {len(w)}"
+    r["new_tokens"] = len(got[0]) - PROMPT
     r["attn"] = getattr(model.config, "_attn_implementation", None)
     return r
 
@@ -286,8 +324,8 @@ def main(argv=None):
         return
     workloads = [w for w in a.workloads.split(",") if w]
     for w in workloads:
-        if w not in WORKLOADS:
-            ap.error(f"unknown workload {w!r} (one of {', '.join(WORKLOADS)})")
+        if w not in WORKLOADS + FAMILIES:
+            ap.error(f"unknown workload {w!r} (one of {', '.join(WORKLOADS + FAMILIES)})")
     modes = [m for m in a.modes.split(",") if m]
     tokens = [int(t) for t in a.tokens.split(",") if t]
     print("changing shapes: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
