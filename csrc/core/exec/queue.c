@@ -737,7 +737,7 @@ ttpu_status* ttpu_queue_op(ttpu_runtime* rt, const ttpu_op_call* call,
   if (s) return s;
   ttpu_compile_queue* q = rt->queue;
   ttpu_plan* p = &rt->op_plan;
-  ttpu_store_view view = {queue_lookup, q, 0};
+  ttpu_store_view view = {queue_lookup, q, 0, 0};
   s = ttpu_plan_build(&rt->prog, call, def, q && q->n ? &view : NULL, p);
   if (!s) s = check_inputs(q, p);
   if (s) return s;

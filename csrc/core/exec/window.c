@@ -91,6 +91,7 @@ struct ttpu_window {
   const ttpu_window_owner* owner;
   int device;
   int autograd_task; /* the autograd pass its calls came from */
+  uint64_t serial;   /* its number (ttpu_store_view) */
   size_t written_bytes; /* storages its ops write, counted once each */
   int limit;
   wrec* recs;
@@ -508,7 +509,8 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
-  ttpu_store_view view = {window_lookup, w, 1};
+  if (w->n_recs == 0) w->serial = ++rt->prog.window_serial;
+  ttpu_store_view view = {window_lookup, w, 1, w->serial};
   s = ttpu_plan_build(&rt->prog, r->call, def, &view, &r->plan);
   if (!s) {
     r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));

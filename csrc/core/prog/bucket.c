@@ -312,9 +312,10 @@ static int batch_length(const ttpu_prog_ctx* pc, int64_t n) {
 
 /* The dims of output 0 found growing for calls like c (a mask). A
  * factory's kind (shaped) includes its dims other than those of a batch
- * length or a growing tensor's, so that the fills of one step ([b, n, 128], [b, n, 256], ...)
- * each keep their own history instead of resetting one another's; a
- * cat's (not shaped) grows only where it takes its previous output. */
+ * length or a growing tensor's, so that the fills of one step
+ * ([b, n, 128], [b, n, 256], ...) each keep their own history instead of
+ * resetting one another's; a cat's (not shaped) grows only where it
+ * takes its previous output. */
 static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
                        int shaped) {
   const ttpu_tensor* o = &c->outputs[0];
@@ -875,8 +876,9 @@ static int whole_copy(ttpu_prog_ctx* pc, ttpu_plan* p) {
  * call, the rest of its geometry the same: a preallocated cache read as
  * `cache[:, :n]`, beam search's `sequences[:, :, :cur_len]` (a new storage
  * of the same size each step). The dim that changed twice in a row
- * (growth history per storage size, dtype, strides and offset), or -1. Only views that do not cover their storage, read and
- * not written by the call. */
+ * (growth history per storage size, dtype, strides and offset), or -1.
+ * Only views that do not cover their storage, read and not written by
+ * the call. */
 static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* c,
                      int k) {
   const ttpu_tensor* t = &c->tensors[k];
@@ -899,21 +901,21 @@ static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* 
 }
 
 /* A view moves when its offset stepped forward by one constant amount
- * MOVING_RUN times in a row: a decode position's, step after step. The
- * views a split or chunk makes (q, k and v of one projection) step a few
- * times and start over; a loop over the rows of a stacked tensor that
- * does not stops on its own in a fused window at the first run. */
+ * from each window to the next MOVING_RUN times in a row: a decode
+ * position's, step after step. Views stepping inside one window (q, k and
+ * v split from one projection, a loop over time steps) keep their
+ * offsets in the window's signature, as constant slices. */
 #define MOVING_CAP 256
 #define MOVING_RUN 4
 
 struct ttpu_moving {
-  uint64_t sig;
+  uint64_t sig, serial; /* serial: the window of the last step */
   int64_t last, step;
   int run;    /* forward steps of `step` in a row */
   int moving; /* sticky */
 };
 
-int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t) {
+int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t, uint64_t serial) {
   if (pc->bucket_min <= 0 || pc->exact || !t->buffer ||
       ttpu_plan_covers(t, t->buffer->nbytes))
     return 0;
@@ -928,9 +930,12 @@ int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t) {
   if (e->sig != h) {
     memset(e, 0, sizeof(*e));
     e->sig = h;
+    e->serial = serial;
     e->last = t->offset;
     return 0;
   }
+  if (e->serial == serial) return e->moving; /* the same window */
+  e->serial = serial;
   int64_t step = t->offset - e->last;
   if (step > 0 && step == e->step) {
     if (++e->run >= MOVING_RUN) e->moving = 1;

@@ -81,6 +81,7 @@ typedef struct ttpu_prog_ctx {
   /* The moving-view detector's memory (prog/bucket.c): per view geometry,
    * its last offset and how it has been stepping. NULL until first used. */
   struct ttpu_moving* moving;
+  uint64_t window_serial; /* the last fused window's number */
   /* The true lengths of the last uploads stored padded, latest first (0:
    * none): only factories of such a length, soon after, are bucketed, so
    * that fills of differing shapes (an optimizer's zeros_like of each

@@ -322,7 +322,7 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   int static_off = (w && w->static_offsets) || list_op(call);
 #define STATIC_OFF(slot, x)                                                  \
   (static_off && ((slot) < 0 || !p->slots[slot].pad.mask) &&                 \
-   !(w && w->static_offsets && !list_op(call) && ttpu_bucket_moving_view(pc, x)))
+   !(w && w->static_offsets && !list_op(call) && ttpu_bucket_moving_view(pc, x, w->serial)))
   for (int t = 0; t < nt; ++t)
     p->tensor_off[t] = (t < TTPU_PLAN_GROWN && p->grown >> t & 1) ||
                                STATIC_OFF(p->tensor_slot[t], &call->tensors[t])

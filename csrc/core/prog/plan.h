@@ -138,6 +138,8 @@ typedef struct {
                 ttpu_dtype* dt, int* nd, int64_t* dims, ttpu_pad* pad);
   const void* ctx;
   int static_offsets;
+  /* The window's number (a new one per window; 0 outside windows). */
+  uint64_t serial;
 } ttpu_store_view;
 
 /* view: how the recording the call goes into sees storages, or NULL when
@@ -218,11 +220,12 @@ int ttpu_plan_zeroed(void* arr, int* cap, int n, size_t size);
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p);
 
 /* Whether view t of an exact storage moves: its offset stepped forward by
- * one amount in each of its last calls, the rest of its geometry the same
- * (a preallocated cache written at `cache[:, pos:pos + 1]`, pos growing).
- * A fused window's views keep their offsets in the signature; a moving
- * one takes it at run time, so the window repeats (prog/bucket.c). */
-int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t);
+ * one amount from each window to the next (window number `serial`), the
+ * rest of its geometry the same (a preallocated cache written at
+ * `cache[:, pos:pos + 1]`, pos growing step after step). A fused window's
+ * views keep their offsets in the signature; a moving one takes it at run
+ * time, so the window repeats (prog/bucket.c). */
+int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t, uint64_t serial);
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
