@@ -255,6 +255,34 @@ def test_decode_with_a_preallocated_cache(mode):
     assert int(m.group(1)) == 0 and int(m.group(2)) <= 8, p.stdout
 
 
+def test_a_loop_over_time_steps_in_a_fused_window_keeps_its_slices():
+    """An RNN unrolled in fused mode reads x[:, t] for t = 0, 1, ...: the
+    offset steps forward inside one window, which is not a moving view
+    (that counts steps from one window to the next), so the window keeps
+    constant slices and its second run compiles nothing."""
+    check(run_script("""
+        import torch, torchtpu
+        from torchtpu import debug
+        torch.manual_seed(0)
+        x, w, u = torch.randn(4, 40, 16), torch.randn(16, 16) * 0.1, torch.randn(16, 16) * 0.1
+
+        def run(dev):
+            xx, ww, uu = x.to(dev), w.to(dev), u.to(dev)
+            h = torch.zeros(4, 16, device=dev)
+            for t in range(40):
+                h = torch.tanh(xx[:, t] @ ww + h @ uu)
+            return h.cpu()
+
+        want = run("cpu")
+        counts = []
+        for _ in range(3):
+            torch.testing.assert_close(run("tpu"), want, rtol=1e-4, atol=1e-4)
+            counts.append(debug.metrics()["compiles"])
+        assert counts[2] == counts[0], counts
+        print("ok")
+    """, TORCHTPU_EAGER_MODE="fused", TORCHTPU_DISK_CACHE="0"))
+
+
 def attention_step(k, v, q):
     s = (q @ k.transpose(-1, -2)) * 0.25
     return s.softmax(-1) @ v
