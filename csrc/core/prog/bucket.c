@@ -650,13 +650,13 @@ static int gather_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
  * self is indexed along is read through the indices, which the lowering
  * wraps and checks against the true size (ops/index.c). An index dim
  * padded in one tensor and of the true size in another does not
- * broadcast: refused. */
+ * broadcast: refused (-1, as is a call not of this form). */
 static int index_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
   if (c->n_args < 2 || c->args[0].kind != TTPU_ARG_TENSOR ||
       c->args[1].kind != TTPU_ARG_TENSORS || c->n_outputs != 1)
-    return -2;
+    return -1;
   int is = c->args[0].tensor, nd = c->tensors[is].ndim, nl = c->args[1].n;
-  if (nl > nd) return -2;
+  if (nl > nd) return -1;
   int taken = 0, first = -1, last = -1, adjacent = 1, nb = 0;
   for (int k = 0; k < nl; ++k) {
     const ttpu_tensor* t = &c->tensors[c->args[1].tensor + k];
@@ -668,7 +668,7 @@ static int index_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
     last = k;
     if (t->ndim > nb) nb = t->ndim;
   }
-  if (first < 0) return -2;
+  if (first < 0) return -1;
   int state[TTPU_MAX_DIMS] = {0}; /* 0: all 1 so far, 1: exact, 2: padded */
   for (int k = 0; k < nl; ++k) {
     int i = c->args[1].tensor + k;
@@ -692,7 +692,7 @@ static int index_dyn(const ttpu_plan* p, const ttpu_op_call* c) {
     if (xd >> j & 1) out |= 1 << r;
     ++r;
   }
-  return r == p->rtens[c->n_tensors].ndim ? out : -2;
+  return r == p->rtens[c->n_tensors].ndim ? out : -1;
 }
 
 /* The dims an ints argument lists (negative ones from the end), as a
@@ -872,11 +872,21 @@ static int whole_copy(ttpu_prog_ctx* pc, ttpu_plan* p) {
 
 /* ------------------------------------------------------------ grown views */
 
+/* A view's kind for the growing- and moving-view histories: its storage's
+ * size, dtype, rank and strides (not the storage itself: beam search
+ * makes a new one of the same size each step). */
+static uint64_t view_sig(int64_t seed, const ttpu_tensor* t) {
+  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, seed), (int64_t)t->buffer->nbytes),
+                       t->dtype), t->ndim);
+  for (int j = 0; j < t->ndim; ++j) h = mix(h, t->strides[j]);
+  return h;
+}
+
 /* A view of an exact storage read along a length that changes call after
  * call, the rest of its geometry the same: a preallocated cache read as
  * `cache[:, :n]`, beam search's `sequences[:, :, :cur_len]` (a new storage
  * of the same size each step). The dim that changed twice in a row
- * (growth history per storage size, dtype, strides and offset), or -1.
+ * (growth history per view_sig and offset), or -1.
  * Only views that do not cover their storage, read and not written by
  * the call. */
 static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* c,
@@ -887,13 +897,9 @@ static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* 
       t->ndim < 1 || ttpu_dtype_is_complex(t->dtype) ||
       ttpu_plan_covers(t, t->buffer->nbytes))
     return -1;
-  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -19), (int64_t)t->buffer->nbytes),
-                       t->dtype), t->ndim);
-  h = mix(h, t->offset);
-  for (int j = 0; j < t->ndim; ++j) {
+  for (int j = 0; j < t->ndim; ++j)
     if (t->strides[j] < 0 || (t->strides[j] == 0 && t->sizes[j] > 1)) return -1;
-    h = mix(h, t->strides[j]);
-  }
+  uint64_t h = mix(view_sig(-19, t), t->offset);
   int m = watch(pc, h, t->ndim, t->sizes, 2, NULL, NULL);
   if (!m || (m & (m - 1))) return -1;
   int d = __builtin_ctz((unsigned)m);
@@ -923,9 +929,8 @@ int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t, uint64_t se
     pc->moving = calloc(MOVING_CAP, sizeof(*pc->moving));
     if (!pc->moving) return 0;
   }
-  uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -23), (int64_t)t->buffer->nbytes),
-                       t->dtype), t->ndim);
-  for (int j = 0; j < t->ndim; ++j) h = mix(mix(h, t->sizes[j]), t->strides[j]);
+  uint64_t h = view_sig(-23, t);
+  for (int j = 0; j < t->ndim; ++j) h = mix(h, t->sizes[j]);
   struct ttpu_moving* e = &pc->moving[h % MOVING_CAP];
   if (e->sig != h) {
     memset(e, 0, sizeof(*e));
@@ -1244,7 +1249,6 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     known = M == 1 ? accumulate_dyn(p, c, nn) : -1;
   } else if (ok && rule == TTPU_B_INDEX) {
     known = M == 1 ? index_dyn(p, c) : -1;
-    if (known == -2) known = -1;
   } else if (ok && rule == TTPU_B_FIRST) {
     /* the output has the first operand's shape; a padded set would add
      * its padding to the set */

@@ -319,10 +319,14 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
    * A view over a padded storage keeps its offset at run time even in a
    * window: it moves with the true size (the last row of a growing
    * tensor), and the window must repeat across a bucket. */
-  int static_off = (w && w->static_offsets) || list_op(call);
+  int list = list_op(call);
+  int static_off = (w && w->static_offsets) || list;
+  /* a window's view that moves from window to window: its offset at run
+   * time (prog/bucket.c) */
+  int moves = w && w->static_offsets && !list;
 #define STATIC_OFF(slot, x)                                                  \
   (static_off && ((slot) < 0 || !p->slots[slot].pad.mask) &&                 \
-   !(w && w->static_offsets && !list_op(call) && ttpu_bucket_moving_view(pc, x, w->serial)))
+   !(moves && ttpu_bucket_moving_view(pc, x, w->serial)))
   for (int t = 0; t < nt; ++t)
     p->tensor_off[t] = (t < TTPU_PLAN_GROWN && p->grown >> t & 1) ||
                                STATIC_OFF(p->tensor_slot[t], &call->tensors[t])
