@@ -20,6 +20,8 @@ torch.manual_seed(0), then copied to tpu):
 - llama-batch: the llama model on a batch of two prompts, the second
   left-padded by 3 (its attention mask holds zeros, so each step builds a
   4-d mask).
+- llama-static-batch: llama-batch with cache_implementation="static" (the
+  mask is padded to the cache's length each step).
 - llama-beam: the llama model, beam search with 2 beams.
 - mistral, qwen2, gemma, phi3, neox, opt (not run by default): those
   decoder families from a config of the llama model's sizes (hidden 128, 2
@@ -55,8 +57,8 @@ VARIED_LENS = [64, 70, 76, 82, 88, 94, 100, 106, 112, 118, 124, 128]
 BATCH = 2
 LOSS_RTOL = 1e-4
 
-WORKLOADS = ("llama", "llama-static", "gpt2", "llama-batch", "llama-beam", "train", "train-sized",
-             "train-gpt2")
+WORKLOADS = ("llama", "llama-static", "gpt2", "llama-batch", "llama-static-batch", "llama-beam",
+             "train", "train-sized", "train-gpt2")
 FAMILIES = ("mistral", "qwen2", "gemma", "phi3", "neox", "opt")
 # Settings a workload runs under (lengths declared varying: explicit sizes).
 SETTINGS = {"train-sized": {"TORCHTPU_BUCKETS": "128,256,512"}}
@@ -68,6 +70,7 @@ LABELS = {
     "gpt2": "GPT2LMHeadModel from a config (n_embd 128, 2 layers, 4 heads, vocab 512), "
             "default cache, same {a} -> {b}",
     "llama-batch": "the LLaMA model on 2 prompts, one left-padded (a mask with zeros), same {a} -> {b}",
+    "llama-static-batch": "the same 2 prompts with the static cache, same {a} -> {b}",
     "llama-beam": "the LLaMA model, beam search (2 beams), same {a} -> {b}",
     **{f: f"{f} from a config (hidden 128, 2 layers), greedy, same {{a}} -> {{b}}" for f in FAMILIES},
     "train": "LLaMA-style training (d=128, 2 layers, AdamW), 12 sequence lengths in 64..128 "
@@ -163,14 +166,14 @@ def one_generate(workload, tokens):
     import torchtpu  # noqa: F401  (registers the device)
 
     model = build(workload if workload in FAMILIES or workload == "gpt2" else "llama").eval()
-    batch = 2 if workload == "llama-batch" else 1
+    batch = 2 if workload in ("llama-batch", "llama-static-batch") else 1
     ids = torch.randint(3, VOCAB, (batch, PROMPT), generator=torch.Generator().manual_seed(1234))
     mask = torch.ones_like(ids)
     if batch > 1:   # the second prompt is 3 tokens shorter, left-padded
         ids[1, :3] = 0
         mask[1, :3] = 0
     kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
-    if workload == "llama-static":
+    if workload in ("llama-static", "llama-static-batch"):
         kw["cache_implementation"] = "static"
     if workload == "llama-beam":
         kw["num_beams"] = 2

@@ -208,23 +208,17 @@ static ttpu_status* lower_constant_pad(ttpu_lower* L) {
   int dyn = ttpu_l_dyn_dims(L, 0, -1);
   if (dyn && ttpu_type_numel(&tx) > 0) {
     /* Bucketed (prog/bucket.c): the padded dim d is padded at its true
-     * end: its bucket grows to the output's, and positions n .. n + k
-     * take the value. */
+     * end: its bucket grows to the output's, and every position from the
+     * true size on takes the value (the amount is not in the program: the
+     * same program pads a mask to a fixed length at any true size). */
     int d = __builtin_ctz((unsigned)dyn);
-    int64_t k = hi[d];
     hi[d] = ot.dims[d] - tx.dims[d];
     r = ttpu_hlo_pad(b, x, v, lo, hi, NULL);
-    if (k > 0) {
-      ttpu_type ti = ttpu_type_make(TTPU_I64, ot.ndim, ot.dims);
-      int64_t no_dims[1] = {0};
-      ttpu_val n = ttpu_hlo_broadcast_in_dim(b, ttpu_l_dyn_size(L), ti, no_dims);
-      ttpu_val io = ttpu_hlo_iota(b, ti, d);
-      ttpu_val in = ttpu_hlo_binary(
-          b, TTPU_AND, ttpu_hlo_compare(b, TTPU_GE, io, n),
-          ttpu_hlo_compare(b, TTPU_LT, io,
-                           ttpu_hlo_binary(b, TTPU_ADD, n, ttpu_hlo_const(b, ti, 0, k))));
-      r = ttpu_hlo_select(b, in, ttpu_hlo_broadcast_to(b, v, ot.ndim, ot.dims), r);
-    }
+    ttpu_type ti = ttpu_type_make(TTPU_I64, ot.ndim, ot.dims);
+    int64_t no_dims[1] = {0};
+    ttpu_val n = ttpu_hlo_broadcast_in_dim(b, ttpu_l_dyn_size(L), ti, no_dims);
+    ttpu_val past = ttpu_hlo_compare(b, TTPU_GE, ttpu_hlo_iota(b, ti, d), n);
+    r = ttpu_hlo_select(b, past, ttpu_hlo_broadcast_to(b, v, ot.ndim, ot.dims), r);
   } else if (ttpu_type_numel(&ot) == 0) {
     r = ttpu_hlo_const(b, ot, 0, 0);
   } else if (ttpu_type_numel(&tx) == 0) {

@@ -656,9 +656,10 @@ static ttpu_val poison_padding(ttpu_hlo* b, ttpu_lower* L, const ttpu_plan* p,
   if (!tp) return v;
   ttpu_type t = *tp;
   ttpu_type ti = ttpu_type_make(TTPU_I32, t.ndim, t.dims);
-  ttpu_val n = ttpu_hlo_binary(
-      b, TTPU_ADD, ttpu_lower_int_scalar(L, p->dyn_at),
-      ttpu_hlo_const_i(b, TTPU_I64, p->dyn_out_n - p->dyn_n));
+  ttpu_val n = p->dyn_out_at >= 0
+                   ? ttpu_lower_int_scalar(L, p->dyn_out_at)
+                   : ttpu_hlo_binary(b, TTPU_ADD, ttpu_lower_int_scalar(L, p->dyn_at),
+                                     ttpu_hlo_const_i(b, TTPU_I64, p->dyn_out_n - p->dyn_n));
   ttpu_val keep = true_part(b, ti, p->out_dyn[o], ttpu_hlo_convert(b, n, TTPU_I32), p);
   if (keep == TTPU_VAL_ERROR || ttpu_dtype_is_complex(t.dtype)) return v;
   size_t es = ttpu_dtype_size(t.dtype);

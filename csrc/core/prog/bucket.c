@@ -971,7 +971,7 @@ static int64_t grown_room(const ttpu_tensor* t, int d, int64_t total, int64_t B)
 ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   const ttpu_op_call* c = p->call;
   int nt = c->n_tensors, no = c->n_outputs;
-  p->dyn_at = -1;
+  p->dyn_at = p->dyn_out_at = p->dyn_pad_at = -1;
   p->bucket_rule = 0;
   p->seed = 0;
   p->poison = 0;
@@ -1196,6 +1196,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
   /* grow_dim: the output's padded dim grows past the input's (cat of a
    * fixed operand, a pad at the end), to out_n */
   int64_t out_n = n, grow_dim = -1;
+  int pad_at = -1; /* TTPU_B_PAD: the amount's entry in the pad list */
   if (ok && rule == TTPU_B_CAT) {
     /* operands without a storage (empty: skipped by cat) do not count */
     int first = 0;
@@ -1237,7 +1238,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
       if (!(dyn >> d & 1)) continue;
       ok = c->args[1].ints[2 * i] == 0 && c->args[1].ints[2 * i + 1] >= 0;
       grow_dim = d;
-      out_n = n + c->args[1].ints[2 * i + 1];
+      pad_at = 2 * i + 1;
+      out_n = n + c->args[1].ints[pad_at];
     }
     if (ok && grow_dim < 0) { /* the padded dim is not padded further */
       for (int d = 0; d < t0->ndim; ++d)
@@ -1283,7 +1285,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     if (a == sizes_arg) continue;
     if ((g->kind == TTPU_ARG_INT) && (g->i == n || g->i == nn)) ok = 0;
     if (g->kind == TTPU_ARG_INTS)
-      for (int k = 0; k < g->n; ++k) ok &= g->ints[k] != n && g->ints[k] != nn;
+      for (int k = 0; k < g->n; ++k)
+        ok &= (a == 1 && k == pad_at) || (g->ints[k] != n && g->ints[k] != nn);
   }
   if (ok && (rule == TTPU_B_OTHER_DIMS || rule == TTPU_B_LAST_DIMS))
     ok = nt > 0 && reduces_other_dims(c, 1, p->tensor_dyn[0], c->tensors[0].ndim,
@@ -1372,6 +1375,11 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     p->dyn_out_n = out_n;
     p->dyn_at = p->n_i;
     p->i[p->n_i++] = n;
+    if (pad_at >= 0) {
+      p->dyn_pad_at = pad_at;
+      p->dyn_out_at = p->n_i;
+      p->i[p->n_i++] = out_n;
+    }
     p->poison = pc->bucket_poison;
     for (int k = 0; k < nt; ++k) {
       int64_t* sz = (int64_t*)p->rtens[k].sizes;

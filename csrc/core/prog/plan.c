@@ -356,7 +356,10 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
   if (p->dyn_at >= 0 || p->seed) {
     rc |= key_push(p, p->seed);
     rc |= key_push(p, p->poison);
-    rc |= key_push(p, p->dyn_out_n - p->dyn_n);
+    /* how far the output's padded dim reaches past the input's: fixed,
+     * or (a pad by an amount taken at run time) which entry of the pad
+     * list it is; the output's bucket is in its geometry */
+    rc |= key_push(p, p->dyn_out_at >= 0 ? -1 - p->dyn_pad_at : p->dyn_out_n - p->dyn_n);
     rc |= key_push(p, p->dyn_b);
     for (int t = 0; t < nt && p->dyn_at >= 0; ++t) rc |= key_push(p, p->tensor_dyn[t]);
     for (int o = 0; o < no; ++o) rc |= key_push(p, p->out_dyn[o]);
@@ -423,7 +426,8 @@ ttpu_status* ttpu_plan_build(ttpu_prog_ctx* pc, const ttpu_op_call* call,
         break;
       case TTPU_ARG_INTS:
         rc |= key_push(p, g->n);
-        for (int k = 0; k < g->n; ++k) rc |= key_push(p, g->ints[k]);
+        for (int k = 0; k < g->n; ++k)
+          rc |= key_push(p, a == 1 && k == p->dyn_pad_at ? 0 : g->ints[k]);
         break;
       case TTPU_ARG_FLOATS:
         rc |= key_push(p, g->n);

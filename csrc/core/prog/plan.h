@@ -74,6 +74,12 @@ typedef struct {
   int bucket_rule;
   int64_t dyn_n, dyn_b, dyn_out_n;
   int dyn_at;
+  /* A pad at the end of the dynamic dim (TTPU_B_PAD) by an amount that is
+   * taken at run time: the output's true size dyn_out_n is at dyn_out_at
+   * in the int pack, and the amount, entry dyn_pad_at of the pad list, is
+   * left out of the signature (a mask padded to a fixed cache length is
+   * padded by one less each step). -1 otherwise. */
+  int dyn_out_at, dyn_pad_at;
   /* A bucketed call over flattened views (prog/bucket.c): each dynamic
    * dim holds dyn_merge runs of the bucket, the first dyn_n of each true;
    * 1 otherwise. */
