@@ -147,6 +147,34 @@ def test_pad_to_a_fixed_length_compiles_once_per_bucket():
     assert sum(counts[1:]) == 0, counts
 
 
+@pytest.mark.parametrize("dim", [1, -2])
+def test_index_copy_of_a_grown_prompt_compiles_once_per_bucket(dim):
+    """A prompt's keys written into a preallocated cache (a static cache's
+    index_copy_ at the prompt's positions): the index and the source are
+    padded alike; one program per bucket, and the cache equals the CPU's
+    (the index's padding, NaN-poisoned in the suite, writes nothing)."""
+    torch.manual_seed(0)
+    src, pos = torch.randn(2, 140, 8), torch.randperm(140)
+    counts = []
+    for n in range(66, 128, 7):
+        x, idx = grown(src, 1, n), grown(pos, 0, n)
+        cache = torch.zeros(2, 140, 8, device=DEV)
+        before = compiles()
+        cache.index_copy_(dim, idx, x)
+        fresh = torch.index_copy(cache, dim, idx, x * 2)
+        counts.append(compiles() - before)
+        want = torch.zeros(2, 140, 8).index_copy_(dim, pos[:n], src[:, :n])
+        close(cache, want)
+        close(fresh, want.index_copy(dim, pos[:n], src[:, :n] * 2))
+    assert sum(counts[1:]) == 0, counts
+    # an index past the cache within the true size raises as on the CPU
+    # (where the device finds it: the written cache carries the error)
+    bad = grown(torch.cat([pos[:69], torch.tensor([140])]), 0, 70)
+    with pytest.raises(IndexError, match="index 140 is out of bounds for dimension 1 with size 140"):
+        torch.zeros(2, 140, 8, device=DEV).index_copy_(dim, bad, grown(src, 1, 70)).cpu()
+    close(cache * 1, want)   # the process and other tensors stay usable
+
+
 @pytest.mark.parametrize("n", [100, 128])
 def test_index_errors_on_a_grown_tensor_name_the_true_size(n):
     """An index past the true length of a padded dim raises as on the CPU

@@ -210,6 +210,8 @@ static const rule_def kRules[] = {
     {"random_.from", TTPU_B_FACTORY},
     {"random_.to", TTPU_B_FACTORY},
     {"_index_put_impl_", TTPU_B_ACCUMULATE},
+    /* a prompt written into a preallocated (static) cache */
+    {"index_copy", TTPU_B_INDEX_COPY},
     {"index.Tensor", TTPU_B_INDEX},
 };
 

@@ -161,6 +161,9 @@ enum {
                           row 0), the result's dims known; an indexed dim
                           of self that holds a bucket wraps and checks
                           against the true size */
+  TTPU_B_INDEX_COPY,   /* index_copy: index (1-d) and source padded alike
+                          along dim, self exact; the lowering writes the
+                          padding as copies of entry 0 */
 };
 /* The rule of op id `op`. Thread-safe. */
 int ttpu_op_bucket_rule(int op);

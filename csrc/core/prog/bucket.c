@@ -765,6 +765,25 @@ static int accumulate_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn)
   return 0;
 }
 
+/* index_copy(self, dim, index, source): index (1-d) and source padded
+ * alike along dim, self exact (a prompt written into a preallocated
+ * cache at arange(n)). 0, or -1 when the call is not of that form. */
+static int index_copy_dyn(const ttpu_plan* p, const ttpu_op_call* c, int64_t nn) {
+  if (c->n_args < 4 || c->args[0].kind != TTPU_ARG_TENSOR ||
+      c->args[1].kind != TTPU_ARG_INT || c->args[2].kind != TTPU_ARG_TENSOR ||
+      c->args[3].kind != TTPU_ARG_TENSOR || c->n_outputs != 1)
+    return -1;
+  int is = c->args[0].tensor, ii = c->args[2].tensor, iv = c->args[3].tensor;
+  const ttpu_tensor *s = &c->tensors[is], *v = &c->tensors[iv];
+  int64_t d = c->args[1].i;
+  if (s->ndim < 1 || v->ndim != s->ndim || c->tensors[ii].ndim != 1) return -1;
+  if (d < 0) d += s->ndim;
+  if (d < 0 || d >= s->ndim || p->tensor_dyn[is] || p->tensor_dyn[ii] != 1 ||
+      p->tensor_dyn[iv] != 1 << d || has_size(v, p->tensor_dyn[iv], nn))
+    return -1;
+  return 0;
+}
+
 /* A reduction of one tensor to 0-dim outputs (sum(), amax(), all()): no
  * output dim holds the bucket, and the input's padded dims are its
  * storage's, whatever sizes its fixed dims have. 0, or -2 when the call is
@@ -1251,6 +1270,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     known = M == 1 ? accumulate_dyn(p, c, nn) : -1;
   } else if (ok && rule == TTPU_B_INDEX) {
     known = M == 1 ? index_dyn(p, c) : -1;
+  } else if (ok && rule == TTPU_B_INDEX_COPY) {
+    known = M == 1 ? index_copy_dyn(p, c, nn) : -1;
   } else if (ok && rule == TTPU_B_FIRST) {
     /* the output has the first operand's shape; a padded set would add
      * its padding to the set */
@@ -1317,8 +1338,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
                              p->slots[s].pad.n != n)) ||
           grow_dim >= 0)
         ok = 0;
-    } else if (rule == TTPU_B_ACCUMULATE) {
-      p->out_dyn[o] = 0; /* self, exact, updated in place */
+    } else if (rule == TTPU_B_ACCUMULATE || rule == TTPU_B_INDEX_COPY) {
+      p->out_dyn[o] = 0; /* self's shape, exact */
     } else if (!p->out_full[o] || (p->slots[s].read && p->slots[s].has_value)) {
       /* (a storage read for its value: not fresh; has_param is set only
        * after this) */
