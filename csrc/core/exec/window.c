@@ -509,7 +509,7 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   memset(r, 0, sizeof(*r));
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
-  if (w->n_recs == 0) w->serial = ++rt->prog.window_serial;
+  if (w->n_recs == 0) w->serial = ttpu_bucket_window_begins(&rt->prog);
   ttpu_store_view view = {window_lookup, w, 1, w->serial};
   s = ttpu_plan_build(&rt->prog, r->call, def, &view, &r->plan);
   if (!s) {

@@ -192,8 +192,8 @@ static int is_contiguous(const ttpu_tensor* t) {
 
 #define GROWTH_CAP 1024
 #define GROWTH_WAYS 8
-/* Factories are bucketed within this many watched calls of the last
- * padded upload (a model step watches a few dozen). */
+/* Factories are bucketed within this many watched outputs and uploads
+ * of the last padded upload (a model step watches a few dozen). */
 #define VAR_SPAN 4096
 /* Uploads of one token stream with the same length, in a row, after which
  * a stream padded from its first upload is taken for a fixed-shape loop's
@@ -331,6 +331,7 @@ static int growth_mask(ttpu_prog_ctx* pc, const ttpu_op_call* c, int need,
                          recent_has(pc->grow_len, o->sizes[j])
                      ? -1
                      : o->sizes[j]);
+  pc->span_clock++;
   return watch(pc, h, o->ndim, o->sizes, need, shaped ? NULL : c, NULL);
 }
 
@@ -347,6 +348,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
    * other shapes) do not move a token stream's. */
   uint64_t h = mix(mix(mix(mix(1469598103934665603ull, -7), dt), ndim), dims[0]);
   int steady = 0;
+  pc->span_clock++;
   int m = watch(pc, h, ndim, dims, 0, NULL, &steady);
   recent_note(pc->batch_len, dims[1]);
   int d = m && !(m & (m - 1)) ? __builtin_ctz((unsigned)m) : -1;
@@ -387,7 +389,7 @@ int ttpu_bucket_upload_dim(ttpu_prog_ctx* pc, ttpu_dtype dt, int ndim,
 void ttpu_bucket_note_length(ttpu_prog_ctx* pc, int64_t n) {
   recent_note(pc->batch_len, n);
   recent_note(pc->var_len, n);
-  pc->var_clock = pc->growth_clock;
+  pc->var_clock = pc->span_clock;
 }
 
 /* Whether n is one of the last lengths of uploads stored padded (a fused
@@ -940,6 +942,10 @@ struct ttpu_moving {
   int moving; /* sticky */
 };
 
+uint64_t ttpu_bucket_window_begins(ttpu_prog_ctx* pc) {
+  return ++pc->window_serial;
+}
+
 int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t, uint64_t serial) {
   if (pc->bucket_min <= 0 || pc->exact || !t->buffer ||
       ttpu_plan_covers(t, t->buffer->nbytes))
@@ -1031,8 +1037,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     int m = rule == TTPU_B_CAT ? growth_mask(pc, c, 2, 0)
                                : growth_mask(pc, c, uploaded ? 1 : 2, 1);
     int sweep = rule == TTPU_B_CAT ? -1 : sweep_dim(pc, c);
-    int var_recent = pc->var_len[0] > 1 && pc->growth_clock - pc->var_clock <= VAR_SPAN;
-    int grow_recent = pc->grow_len[0] > 1 && pc->growth_clock - pc->grow_clock <= VAR_SPAN;
+    int var_recent = pc->var_len[0] > 1 && pc->span_clock - pc->var_clock <= VAR_SPAN;
+    int grow_recent = pc->grow_len[0] > 1 && pc->span_clock - pc->grow_clock <= VAR_SPAN;
     if (rule == TTPU_B_CAT) {
       if (m && !(m & (m - 1)) && !p->slots[p->out_slot[0]].read)
         seed_dim = __builtin_ctz((unsigned)m);
@@ -1468,7 +1474,7 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
    * a padding mask) is bucketed too. */
   if (rule == TTPU_B_CAT && no == 1 && p->out_dyn[0] && p->dyn_out_n > 1) {
     recent_note(pc->grow_len, p->dyn_out_n);
-    pc->grow_clock = pc->growth_clock;
+    pc->grow_clock = pc->span_clock;
   }
   p->call = p->rcall;
   return NULL;

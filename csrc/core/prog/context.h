@@ -73,7 +73,10 @@ typedef struct ttpu_prog_ctx {
   int bucket_poison; /* padding written as NaN (TORCHTPU_BUCKET_POISON) */
   /* The growth detector's memory (prog/bucket.c). */
   struct ttpu_growth* growth; /* NULL until first used */
-  uint64_t growth_clock;
+  uint64_t growth_clock; /* every watched call: its entries' last use */
+  /* Watched outputs and uploads, not views' checks (a step that reads
+   * many partial views does not use up VAR_SPAN sooner). */
+  uint64_t span_clock;
   /* The sweep detector's memory (prog/bucket.c): recent output sizes of
    * factories and fills, per kind. NULL until first used. */
   struct ttpu_sweep* sweep;
@@ -87,12 +90,12 @@ typedef struct ttpu_prog_ctx {
    * that fills of differing shapes (an optimizer's zeros_like of each
    * parameter) are not taken for growth. */
   int64_t var_len[4];
-  uint64_t var_clock; /* growth_clock at that upload */
+  uint64_t var_clock; /* span_clock at that upload */
   /* The last lengths of growing tensors (a cat that takes its output
    * back), latest first: a factory of such a length that changed with it
    * twice in a row (a padding mask's arange(kv_length)) is bucketed. */
   int64_t grow_len[4];
-  uint64_t grow_clock; /* growth_clock at that cat */
+  uint64_t grow_clock; /* span_clock at that cat */
   /* The last lengths of integer batches uploaded, padded or not: a fill's
    * growth history leaves dims of these sizes out of its kind. */
   int64_t batch_len[4];

@@ -232,6 +232,9 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p);
  * views keep their offsets in the signature; a moving one takes it at run
  * time, so the window repeats (prog/bucket.c). */
 int ttpu_bucket_moving_view(ttpu_prog_ctx* pc, const ttpu_tensor* t, uint64_t serial);
+/* The number of a fused window that begins (1, 2, ...): its views count
+ * one step of ttpu_bucket_moving_view however often they are planned. */
+uint64_t ttpu_bucket_window_begins(ttpu_prog_ctx* pc);
 
 /* Lowers the call into a program (prog/assemble.c). *text is malloc'ed;
  * results receives the result plan (malloc'ed, caller frees). */
