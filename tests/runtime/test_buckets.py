@@ -194,7 +194,8 @@ def test_index_errors_on_a_grown_tensor_name_the_true_size(n):
     close(x * 1, want)   # the process and the tensor stay usable
 
 
-_GENERATE = """
+# a one-layer LLaMA from a config, on the CPU
+_TINY_LLAMA = """
     import torch, transformers, torchtpu
     from torchtpu import debug
     torch.manual_seed(0)
@@ -202,6 +203,9 @@ _GENERATE = """
                                    num_key_value_heads=2, intermediate_size=64, vocab_size=100,
                                    max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
     model = transformers.LlamaForCausalLM(cfg).eval()
+"""
+
+_GENERATE = _TINY_LLAMA + """
     ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     ids[1, :3] = 0
@@ -246,6 +250,39 @@ def test_generate_with_a_padding_mask_compiles_nothing_per_token(mode, kw):
     last = "-2" if mode == "fused" and "static" in kw else "-1"
     check(run_script(_GENERATE.replace("KW", kw).replace("LAST", last), timeout=600, TORCHTPU_EAGER_MODE=mode,
                      TORCHTPU_DISK_CACHE="0"))
+
+
+_STATIC_PROMPTS = _TINY_LLAMA + """
+    tmodel = transformers.LlamaForCausalLM(cfg).eval()
+    tmodel.load_state_dict(model.state_dict())
+    tmodel.to("tpu")
+    # prompt and new tokens stay inside the first size (16)
+    kw = dict(max_new_tokens=2, min_new_tokens=2, do_sample=False, pad_token_id=0)
+    counts = []
+    for n in (8, 5, 11, 13):
+        ids = torch.randint(3, 100, (1, n), generator=torch.Generator().manual_seed(n))
+        with torch.no_grad():
+            want = model.generate(ids, cache=transformers.StaticCache(config=cfg, max_cache_len=64), **kw)
+            before = debug.metrics()["compiles"]
+            got = tmodel.generate(ids.to("tpu"), cache=transformers.StaticCache(config=cfg, max_cache_len=64),
+                                  **kw).cpu()
+            counts.append(debug.metrics()["compiles"] - before)
+        assert torch.equal(got, want), (n, got, want)
+    print("compiles per prompt", counts)
+    assert counts[1:] == [0, 0, 0], counts
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_static_cache_prompts_of_one_bucket_compile_once(mode):
+    """generate() with a StaticCache of fixed length and explicit sizes:
+    the first prompt runs its bucket's programs (its keys are read back
+    from the cache at the padded prompt's length), so later prompts in
+    that bucket compile nothing; the tokens equal the CPU's."""
+    pytest.importorskip("transformers")
+    check(run_script(_STATIC_PROMPTS, timeout=600, TORCHTPU_EAGER_MODE=mode, TORCHTPU_DISK_CACHE="0",
+                     TORCHTPU_BUCKETS="16,32,64"))
 
 
 # f(v), as source, for v a growing view of a preallocated [2, 140, 8]

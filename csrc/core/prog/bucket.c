@@ -903,13 +903,18 @@ static uint64_t view_sig(int64_t seed, const ttpu_tensor* t) {
   return h;
 }
 
+static int64_t grown_room(const ttpu_tensor* t, int d, int64_t total, int64_t B);
+
 /* A view of an exact storage read along a length that changes call after
  * call, the rest of its geometry the same: a preallocated cache read as
  * `cache[:, :n]`, beam search's `sequences[:, :, :cur_len]` (a new storage
  * of the same size each step). The dim that changed twice in a row
- * (growth history per view_sig and offset), or -1.
- * Only views that do not cover their storage, read and not written by
- * the call. */
+ * (growth history per view_sig and offset), or else its one dim of the
+ * length a bucketed index_copy last wrote the storage at, where the view
+ * stops short in its storage (a prompt's keys read back from a static
+ * cache: a process's first prompt then runs its bucket's programs, as its
+ * queries do); -1 for none. Only views that do not cover their storage,
+ * read and not written by the call. */
 static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* c,
                      int k) {
   const ttpu_tensor* t = &c->tensors[k];
@@ -922,6 +927,18 @@ static int grown_dim(ttpu_prog_ctx* pc, const ttpu_plan* p, const ttpu_op_call* 
     if (t->strides[j] < 0 || (t->strides[j] == 0 && t->sizes[j] > 1)) return -1;
   uint64_t h = mix(view_sig(-19, t), t->offset);
   int m = watch(pc, h, t->ndim, t->sizes, 2, NULL, NULL);
+  if (!m && t->buffer->filled_n > 1) {
+    int d = -1;
+    for (int j = 0; j < t->ndim; ++j)
+      if (t->sizes[j] == t->buffer->filled_n) {
+        if (d >= 0) return -1; /* which one is the length? */
+        d = j;
+      }
+    size_t es = ttpu_dtype_size(t->dtype);
+    return d >= 0 && grown_room(t, d, (int64_t)(t->buffer->nbytes / es), t->sizes[d] + 1) >
+                         t->sizes[d]
+               ? d : -1;
+  }
   if (!m || (m & (m - 1))) return -1;
   int d = __builtin_ctz((unsigned)m);
   return t->sizes[d] > 1 ? d : -1;
@@ -1402,6 +1419,8 @@ ttpu_status* ttpu_plan_buckets(ttpu_prog_ctx* pc, ttpu_plan* p) {
     p->dyn_out_n = out_n;
     p->dyn_at = p->n_i;
     p->i[p->n_i++] = n;
+    if (rule == TTPU_B_INDEX_COPY && p->out_slot[0] >= 0)
+      p->slots[p->out_slot[0]].buf->filled_n = n; /* read back as a bucket */
     if (pad_at >= 0) {
       p->dyn_pad_at = pad_at;
       p->dyn_out_at = p->n_i;

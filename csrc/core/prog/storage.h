@@ -79,6 +79,9 @@ struct ttpu_buffer {
   /* Held in the sweep detector's memory (prog/bucket.c), which must hear
    * of its end (ttpu_bucket_forget). */
   int sweep_noted;
+  /* The true size of the last bucketed index_copy into it (0: none): a
+   * view read back at that length is a bucket at once (prog/bucket.c). */
+  int64_t filled_n;
 };
 
 /* One pinned version and the host accesses open on it. */
