@@ -554,14 +554,14 @@ static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
   int shared = 0;
   for (int j = 0; j < p->n_f && shared >= 0; ++j)
     shared = r->f_map[j] = share_scalar(&fk, r->call->op, &p->f[j]);
-  /* A bucketed op's true size is shared with every other op's true size
-   * of the same value, and never with another kind of scalar: which
-   * entries share must not depend on the sizes, or the window's key would
-   * change with them (a length whose value happened to equal an offset
-   * would compile the window again). */
+  /* A bucketed op's true size (and a pad's output size) is shared with
+   * every other op's true size of the same value, and never with another
+   * kind of scalar: which entries share must not depend on the sizes, or
+   * the window's key would change with them (a length whose value
+   * happened to equal an offset would compile the window again). */
   for (int j = 0; j < p->n_i && shared >= 0; ++j)
     shared = r->i_map[j] = share_scalar(
-        &ik, j == p->dyn_at ? DYN_SIZE_OP : r->call->op, &p->i[j]);
+        &ik, j == p->dyn_at || j == p->dyn_out_at ? DYN_SIZE_OP : r->call->op, &p->i[j]);
   if (shared < 0) {
     rec_free(r);
     return ttpu_status_oom();
