@@ -360,22 +360,16 @@ static ttpu_status* lower_index_copy(ttpu_lower* L) {
      * The padding writes entry 0 again (the same value at the same
      * place), so nothing beyond the true size lands anywhere else. */
     int64_t B = ts.dims[dim], zero = 0, one = 1, step = 1;
-    ttpu_type t1 = ttpu_type_make(TTPU_I64, 1, &B);
-    int64_t no_dims[1] = {0};
-    ttpu_val past = ttpu_hlo_compare(b, TTPU_GE, ttpu_hlo_iota(b, t1, 0),
-                                     ttpu_hlo_broadcast_in_dim(b, ttpu_l_dyn_size(L), t1, no_dims));
     ttpu_val first = ttpu_hlo_slice(b, idx, &zero, &one, &step);
-    idx = ttpu_hlo_select(b, past, ttpu_hlo_broadcast_to(b, first, 1, &B), idx);
+    idx = ttpu_hlo_select(b, ttpu_l_dyn_past(L, ttpu_type_make(TTPU_I64, 1, &B), 0),
+                          ttpu_hlo_broadcast_to(b, first, 1, &B), idx);
     int64_t lo[TTPU_MAX_DIMS] = {0}, hi[TTPU_MAX_DIMS], st[TTPU_MAX_DIMS];
     for (int j = 0; j < ts.ndim; ++j) {
       hi[j] = j == dim ? 1 : ts.dims[j];
       st[j] = 1;
     }
-    ttpu_type tm = ts;
-    tm.dtype = TTPU_BOOL;
-    int64_t map = dim;
     ttpu_val row0 = ttpu_hlo_slice(b, src, lo, hi, st);
-    src = ttpu_hlo_select(b, ttpu_hlo_broadcast_in_dim(b, past, tm, &map),
+    src = ttpu_hlo_select(b, ttpu_l_dyn_past(L, ts, dim),
                           ttpu_hlo_broadcast_to(b, row0, ts.ndim, ts.dims), src);
   }
   check(L, oob_info(b, idx, 0, dim, tx.dims[dim]), TTPU_INDEX_ERROR,

@@ -169,6 +169,13 @@ ttpu_val ttpu_l_dyn_size(ttpu_lower* L) {
   return ttpu_lower_int_scalar(L, L->su.dyn_at);
 }
 
+ttpu_val ttpu_l_dyn_past(ttpu_lower* L, ttpu_type t, int d) {
+  ttpu_type ti = ttpu_type_make(TTPU_I64, t.ndim, t.dims);
+  int64_t no_dims[1] = {0};
+  ttpu_val n = ttpu_hlo_broadcast_in_dim(L->b, ttpu_l_dyn_size(L), ti, no_dims);
+  return ttpu_hlo_compare(L->b, TTPU_GE, ttpu_hlo_iota(L->b, ti, d), n);
+}
+
 ttpu_val ttpu_l_tensor_at(ttpu_lower* L, int arg, int k) {
   int i = tensor_index(L, arg, k);
   if (i < 0 || i >= L->call->n_tensors)

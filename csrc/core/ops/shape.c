@@ -214,11 +214,8 @@ static ttpu_status* lower_constant_pad(ttpu_lower* L) {
     int d = __builtin_ctz((unsigned)dyn);
     hi[d] = ot.dims[d] - tx.dims[d];
     r = ttpu_hlo_pad(b, x, v, lo, hi, NULL);
-    ttpu_type ti = ttpu_type_make(TTPU_I64, ot.ndim, ot.dims);
-    int64_t no_dims[1] = {0};
-    ttpu_val n = ttpu_hlo_broadcast_in_dim(b, ttpu_l_dyn_size(L), ti, no_dims);
-    ttpu_val past = ttpu_hlo_compare(b, TTPU_GE, ttpu_hlo_iota(b, ti, d), n);
-    r = ttpu_hlo_select(b, past, ttpu_hlo_broadcast_to(b, v, ot.ndim, ot.dims), r);
+    r = ttpu_hlo_select(b, ttpu_l_dyn_past(L, ot, d),
+                        ttpu_hlo_broadcast_to(b, v, ot.ndim, ot.dims), r);
   } else if (ttpu_type_numel(&ot) == 0) {
     r = ttpu_hlo_const(b, ot, 0, 0);
   } else if (ttpu_type_numel(&tx) == 0) {

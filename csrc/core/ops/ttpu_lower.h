@@ -176,6 +176,9 @@ int ttpu_op_bucket_rule_names(const char** names, int cap);
  * true size of those dims as a 0-d i64 value. */
 int ttpu_l_dyn_dims(ttpu_lower* L, int arg, int k);
 ttpu_val ttpu_l_dyn_size(ttpu_lower* L);
+/* A bool value of type t's dims: true where the index along dim d is at
+ * or past the true size (the padding of a bucketed dim). */
+ttpu_val ttpu_l_dyn_past(ttpu_lower* L, ttpu_type t, int d);
 
 /* The builder to emit into. */
 ttpu_hlo* ttpu_l_hlo(ttpu_lower* L);
