@@ -25,7 +25,9 @@ def metrics():
     torch.compile graphs run again from their captured program without
     recording their ops; programs_loaded / program_cache_size: compiled
     programs loaded now and the most kept (0: no bound; see
-    set_program_cache_size); programs_evicted / programs_reloaded: unloaded
+    set_program_cache_size); programs_shared: signatures that took the
+    executable of a loaded program with the same text instead of compiling
+    it (an out= form after its op); programs_evicted / programs_reloaded: unloaded
     as least recently used, and needed again afterwards; programs_retired:
     evicted ones still waiting for their last execution; cpu_fallbacks per
     op; cpu_replays: calls asked of the CPU's own kernel on stand-ins, for
@@ -122,7 +124,7 @@ def report(file=None):
         f"  executions          {m['executions']}",
         f"  programs loaded     {m['programs_loaded']} (at most "
         f"{m['program_cache_size'] or 'unbounded'}), {m['programs_evicted']} evicted, "
-        f"{m['programs_reloaded']} reloaded",
+        f"{m['programs_reloaded']} reloaded, {m['programs_shared']} shared",
         f"  fused windows       {windows}"
         + (f", {m['fused_ops'] / windows:.1f} ops each (max {m['fused_max_ops']}); ended by {ends}" if windows else ""),
         f"  graph replays       {m['graph_replays']}",

@@ -304,6 +304,48 @@ static void test_disk_cache(ttpu_test_ctx* t) {
   TTPU_CHECK(t, system(cmd) == 0);
 }
 
+/* add.out after add.Tensor: the same program text, one executable held
+ * by both signatures; it survives the eviction of each holder in turn. */
+static void test_same_text_shares(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  TTPU_CHECK_OK(t, ttpu_runtime_set_cache_dir(rt, NULL, 0));
+  int64_t n = 5;
+  static const int64_t one = 1;
+  ttpu_buffer* x = make_f32(t, rt, 1, n);
+  ttpu_buffer* o1 = NULL;
+  ttpu_buffer* o2 = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 20, &o1));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, 20, &o2));
+  ttpu_tensor tx = {x, TTPU_F32, 1, &n, &one, 0};
+  ttpu_tensor t1 = {o1, TTPU_F32, 1, &n, &one, 0};
+  ttpu_tensor t2 = {o2, TTPU_F32, 1, &n, &one, 0};
+  const double alpha = 2.0;
+  for (int round = 0; round < 3; ++round) {
+    if (round) { /* evict both holders, then each alone */
+      ttpu_runtime_set_program_cache_size(rt, 1);
+      ttpu_runtime_set_program_cache_size(rt, 0);
+    }
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.Tensor", &tx, &tx, &t1, &alpha));
+    float r[5];
+    TTPU_CHECK_OK(t, ttpu_buffer_download(o1, r, sizeof(r)));
+    if (round == 2) ttpu_runtime_set_program_cache_size(rt, 1);
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "add.out", &tx, &tx, &t2, &alpha));
+    ttpu_runtime_set_program_cache_size(rt, 0);
+    float r2[5];
+    TTPU_CHECK_OK(t, ttpu_buffer_download(o2, r2, sizeof(r2)));
+    for (int i = 0; i < 5; ++i)
+      TTPU_CHECK(t, r[i] == 3.0f * (1.0f + (float)i) && r2[i] == r[i]);
+    ttpu_stats st;
+    ttpu_runtime_stats(rt, -1, &st);
+    if (round == 0) TTPU_CHECK(t, st.compiles == 1 && st.programs_shared == 1);
+  }
+  ttpu_buffer_release(x);
+  ttpu_buffer_release(o1);
+  ttpu_buffer_release(o2);
+  ttpu_runtime_destroy(rt);
+}
+
 static const ttpu_test kTests[] = {
     {"fused_chain", test_fused_chain},
     {"window_ends_at_passes_and_reads", test_window_ends_at_passes_and_reads},
@@ -311,6 +353,7 @@ static const ttpu_test kTests[] = {
     {"graph_replay", test_graph_replay},
     {"debug_mode_names_op", test_debug_mode_names_op},
     {"disk_cache", test_disk_cache},
+    {"same_text_shares", test_same_text_shares},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(modes, kTests)

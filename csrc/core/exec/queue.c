@@ -666,6 +666,20 @@ static ttpu_status* queue_program(ttpu_runtime* rt, pending* o,
     snprintf(f->reason, sizeof(f->reason), "%s", req->reason ? req->reason : "");
     s = ttpu_prog_prepare(&rt->prog, dev, key, n_key, req, &e, &f->low);
     if (!s && !e) {
+      /* A program of the same text compiling already (bmm, then bmm.out
+       * before it finished): wait for it and take its executable. */
+      inflight* same = q->table;
+      while (same && (same->collected || same->device != dev ||
+                      same->low.hash[0] != f->low.hash[0] ||
+                      same->low.hash[1] != f->low.hash[1]))
+        same = same->next;
+      if (same) {
+        collect(rt, q, same);
+        if (!same->error)
+          s = ttpu_prog_share(&rt->prog, dev, key, n_key, req, &f->low, &e);
+      }
+    }
+    if (!s && !e) {
       /* A window's compile goes to the window pool (runtime.h). */
       ttpu_pool** pool = p ? &rt->compile_pool : &rt->window_pool;
       int threads = rt->opts.compile_threads - (p ? 0 : 1);

@@ -558,6 +558,7 @@ void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out) {
       out->window_ends[k] += s->window_ends[k];
     out->recompiles += s->recompiles;
     out->graph_replays += s->graph_replays;
+    out->programs_shared += s->programs_shared;
   }
   /* The program cache is the runtime's, shared by its devices. */
   out->programs_loaded = (int64_t)ttpu_cache_size(rt->prog.cache);

@@ -209,6 +209,9 @@ typedef struct {
                                  cache or compiled again) */
   int64_t programs_retired;   /* evicted ones waiting for their last
                                  execution to finish before unloading */
+  int64_t programs_shared;    /* signatures that took the executable of a
+                                 loaded program of the same text instead of
+                                 compiling it (bmm.out after bmm) */
 } ttpu_stats;
 /* Thread-safe: a copy taken under the lock. */
 void ttpu_runtime_stats(ttpu_runtime* rt, int device, ttpu_stats* out);

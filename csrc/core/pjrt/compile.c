@@ -137,6 +137,7 @@ static ttpu_status* exec_wrap(ttpu_pjrt_client* c,
       } else {
         e->loaded = loaded;
         e->num_outputs = (int)n.num_outputs;
+        atomic_init(&e->refs, 1);
         *out = e;
         return NULL;
       }
@@ -185,8 +186,14 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
   return exec_wrap(c, a.executable, out);
 }
 
+ttpu_pjrt_exec* ttpu_pjrt_exec_retain(ttpu_pjrt_exec* e) {
+  if (e) atomic_fetch_add(&e->refs, 1);
+  return e;
+}
+
 void ttpu_pjrt_exec_destroy(ttpu_pjrt_client* c, ttpu_pjrt_exec* e) {
   if (!c || !e) return;
+  if (atomic_fetch_sub(&e->refs, 1) > 1) return; /* another holder keeps it */
   loaded_destroy(c->api, e->loaded);
   free(e);
 }

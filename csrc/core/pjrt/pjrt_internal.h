@@ -44,6 +44,7 @@ struct ttpu_pjrt_client {
 struct ttpu_pjrt_exec {
   ttpu_pjrt_abi_loaded_executable* loaded; /* owned */
   int num_outputs;
+  atomic_int refs; /* holders: ttpu_pjrt_exec_retain / _destroy */
 };
 
 /* Whether b is pinned (never donated; buffer.c). */

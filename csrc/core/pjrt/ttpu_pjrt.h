@@ -161,6 +161,9 @@ ttpu_status* ttpu_pjrt_event_on_ready(ttpu_pjrt_client* c, ttpu_pjrt_event* e,
 ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
                                size_t mlir_len, const void* options,
                                size_t options_len, ttpu_pjrt_exec** out);
+/* An executable may have several holders: retain adds one (returns e),
+ * destroy drops one and unloads the executable with the last. Thread-safe. */
+ttpu_pjrt_exec* ttpu_pjrt_exec_retain(ttpu_pjrt_exec* e);
 void ttpu_pjrt_exec_destroy(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
 int ttpu_pjrt_exec_num_outputs(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
 

@@ -57,6 +57,10 @@ typedef struct ttpu_prog_ctx {
   int n_last_sigs;
   int64_t ops_run;          /* ops the strict path ran (recompile warning) */
   int64_t programs_reloaded; /* evicted programs needed again */
+  /* Compiled programs by the hash of their text (prog/program.c): a new
+   * signature with a loaded program's text shares its executable. NULL
+   * until the first compile. */
+  struct ttpu_text_slot* texts;
   /* Sees every disk-cacheable program lowered here (ttpu_aot_set_program_sink). */
   void (*sink)(void* user, const char* what, const int64_t* key,
                size_t n_key, const char* text, size_t text_len,

@@ -58,4 +58,5 @@ void ttpu_prog_ctx_free_state(ttpu_prog_ctx* pc) {
   free(pc->log);
   pc->log = NULL;
   pc->n_log = 0;
+  ttpu_prog_texts_free(pc);
 }

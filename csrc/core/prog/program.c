@@ -86,22 +86,16 @@ int ttpu_prog_note_reload(ttpu_prog_ctx* pc, const int64_t* key, size_t n_key,
   return 1;
 }
 
-/* A program compiled just now (e: its exec and results, taken; dt: the
- * compile's seconds): counted, logged, written to the disk cache,
- * inserted into the memory cache and its trace ended (under the owner's lock). */
-static ttpu_status* keep_compiled(ttpu_prog_ctx* pc, int device,
-                                  const int64_t* key, size_t n_key,
-                                  const ttpu_prog_request* req,
-                                  ttpu_cache_entry* e, double dt,
-                                  ttpu_cache_entry** out) {
-    ttpu_stats* st = pc->stats[device];
-  st->compiles++;
-  st->compile_seconds += dt;
-  ttpu_prog_log_compile(pc, req->what, req->reason, dt, 0, req->n_ops);
+/* e's executable written to the disk cache under key (when the request
+ * keeps programs there); a failed write turns the disk cache off for the
+ * process, with a warning. */
+static void store_on_disk(ttpu_prog_ctx* pc, int device, const int64_t* key,
+                          size_t n_key, const ttpu_prog_request* req,
+                          ttpu_cache_entry* e) {
   int stored = req->use_disk && pc->disk
                    ? ttpu_disk_store(pc->disk, pc->client, key, n_key, e)
                    : 0;
-  if (stored > 0) st->disk_writes++;
+  if (stored > 0) pc->stats[device]->disk_writes++;
   if (stored < 0) {
     ttpu_prog_warn(pc,
                  "torchtpu: cannot write the persistent compile cache (%s); "
@@ -111,11 +105,127 @@ static ttpu_status* keep_compiled(ttpu_prog_ctx* pc, int device,
     ttpu_disk_close(pc->disk);
     pc->disk = NULL;
   }
+}
+
+/* ------------------------------------------------- programs by their text
+ *
+ * Signatures differ where programs do not: an out= form and its
+ * functional op (bmm.out, bmm), an in-place op on a fresh storage and the
+ * op, views that read the same elements. Each compiled program's text (and
+ * compile options) is remembered by a 128-bit hash, with the key it was
+ * stored under; a new signature whose lowering gives a remembered text of
+ * a program still loaded takes that executable (shared, counted once per
+ * holder) instead of compiling it again. A direct-mapped table: a slot
+ * keeps the last text hashed to it. */
+#define TEXT_SLOTS 4096
+
+struct ttpu_text_slot {
+  uint64_t h[2];
+  int64_t* key; /* owned; NULL: empty */
+  size_t n_key;
+};
+
+static void text_hash(const char* text, size_t len, const void* options,
+                      size_t options_len, uint64_t h[2]) {
+  uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
+  const unsigned char* parts[2] = {(const unsigned char*)text, options};
+  size_t lens[2] = {len, options ? options_len : 0};
+  for (int p = 0; p < 2; ++p) {
+    for (size_t i = 0; i < lens[p]; ++i) {
+      a = (a ^ parts[p][i]) * 1099511628211ull;
+      b = (b + parts[p][i]) * 0xff51afd7ed558ccdull;
+      b ^= b >> 29;
+    }
+    a = (a ^ (uint64_t)lens[p]) * 1099511628211ull;
+    b = (b + (uint64_t)lens[p]) * 0xc4ceb9fe1a85ec53ull;
+  }
+  h[0] = a;
+  h[1] = b ^ (b >> 31);
+}
+
+/* Remembers that the program of text hash h is stored under key. */
+static void text_note(ttpu_prog_ctx* pc, const uint64_t h[2],
+                      const int64_t* key, size_t n_key) {
+  if (!pc->texts) {
+    pc->texts = calloc(TEXT_SLOTS, sizeof(*pc->texts));
+    if (!pc->texts) return; /* sharing is an optimisation: none then */
+  }
+  struct ttpu_text_slot* slot = &pc->texts[h[0] & (TEXT_SLOTS - 1)];
+  int64_t* k = malloc(n_key * sizeof(*k) + 1);
+  if (!k) return;
+  memcpy(k, key, n_key * sizeof(*k));
+  free(slot->key);
+  slot->h[0] = h[0];
+  slot->h[1] = h[1];
+  slot->key = k;
+  slot->n_key = n_key;
+}
+
+/* When a loaded program has text hash h, key takes its executable with
+ * its own results (taken from *results): 1 and *out (or *ins, the
+ * insert's error); else 0. Counted, written to the disk cache under key,
+ * traced as a load; not a compile. */
+static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
+                           size_t n_key, const ttpu_prog_request* req,
+                           const uint64_t h[2], ttpu_result_plan** results,
+                           int n_results, int traced, ttpu_cache_entry** out,
+                           ttpu_status** ins) {
+  *ins = NULL;
+  if (!pc->texts) return 0;
+  struct ttpu_text_slot* slot = &pc->texts[h[0] & (TEXT_SLOTS - 1)];
+  if (!slot->key || slot->h[0] != h[0] || slot->h[1] != h[1]) return 0;
+  ttpu_cache_entry* src = ttpu_cache_find(pc->cache, slot->key, slot->n_key);
+  if (!src || !src->exec) return 0;
+  if (!traced) trace_begin(pc, device, req->what, req->n_ops);
+  ttpu_cache_entry e = {0};
+  e.exec = ttpu_pjrt_exec_retain(src->exec);
+  e.results = *results;
+  e.n_results = n_results;
+  *results = NULL;
+  pc->stats[device]->programs_shared++;
+  store_on_disk(pc, device, key, n_key, req, &e);
+  snprintf(e.what, sizeof(e.what), "%s", req->what);
+  ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, &e, out);
+  if (s) {
+    ttpu_pjrt_exec_destroy(pc->client, e.exec);
+    free(e.results);
+  } else {
+    text_note(pc, h, key, n_key); /* the newest holder: evicted last */
+  }
+  trace_end(pc, device, req->what, req->n_ops, 1, s != NULL);
+  *ins = s;
+  return 1;
+}
+
+void ttpu_prog_texts_free(ttpu_prog_ctx* pc) {
+  if (!pc->texts) return;
+  for (int i = 0; i < TEXT_SLOTS; ++i) free(pc->texts[i].key);
+  free(pc->texts);
+  pc->texts = NULL;
+}
+
+/* A program compiled just now (e: its exec and results, taken; dt: the
+ * compile's seconds; h: its text's hash): counted, logged, written to the
+ * disk cache, inserted into the memory cache and its trace ended (under
+ * the owner's lock). */
+static ttpu_status* keep_compiled(ttpu_prog_ctx* pc, int device,
+                                  const int64_t* key, size_t n_key,
+                                  const ttpu_prog_request* req,
+                                  ttpu_cache_entry* e, double dt,
+                                  const uint64_t h[2],
+                                  ttpu_cache_entry** out) {
+  ttpu_stats* st = pc->stats[device];
+  st->compiles++;
+  st->compile_seconds += dt;
+  ttpu_prog_log_compile(pc, req->what, req->reason, dt, 0, req->n_ops);
+  store_on_disk(pc, device, key, n_key, req, e);
   snprintf(e->what, sizeof(e->what), "%s", req->what);
   ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, e, out);
   if (s) {
     ttpu_pjrt_exec_destroy(pc->client, e->exec);
     free(e->results);
+  } else if (h) {
+    text_note(pc, h, key, n_key);
   }
   trace_end(pc, device, req->what, req->n_ops, 0, s != NULL);
   return s;
@@ -186,6 +296,13 @@ ttpu_status* ttpu_prog_compile(ttpu_prog_ctx* pc, int device,
     return ttpu_status_annotate(s, "lowering %s", what);
   }
   lowered(pc, req, key, n_key, text, len, e.results, e.n_results);
+  uint64_t h[2];
+  text_hash(text, len, req->options, req->options_len, h);
+  if (share_same_text(pc, device, key, n_key, req, h, &e.results,
+                      e.n_results, 1, out, &s)) {
+    free(text);
+    return s;
+  }
   double t0 = now_seconds();
   s = ttpu_pjrt_compile(pc->client, text, len, req->options,
                         req->options_len, &e.exec);
@@ -200,7 +317,7 @@ ttpu_status* ttpu_prog_compile(ttpu_prog_ctx* pc, int device,
     return s;
   }
   free(text);
-  return keep_compiled(pc, device, key, n_key, req, &e, dt, out);
+  return keep_compiled(pc, device, key, n_key, req, &e, dt, h, out);
 }
 
 ttpu_status* ttpu_prog_prepare(ttpu_prog_ctx* pc, int device,
@@ -227,7 +344,22 @@ ttpu_status* ttpu_prog_prepare(ttpu_prog_ctx* pc, int device,
   }
   lowered(pc, req, key, n_key, low->text, low->len, low->results,
           low->n_results);
-  return NULL;
+  text_hash(low->text, low->len, req->options, req->options_len, low->hash);
+  return ttpu_prog_share(pc, device, key, n_key, req, low, entry);
+}
+
+ttpu_status* ttpu_prog_share(ttpu_prog_ctx* pc, int device,
+                             const int64_t* key, size_t n_key,
+                             const ttpu_prog_request* req,
+                             ttpu_prog_lowered* low, ttpu_cache_entry** entry) {
+  ttpu_status* s = NULL;
+  *entry = NULL;
+  if (share_same_text(pc, device, key, n_key, req, low->hash, &low->results,
+                      low->n_results, 0, entry, &s)) {
+    free(low->text);
+    memset(low, 0, sizeof(*low));
+  }
+  return s;
 }
 
 ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
@@ -255,5 +387,8 @@ ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
   e.exec = exec;
   e.results = results;
   e.n_results = n_results;
-  return keep_compiled(pc, device, key, n_key, req, &e, seconds, out);
+  uint64_t h[2];
+  if (text) text_hash(text, len, req->options, req->options_len, h);
+  return keep_compiled(pc, device, key, n_key, req, &e, seconds,
+                       text ? h : NULL, out);
 }

@@ -57,6 +57,9 @@ ttpu_status* ttpu_prog_compile(ttpu_prog_ctx* pc, int device,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** entry);
 
+/* Frees the memory of programs' texts (ttpu_prog_ctx_free_state). */
+void ttpu_prog_texts_free(ttpu_prog_ctx* pc);
+
 /* The same in two steps, for a compile on a compile thread (strict mode
  * with the compile pool, exec/strict.c), both under the owner's lock:
  *
@@ -78,12 +81,22 @@ typedef struct {
   size_t len;
   ttpu_result_plan* results;
   int n_results;
+  uint64_t hash[2]; /* of the text and options: programs of one text share */
 } ttpu_prog_lowered;
 ttpu_status* ttpu_prog_prepare(ttpu_prog_ctx* pc, int device,
                                const int64_t* key, size_t n_key,
                                const ttpu_prog_request* req,
                                ttpu_cache_entry** entry,
                                ttpu_prog_lowered* low);
+
+/* After ttpu_prog_prepare lowered low: when a program of low's text was
+ * loaded since (one compiling when low was prepared, collected now), key
+ * takes its executable as ttpu_prog_prepare would have: *entry set and
+ * low emptied. Else *entry NULL and low unchanged. Under the owner's lock. */
+ttpu_status* ttpu_prog_share(ttpu_prog_ctx* pc, int device,
+                             const int64_t* key, size_t n_key,
+                             const ttpu_prog_request* req,
+                             ttpu_prog_lowered* low, ttpu_cache_entry** entry);
 ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
                               const int64_t* key, size_t n_key,
                               const ttpu_prog_request* req,

@@ -55,6 +55,7 @@ py::dict stats_dict(int device) {
   out["programs_evicted"] = stats.programs_evicted;
   out["programs_reloaded"] = stats.programs_reloaded;
   out["programs_retired"] = stats.programs_retired;
+  out["programs_shared"] = stats.programs_shared;
   out["program_cache_size"] = ttpu_runtime_program_cache_size(runtime());
   return out;
 }
