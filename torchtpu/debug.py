@@ -71,7 +71,9 @@ def programs():
     with what (op name, "fused window (N ops)", "graph NAME (N ops)"),
     hits, and the plugin's compiled memory figures in bytes: code_bytes
     (held while the program is loaded), temp_bytes (needed while it runs),
-    argument_bytes and output_bytes; -1 where the plugin reports none."""
+    argument_bytes and output_bytes; -1 where the plugin reports none.
+    Signatures that share one executable (metrics' programs_shared) are
+    listed each, with the executable's figures."""
     return list(_C._programs())
 
 
