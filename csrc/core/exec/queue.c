@@ -336,7 +336,7 @@ static void collect(ttpu_runtime* rt, ttpu_compile_queue* q, inflight* f) {
   ttpu_status* s = ttpu_prog_finish(
       &rt->prog, f->device, f->key, f->n_key, &req, ttpu_pool_job_take_exec(f->job),
       ttpu_pool_job_take_status(f->job), ttpu_pool_job_seconds(f->job),
-      f->low.results, f->low.n_results, text, len, &f->entry);
+      f->low.results, f->low.n_results, text, len, f->low.hash, &f->entry);
   f->low.results = NULL;
   ttpu_pool_job_free(f->job);
   f->job = NULL;

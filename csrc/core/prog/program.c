@@ -368,6 +368,7 @@ ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
                               ttpu_pjrt_exec* exec, ttpu_status* compile_error,
                               double seconds, ttpu_result_plan* results,
                               int n_results, const char* text, size_t len,
+                              const uint64_t hash[2],
                               ttpu_cache_entry** out) {
   *out = NULL;
   trace_begin(pc, device, req->what, req->n_ops);
@@ -387,8 +388,5 @@ ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
   e.exec = exec;
   e.results = results;
   e.n_results = n_results;
-  uint64_t h[2];
-  if (text) text_hash(text, len, req->options, req->options_len, h);
-  return keep_compiled(pc, device, key, n_key, req, &e, seconds,
-                       text ? h : NULL, out);
+  return keep_compiled(pc, device, key, n_key, req, &e, seconds, hash, out);
 }

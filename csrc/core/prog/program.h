@@ -75,7 +75,8 @@ void ttpu_prog_texts_free(ttpu_prog_ctx* pc);
  * written to the disk cache, inserted into the memory cache and traced,
  * exactly as ttpu_prog_compile would; takes results. A failure comes back
  * annotated "compiling <what>" (text printed when the debug HLO option is
- * on). req needs only what, n_ops, reason and use_disk. */
+ * on). req needs only what, n_ops, reason and use_disk; hash is low's
+ * (NULL: the program is not remembered for sharing). */
 typedef struct {
   char* text;
   size_t len;
@@ -103,6 +104,7 @@ ttpu_status* ttpu_prog_finish(ttpu_prog_ctx* pc, int device,
                               ttpu_pjrt_exec* exec, ttpu_status* compile_error,
                               double seconds, ttpu_result_plan* results,
                               int n_results, const char* text, size_t len,
+                              const uint64_t hash[2],
                               ttpu_cache_entry** out);
 
 /* On a memory cache miss (under the owner's lock): when key is a program the cache
