@@ -163,8 +163,13 @@ static void text_note(ttpu_prog_ctx* pc, const uint64_t h[2],
 
 /* When a loaded program has text hash h, key takes its executable with
  * its own results (taken from *results): 1 and *out (or *ins, the
- * insert's error); else 0. Counted, written to the disk cache under key,
- * traced as a load; not a compile. */
+ * insert's error); else 0. Counted, traced as a load; not a compile. Not
+ * written to the disk cache: the executable may be one loaded from the
+ * disk, and an XLA CPU executable serialized again after its own
+ * deserialization can come back without some of its kernels ("Function
+ * ... not found" at its first run, seen in long runs of PyTorch's
+ * brute-force matmul tests), so only compiled executables are written.
+ * A later process shares again, or compiles. */
 static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
                            size_t n_key, const ttpu_prog_request* req,
                            const uint64_t h[2], ttpu_result_plan** results,
@@ -183,7 +188,6 @@ static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
   e.n_results = n_results;
   *results = NULL;
   pc->stats[device]->programs_shared++;
-  store_on_disk(pc, device, key, n_key, req, &e);
   snprintf(e.what, sizeof(e.what), "%s", req->what);
   ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, &e, out);
   if (s) {
