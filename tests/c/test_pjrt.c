@@ -505,7 +505,7 @@ static void test_opt_level(ttpu_test_ctx* t) {
   bad = ttpu_pjrt_client_set_opt_level(c, -2);
   TTPU_CHECK(t, bad && ttpu_status_code(bad) == TTPU_INVALID_ARGUMENT);
   ttpu_status_free(bad);
-  char seen[4][64] = {{0}};
+  char seen[4][96] = {{0}};
   for (int level = 0; level <= 3; ++level) {
     ttpu_status* s = ttpu_pjrt_client_set_opt_level(c, level);
     TTPU_CHECK_OK(t, s);
@@ -523,6 +523,55 @@ static void test_opt_level(ttpu_test_ctx* t) {
   TTPU_CHECK(t, strcmp(ttpu_pjrt_client_options_id(c), dflt) != 0);
   for (int k = 0; k <= 3; ++k)
     TTPU_CHECK(t, strcmp(ttpu_pjrt_client_options_id(c), seen[k]) != 0);
+  ttpu_pjrt_client_destroy(c);
+}
+
+/* Small programs: the largest tensor type of a program text, and the
+ * CPU plugin's older loop emitters for programs at or under the bound,
+ * which then compile and run as the others do, under an options identity
+ * of their own. */
+static void test_small_programs(ttpu_test_ctx* t) {
+  static const struct {
+    const char* text;
+    int64_t n;
+  } kTexts[] = {
+      {"%0 = stablehlo.add %a, %b : tensor<4x8xf32>", 32},
+      {"(tensor<f32>, tensor<3xi64>) -> tensor<2x2xcomplex<f32>>", 4},
+      {"tensor<0x7xf32> tensor<5xf32>", 5},
+      {"stablehlo.iota dim = 0 : tensor<16x1024xbf16>", 16384},
+      {"tensor<?x4xf32, #stablehlo.bounds<8, ?>>", INT64_MAX},
+      {"no types here, only a tensor< and a tens", 1},
+      {"", 0},
+  };
+  for (size_t i = 0; i < sizeof(kTexts) / sizeof(kTexts[0]); ++i) {
+    int64_t n = ttpu_pjrt_largest_tensor(kTexts[i].text, strlen(kTexts[i].text));
+    if (n != kTexts[i].n) printf("  largest tensor of \"%s\": %lld\n", kTexts[i].text, (long long)n);
+    TTPU_CHECK(t, n == kTexts[i].n);
+  }
+  ttpu_pjrt_client* c = make_client(t, 1);
+  TTPU_CHECK(t, c);
+  if (!c) return;
+  TTPU_CHECK_OK(t, ttpu_pjrt_client_set_opt_level(c, 2));
+  char plain[96];
+  snprintf(plain, sizeof(plain), "%s", ttpu_pjrt_client_options_id(c));
+  ttpu_status* bad = ttpu_pjrt_client_set_small_programs(c, -1);
+  TTPU_CHECK(t, bad && ttpu_status_code(bad) == TTPU_INVALID_ARGUMENT);
+  ttpu_status_free(bad);
+  TTPU_CHECK(t, !strcmp(ttpu_pjrt_client_options_id(c), plain));
+  char seen[2][96] = {{0}};
+  for (int bound = 3; bound <= 4; ++bound) { /* ADD_PROGRAM's tensors: 4 */
+    TTPU_CHECK_OK(t, ttpu_pjrt_client_set_small_programs(c, bound));
+    snprintf(seen[bound - 3], sizeof(seen[0]), "%s", ttpu_pjrt_client_options_id(c));
+    TTPU_CHECK(t, strcmp(seen[bound - 3], plain) != 0);
+    ttpu_pjrt_exec* e = NULL;
+    ttpu_status* s = ttpu_pjrt_compile(c, ADD_PROGRAM, strlen(ADD_PROGRAM), NULL, 0, &e);
+    TTPU_CHECK_OK(t, s);
+    if (e) run_add(t, c, e, 0);
+    ttpu_pjrt_exec_destroy(c, e);
+  }
+  TTPU_CHECK(t, strcmp(seen[0], seen[1]) != 0);
+  TTPU_CHECK_OK(t, ttpu_pjrt_client_set_small_programs(c, 0));
+  TTPU_CHECK(t, !strcmp(ttpu_pjrt_client_options_id(c), plain));
   ttpu_pjrt_client_destroy(c);
 }
 
@@ -561,6 +610,7 @@ static const ttpu_test kTests[] = {
     {"compile_malformed", test_compile_malformed},
     {"serialize_roundtrip", test_serialize_roundtrip},
     {"opt_level", test_opt_level},
+    {"small_programs", test_small_programs},
     {NULL, NULL},
 };
 TTPU_TEST_SUITE(pjrt, kTests)

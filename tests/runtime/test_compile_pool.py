@@ -200,6 +200,16 @@ def test_default_threads_are_the_usable_cores():
     assert r["threads"] == min(r["cores"], 16), r
 
 
+def assert_refused(var, value):
+    """A bad value of var: the first tpu tensor fails with a message that
+    names the variable and its value (not an install hint)."""
+    full = dict(os.environ, **{var: value})
+    p = subprocess.run([sys.executable, "-c", "import torch, torchtpu; torch.ones(1, device='tpu')"],
+                       env=full, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert p.returncode != 0
+    assert f"{var}={value}" in p.stderr and "pip install" not in p.stderr, p.stderr[-2000:]
+
+
 def test_cpu_opt_level():
     """TORCHTPU_CPU_OPT_LEVEL: every level gives the CPU's values; programs
     compiled at one level are not loaded at another (the disk cache keeps
@@ -233,11 +243,49 @@ def test_cpu_opt_level():
     for level in ("0", "3", "xla", "2"):
         assert seen[level][0]["compiles"] > 4 and seen[level][0]["disk_hits"] == 0, seen
     assert seen["3"][1]["compiles"] == 0 and seen["3"][1]["disk_hits"] > 4, seen
-    full = dict(os.environ, TORCHTPU_CPU_OPT_LEVEL="fast")
-    p = subprocess.run([sys.executable, "-c", "import torch, torchtpu; torch.ones(1, device='tpu')"],
-                       env=full, capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert p.returncode != 0
-    assert "TORCHTPU_CPU_OPT_LEVEL=fast" in p.stderr and "pip install" not in p.stderr, p.stderr[-2000:]
+    assert_refused("TORCHTPU_CPU_OPT_LEVEL", "fast")
+
+
+def test_cpu_small_program_elements():
+    """TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS: programs of small tensors compile
+    with XLA's older loop emitters. The values are the CPU's whichever
+    emitters compile a program (reductions, softmax, cumsum, argmax, a
+    sort, a linear solve with its loop, each of sizes under and over the
+    bound); each setting keeps its own disk cache entries; a bad value is a
+    clear error that names the variable."""
+    import tempfile
+    code = """
+        import json, torch, torchtpu
+        torch.manual_seed(0)
+        ok = True
+        for n in (7, 64, 300):
+            x = torch.randn(n, 96)
+            a = torch.randn(n % 50 + 2, n % 50 + 2, dtype=torch.float64)
+            b = torch.randn(n % 50 + 2, 3, dtype=torch.float64)
+            t = x.to("tpu")
+            pairs = [(t.sum(0), x.sum(0)), (t.softmax(0), x.softmax(0)),
+                     (t.cumsum(1), x.cumsum(1)), (t.argmax(-1), x.argmax(-1)),
+                     (t.sort(0).values, x.sort(0).values),
+                     (torch.tanh(t) * 1.7 + torch.exp(-t.abs()), torch.tanh(x) * 1.7 + torch.exp(-x.abs())),
+                     (torch.linalg.solve(a.to("tpu"), b.to("tpu")), torch.linalg.solve(a, b))]
+            ok = ok and all(torch.allclose(p.cpu(), q, rtol=1e-4, atol=1e-4) for p, q in pairs)
+        m = torchtpu.debug.metrics()
+        print(json.dumps({"ok": ok, "compiles": m["compiles"], "disk_hits": m["disk_hits"]}))
+    """
+    with tempfile.TemporaryDirectory() as cache:
+        seen = {}
+        for bound in ("100000000", "0", "", "100000000"):
+            seen.setdefault(bound, []).append(
+                run(code, 1, TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS=bound, TORCHTPU_DISK_CACHE=1,
+                    TORCHTPU_CACHE_DIR=cache))
+    for bound, runs in seen.items():
+        assert all(r["ok"] for r in runs), (bound, runs)
+    # Every setting's first process compiles everything; the second process
+    # of a setting compiles nothing.
+    for bound in ("100000000", "0", ""):
+        assert seen[bound][0]["compiles"] > 10 and seen[bound][0]["disk_hits"] == 0, seen
+    assert seen["100000000"][1]["compiles"] == 0 and seen["100000000"][1]["disk_hits"] > 10, seen
+    assert_refused("TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS", "lots")
 
 
 def test_compiled_graph_compiles_on_the_pool():

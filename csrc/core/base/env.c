@@ -50,6 +50,17 @@ static int cpu_opt_level(void) {
   return -2;
 }
 
+/* TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS: a count of elements (0: off);
+ * anything else is -1, which runtime creation refuses with a message. */
+static int64_t cpu_small_program_elements(void) {
+  const char* env = getenv("TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS");
+  if (!env || !*env) return 16384;
+  char* end = NULL;
+  long long n = strtoll(env, &end, 10);
+  if (end == env || *end || n < 0) return -1;
+  return (int64_t)n;
+}
+
 void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
   memset(o, 0, sizeof(*o));
   o->initialized = TTPU_OPTIONS_FROM_ENV;
@@ -93,6 +104,7 @@ void ttpu_runtime_options_from_env(ttpu_runtime_options* o) {
                                            : (cores > 16 ? 16 : cores);
   if (o->compile_threads < 0) o->compile_threads = 0;
   o->cpu_opt_level = cpu_opt_level();
+  o->cpu_small_program_elements = cpu_small_program_elements();
 }
 
 const char* ttpu_env_plugin_path(void) { return nonempty("TORCHTPU_PLUGIN"); }
@@ -183,6 +195,13 @@ ttpu_status* ttpu_env_invalid_cpu_opt_level(void) {
                           "TORCHTPU_CPU_OPT_LEVEL=%s: expected 0, 1, 2 or 3, "
                           "or xla for XLA's own default",
                           getenv("TORCHTPU_CPU_OPT_LEVEL"));
+}
+
+ttpu_status* ttpu_env_invalid_cpu_small_program_elements(void) {
+  return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                          "TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS=%s: expected a "
+                          "number of elements (0: off)",
+                          getenv("TORCHTPU_CPU_SMALL_PROGRAM_ELEMENTS"));
 }
 
 ttpu_status* ttpu_env_invalid_program_cache_size(void) {

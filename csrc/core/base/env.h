@@ -30,6 +30,7 @@ ttpu_status* ttpu_env_invalid_mode(void);
  * ones; at least 1. */
 int ttpu_env_usable_cores(void);
 ttpu_status* ttpu_env_invalid_cpu_opt_level(void);
+ttpu_status* ttpu_env_invalid_cpu_small_program_elements(void);
 ttpu_status* ttpu_env_invalid_program_cache_size(void);
 /* TORCHTPU_BUCKETS (docs/guides/shapes_and_recompiles.md): "off", "pow2"
  * (the default) or "quarter", optionally ":N" for the smallest bucket

@@ -272,6 +272,11 @@ ttpu_status* ttpu_runtime_create(const ttpu_runtime_options* options,
     s = rt->opts.cpu_opt_level < -1
             ? ttpu_env_invalid_cpu_opt_level()
             : ttpu_pjrt_client_set_opt_level(rt->client, rt->opts.cpu_opt_level);
+    if (!s)
+      s = rt->opts.cpu_small_program_elements < 0
+              ? ttpu_env_invalid_cpu_small_program_elements()
+              : ttpu_pjrt_client_set_small_programs(
+                    rt->client, rt->opts.cpu_small_program_elements);
     if (s) goto fail;
     ttpu_heap_keep_freed();
   }

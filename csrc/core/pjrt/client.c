@@ -95,6 +95,7 @@ ttpu_status* ttpu_pjrt_client_create(ttpu_pjrt_plugin* p, int cpu_device_count,
   const ttpu_pjrt_abi_api* api = p->api;
   ttpu_pjrt_client* c = calloc(1, sizeof(*c));
   if (!c) return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
+  c->opt_level = -1;
   c->plugin = p;
   c->api = api;
 

@@ -160,16 +160,23 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
     options_len = sizeof(kDefaultCompileOptions);
   }
   unsigned char* merged = NULL;
-  if (c->options_suffix_len) {
+  const unsigned char* suffix = c->options_suffix;
+  size_t suffix_len = c->options_suffix_len;
+  if (c->small_elements > 0 &&
+      ttpu_pjrt_largest_tensor(mlir, mlir_len) <= c->small_elements) {
+    suffix = c->small_suffix;
+    suffix_len = c->small_suffix_len;
+  }
+  if (suffix_len) {
     /* The client's options follow the caller's: protobuf merges a
      * message's fields when its bytes are concatenated. */
-    merged = malloc(options_len + c->options_suffix_len);
+    merged = malloc(options_len + suffix_len);
     if (!merged)
       return ttpu_status_make(TTPU_RESOURCE_EXHAUSTED, "out of memory");
     memcpy(merged, options, options_len);
-    memcpy(merged + options_len, c->options_suffix, c->options_suffix_len);
+    memcpy(merged + options_len, suffix, suffix_len);
     options = merged;
-    options_len += c->options_suffix_len;
+    options_len += suffix_len;
   }
   ttpu_pjrt_abi_program prog;
   ttpu_pjrt_program_mlir(&prog, mlir, mlir_len);
@@ -273,19 +280,17 @@ const char* ttpu_pjrt_compile_options_id(void) {
   return "portable-executable-v1";
 }
 
-/* One CompileOptionsProto env_option_overrides (7) map entry { key (1):
- * name, value (2): OptionOverrideProto { bool_field (2) or int_field (3):
- * v } } appended to the client's options suffix. */
-/* Appends one env option override (name = a small int value) to the
- * client's options suffix; a name or value too large for the entry, or
- * an entry past the suffix's room, is an internal error (the names are
- * this file's literals). */
-static ttpu_status* add_override(ttpu_pjrt_client* c, const char* name, int field, int v) {
+/* Appends one CompileOptionsProto env_option_overrides (7) map entry
+ * { key (1): name, value (2): OptionOverrideProto { bool_field (2) or
+ * int_field (3): v } } to buf (*len bytes used of cap). A name or value
+ * too large for the entry, or an entry past the buffer's room, is an
+ * internal error (the names are this file's literals). */
+static ttpu_status* add_override(unsigned char* buf, size_t* len, size_t cap,
+                                 const char* name, int field, int v) {
   unsigned char entry[64];
   size_t nk = strlen(name), ne = 0;
   /* key, value message (tag, length, field, value), and put_bytes' tag and length */
-  if (nk > sizeof(entry) - 6 || v < 0 || v > 127 ||
-      c->options_suffix_len + nk + 6 + 2 > sizeof(c->options_suffix))
+  if (nk > sizeof(entry) - 6 || v < 0 || v > 127 || *len + nk + 6 + 2 > cap)
     return ttpu_status_make(TTPU_INTERNAL, "compile option override %s=%d does not fit the options", name, v);
   entry[ne++] = 1 << 3 | 2;
   entry[ne++] = (unsigned char)nk;
@@ -295,8 +300,34 @@ static ttpu_status* add_override(ttpu_pjrt_client* c, const char* name, int fiel
   entry[ne++] = 2;
   entry[ne++] = (unsigned char)(field << 3 | 0);
   entry[ne++] = (unsigned char)v;
-  c->options_suffix_len += put_bytes(c->options_suffix + c->options_suffix_len, 7, entry, ne);
+  *len += put_bytes(buf + *len, 7, entry, ne);
   return NULL;
+}
+
+/* The options identity: the portable options, then each CPU setting. */
+static void set_options_id(ttpu_pjrt_client* c, int level) {
+  size_t cap = sizeof(c->options_id);
+  int n = snprintf(c->options_id, cap, "%s", ttpu_pjrt_compile_options_id());
+  if (!c->caps.host_code || n < 0) return;
+  n += snprintf(c->options_id + n, cap - (size_t)n, "+no-xnnpack");
+  if (level >= 0 && (size_t)n < cap)
+    n += snprintf(c->options_id + n, cap - (size_t)n, "+backend-opt-%d", level);
+  if (c->small_elements > 0 && (size_t)n < cap)
+    snprintf(c->options_id + n, cap - (size_t)n, "+loop-emitters-%lld",
+             (long long)c->small_elements);
+}
+
+/* The small programs' suffix: the client's, and XLA's older loop emitters. */
+static ttpu_status* build_small_suffix(ttpu_pjrt_client* c) {
+  c->small_suffix_len = 0;
+  if (c->small_elements <= 0) return NULL;
+  memcpy(c->small_suffix, c->options_suffix, c->options_suffix_len);
+  c->small_suffix_len = c->options_suffix_len;
+  ttpu_status* st = add_override(c->small_suffix, &c->small_suffix_len,
+                                 sizeof(c->small_suffix),
+                                 "xla_cpu_use_fusion_emitters", 2, 0);
+  if (st) c->small_suffix_len = 0;
+  return st;
 }
 
 /* The CPU plugin's options, as overrides: unlike a DebugOptions message,
@@ -313,27 +344,90 @@ ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
                             "optimization level %d: expected 0-3, or -1 for "
                             "the plugin's default",
                             level);
+  c->options_suffix_len = 0;
   if (!c->caps.host_code) {
-    c->options_suffix_len = 0;
-    snprintf(c->options_id, sizeof(c->options_id), "%s",
-             ttpu_pjrt_compile_options_id());
+    set_options_id(c, -1);
     if (level < 0) return NULL;
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "an optimization level applies to the CPU plugin "
                             "only (this client's platform is %s)",
                             c->platform_name ? c->platform_name : "unknown");
   }
-  c->options_suffix_len = 0;
-  ttpu_status* st = add_override(c, "xla_cpu_use_xnnpack", 2, 0);
-  if (!st && level >= 0) st = add_override(c, "xla_backend_optimization_level", 3, level);
+  size_t cap = sizeof(c->options_suffix);
+  ttpu_status* st = add_override(c->options_suffix, &c->options_suffix_len, cap,
+                                 "xla_cpu_use_xnnpack", 2, 0);
+  if (!st && level >= 0)
+    st = add_override(c->options_suffix, &c->options_suffix_len, cap,
+                      "xla_backend_optimization_level", 3, level);
+  if (!st) st = build_small_suffix(c);
   if (st) {
-    c->options_suffix_len = 0;
+    c->options_suffix_len = c->small_suffix_len = 0;
     return st;
   }
-  int n = snprintf(c->options_id, sizeof(c->options_id), "%s+no-xnnpack", ttpu_pjrt_compile_options_id());
-  if (level >= 0 && n > 0 && (size_t)n < sizeof(c->options_id))
-    snprintf(c->options_id + n, sizeof(c->options_id) - (size_t)n, "+backend-opt-%d", level);
+  c->opt_level = level;
+  set_options_id(c, level);
   return NULL;
+}
+
+/* XLA's CPU code generator has two ways to emit a fusion's loops: its
+ * newer fusion emitters (the plugin's default) and its older elemental
+ * loop emitters. For small tensors the older ones compile in about 60% of
+ * the time with no run-time difference, and for large ones they run
+ * reductions several times slower (docs/performance.md, "Small
+ * programs"). So a program whose every tensor holds at most max_elements
+ * elements compiles with the older ones. */
+ttpu_status* ttpu_pjrt_client_set_small_programs(ttpu_pjrt_client* c,
+                                                 int64_t max_elements) {
+  if (!c) return ttpu_status_make(TTPU_INVALID_ARGUMENT, "client is NULL");
+  if (max_elements < 0)
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "small programs: %lld elements: expected 0 (off) "
+                            "or more", (long long)max_elements);
+  if (!c->caps.host_code) {
+    if (max_elements == 0) return NULL;
+    return ttpu_status_make(TTPU_INVALID_ARGUMENT,
+                            "small programs' loop emitters apply to the CPU "
+                            "plugin only (this client's platform is %s)",
+                            c->platform_name ? c->platform_name : "unknown");
+  }
+  c->small_elements = max_elements;
+  ttpu_status* st = build_small_suffix(c);
+  if (st) c->small_elements = 0;
+  set_options_id(c, c->opt_level);
+  return st;
+}
+
+/* Elements of the largest tensor type `tensor<AxBx...xT>` in a StableHLO
+ * text; a dimension that is not a number (`?`) counts as unbounded. */
+int64_t ttpu_pjrt_largest_tensor(const char* text, size_t len) {
+  static const char kTag[] = "tensor<";
+  const size_t nt = sizeof(kTag) - 1;
+  int64_t best = 0;
+  const char* end = text + len;
+  const char* p = text;
+  while (p && (size_t)(end - p) >= nt) {
+    const char* hit = memchr(p, 't', (size_t)(end - p));
+    if (!hit || (size_t)(end - hit) < nt) break;
+    p = hit + 1;
+    if (memcmp(hit, kTag, nt)) continue;
+    const char* q = hit + nt;
+    int64_t n = 1;
+    for (;;) {
+      if (q < end && *q == '?') return INT64_MAX;
+      if (q >= end || *q < '0' || *q > '9') break;
+      int64_t d = 0;
+      while (q < end && *q >= '0' && *q <= '9') {
+        d = d > (INT64_MAX - 9) / 10 ? INT64_MAX / 10 : d * 10 + (*q - '0');
+        ++q;
+      }
+      if (q >= end || *q != 'x') break; /* a number that is not a dimension */
+      ++q;
+      n = d != 0 && n > INT64_MAX / d ? INT64_MAX : n * d;
+    }
+    if (n > best) best = n;
+    p = q;
+  }
+  return best;
 }
 
 const char* ttpu_pjrt_client_options_id(const ttpu_pjrt_client* c) {

@@ -35,7 +35,14 @@ struct ttpu_pjrt_client {
    * it follows. */
   unsigned char options_suffix[128];
   size_t options_suffix_len;
-  char options_id[64]; /* the default options' identity, for cache keys */
+  /* The suffix for small programs (ttpu_pjrt_client_set_small_programs):
+   * options_suffix and XLA's older loop emitters; used for a program whose
+   * every tensor holds at most small_elements elements (0: never). */
+  unsigned char small_suffix[192];
+  size_t small_suffix_len;
+  int64_t small_elements;
+  int opt_level; /* the code generator's level, -1: the plugin's default */
+  char options_id[96]; /* the default options' identity, for cache keys */
   /* Buffers that executions must not donate (buffer.c); a pin each. */
   ttpu_pjrt_buffer** pinned;
   int n_pinned, cap_pinned;

@@ -92,8 +92,18 @@ const char* ttpu_pjrt_compile_options_id(void);
  * turns XNNPACK off, whatever the level (compile.c says why). Not
  * thread-safe: call it before the client compiles anything. */
 ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level);
+/* Programs whose every tensor type holds at most max_elements elements
+ * compile, on the CPU plugin, with XLA's older loop emitters (faster to
+ * compile, slower to run reductions over large tensors); 0 turns it off.
+ * Elsewhere INVALID_ARGUMENT unless 0. Not thread-safe: call it before
+ * the client compiles anything, after ttpu_pjrt_client_set_opt_level. */
+ttpu_status* ttpu_pjrt_client_set_small_programs(ttpu_pjrt_client* c,
+                                                 int64_t max_elements);
+/* Elements of the largest `tensor<...>` type in a StableHLO text
+ * (INT64_MAX when a dimension is dynamic); 0 when there is none. */
+int64_t ttpu_pjrt_largest_tensor(const char* text, size_t len);
 /* The identity of c's compile options (ttpu_pjrt_compile_options_id, with
- * the optimization level when one is set), for cache namespaces. Borrowed,
+ * the CPU plugin's settings: XNNPACK, level, small programs), for cache namespaces. Borrowed,
  * valid for the client's lifetime. */
 const char* ttpu_pjrt_client_options_id(const ttpu_pjrt_client* c);
 
