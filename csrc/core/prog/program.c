@@ -164,12 +164,11 @@ static void text_note(ttpu_prog_ctx* pc, const uint64_t h[2],
 /* When a loaded program has text hash h, key takes its executable with
  * its own results (taken from *results): 1 and *out (or *ins, the
  * insert's error); else 0. Counted, traced as a load; not a compile. Not
- * written to the disk cache: the executable may be one loaded from the
- * disk, and an XLA CPU executable serialized again after its own
- * deserialization can come back without some of its kernels ("Function
- * ... not found" at its first run, seen in long runs of PyTorch's
- * brute-force matmul tests), so only compiled executables are written.
- * A later process shares again, or compiles. */
+ * written to the disk cache under key: entries written that way (the
+ * shared executable serialized for its second key, perhaps one itself
+ * loaded from the disk) came back in long runs of PyTorch's linalg tests
+ * without some of their kernels, "Function ... not found" at their first
+ * run; so only executables compiled here are written. */
 static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
                            size_t n_key, const ttpu_prog_request* req,
                            const uint64_t h[2], ttpu_result_plan** results,
