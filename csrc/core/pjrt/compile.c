@@ -137,6 +137,7 @@ static ttpu_status* exec_wrap(ttpu_pjrt_client* c,
       } else {
         e->loaded = loaded;
         e->num_outputs = (int)n.num_outputs;
+        e->deserialized = 0;
         atomic_init(&e->refs, 1);
         *out = e;
         return NULL;
@@ -261,7 +262,13 @@ ttpu_status* ttpu_pjrt_exec_deserialize(ttpu_pjrt_client* c, const void* data,
   a.serialized_executable_size = len;
   ttpu_status* s = TTPU_PJRT_CALL(c->api, executable_deserialize_and_load, a);
   if (s) return s;
-  return exec_wrap(c, a.loaded_executable, out);
+  s = exec_wrap(c, a.loaded_executable, out);
+  if (!s) (*out)->deserialized = 1;
+  return s;
+}
+
+int ttpu_pjrt_exec_deserialized(const ttpu_pjrt_exec* e) {
+  return e && e->deserialized;
 }
 
 ttpu_status* ttpu_pjrt_exec_memory_stats(ttpu_pjrt_client* c, ttpu_pjrt_exec* e,

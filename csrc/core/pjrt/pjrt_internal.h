@@ -52,6 +52,7 @@ struct ttpu_pjrt_exec {
   ttpu_pjrt_abi_loaded_executable* loaded; /* owned */
   int num_outputs;
   atomic_int refs; /* holders: ttpu_pjrt_exec_retain / _destroy */
+  int deserialized; /* made by ttpu_pjrt_exec_deserialize */
 };
 
 /* Whether b is pinned (never donated; buffer.c). */

@@ -174,6 +174,8 @@ ttpu_status* ttpu_pjrt_compile(ttpu_pjrt_client* c, const char* mlir,
 /* An executable may have several holders: retain adds one (returns e),
  * destroy drops one and unloads the executable with the last. Thread-safe. */
 ttpu_pjrt_exec* ttpu_pjrt_exec_retain(ttpu_pjrt_exec* e);
+/* 1 when e was loaded from serialized bytes (ttpu_pjrt_exec_deserialize). */
+int ttpu_pjrt_exec_deserialized(const ttpu_pjrt_exec* e);
 void ttpu_pjrt_exec_destroy(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
 int ttpu_pjrt_exec_num_outputs(ttpu_pjrt_client* c, ttpu_pjrt_exec* e);
 
