@@ -92,7 +92,11 @@ int ttpu_prog_note_reload(ttpu_prog_ctx* pc, const int64_t* key, size_t n_key,
 static void store_on_disk(ttpu_prog_ctx* pc, int device, const int64_t* key,
                           size_t n_key, const ttpu_prog_request* req,
                           ttpu_cache_entry* e) {
-  int stored = req->use_disk && pc->disk
+  /* An executable loaded from the disk is never serialized again: entries
+   * written from one (a shared executable's second key) came back, in long
+   * runs of PyTorch's linalg tests, without some of their kernels
+   * ("Function ... not found" at their first run). */
+  int stored = req->use_disk && pc->disk && !ttpu_pjrt_exec_deserialized(e->exec)
                    ? ttpu_disk_store(pc->disk, pc->client, key, n_key, e)
                    : 0;
   if (stored > 0) pc->stats[device]->disk_writes++;
@@ -163,12 +167,9 @@ static void text_note(ttpu_prog_ctx* pc, const uint64_t h[2],
 
 /* When a loaded program has text hash h, key takes its executable with
  * its own results (taken from *results): 1 and *out (or *ins, the
- * insert's error); else 0. Counted, traced as a load; not a compile.
- * Written to the disk cache under key only when the executable was
- * compiled here: entries written from an executable that was itself
- * loaded from the disk came back, in long runs of PyTorch's linalg tests,
- * without some of their kernels ("Function ... not found" at their first
- * run). */
+ * insert's error); else 0. Counted, written to the disk cache under key
+ * (unless the executable came from the disk: store_on_disk), traced as a
+ * load; not a compile. */
 static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
                            size_t n_key, const ttpu_prog_request* req,
                            const uint64_t h[2], ttpu_result_plan** results,
@@ -187,7 +188,7 @@ static int share_same_text(ttpu_prog_ctx* pc, int device, const int64_t* key,
   e.n_results = n_results;
   *results = NULL;
   pc->stats[device]->programs_shared++;
-  if (!ttpu_pjrt_exec_deserialized(e.exec)) store_on_disk(pc, device, key, n_key, req, &e);
+  store_on_disk(pc, device, key, n_key, req, &e);
   snprintf(e.what, sizeof(e.what), "%s", req->what);
   ttpu_status* s = ttpu_cache_insert(pc->cache, key, n_key, &e, out);
   if (s) {
