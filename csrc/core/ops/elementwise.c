@@ -609,6 +609,70 @@ static ttpu_status* compare(ttpu_lower* L) {
   return NULL;
 }
 
+/* v (in the opmath type) rounded to dt and back, as a separate CPU op
+ * stores its half/bfloat16 result; nothing for other dtypes. */
+static ttpu_val round_to(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt) {
+  ttpu_dtype op = ttpu_ew_opmath(dt);
+  if (op == dt) return v;
+  return ttpu_hlo_convert(b, ttpu_hlo_convert(b, v, dt), op);
+}
+
+/* isclose(self, other, rtol, atol, equal_nan) for floating and complex
+ * operands of one dtype (the glue decomposes the others, as PyTorch's
+ * composite form does): one program where the composite form runs a
+ * dozen (eq, isnan, mul, abs, add, sub, isfinite's three, le, and, or).
+ * The same steps in the same order, each half/bfloat16 result rounded as
+ * its own op would store it, the tolerances in the opmath type as the
+ * CPU's kernels read a Scalar:
+ *   close = self == other | (equal_nan & isnan(self) & isnan(other))
+ *         | isfinite(|self - other|) & |self - other| <= atol + |rtol * other|
+ * (with both tolerances zero, the equality alone). */
+static ttpu_status* lower_isclose(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype dt = ttpu_l_type(L, ttpu_l_tensor(L, 0)).dtype;
+  double rtol = ttpu_l_float(L, 2, 1e-5), atol = ttpu_l_float(L, 3, 1e-8);
+  int equal_nan = ttpu_l_bool(L, 4, 0);
+  int cx = ttpu_dtype_is_complex(dt);
+  ttpu_dtype rdt = cx ? ttpu_dtype_real(dt) : dt;
+  ttpu_dtype op = ttpu_ew_opmath(rdt);
+  ttpu_val x = ttpu_ew_in(L, 0, dt), y = ttpu_ew_in(L, 1, dt);
+  ttpu_val close = ttpu_hlo_compare(b, TTPU_EQ, x, y);
+  if (equal_nan) {
+    ttpu_val nx = cx ? ttpu_ew_or(b, ttpu_ew_isnan(b, ttpu_hlo_real(b, x)), ttpu_ew_isnan(b, ttpu_hlo_imag(b, x)))
+                     : ttpu_ew_isnan(b, x);
+    ttpu_val ny = cx ? ttpu_ew_or(b, ttpu_ew_isnan(b, ttpu_hlo_real(b, y)), ttpu_ew_isnan(b, ttpu_hlo_imag(b, y)))
+                     : ttpu_ew_isnan(b, y);
+    close = ttpu_ew_or(b, close, ttpu_ew_and(b, nx, ny));
+  }
+  if (rtol == 0 && atol == 0) {
+    ttpu_l_set_out(L, 0, close);
+    return NULL;
+  }
+  ttpu_val allowed, actual;
+  if (cx) {
+    /* The CPU's complex products with a real Scalar c, c + 0i: (a c - b 0,
+     * a 0 + b c), a NaN or infinite part spreading to both, for rtol *
+     * other and for the alpha of self - other (self + (-1 + 0i) other). */
+    ttpu_val yr = ttpu_hlo_real(b, y), yi = ttpu_hlo_imag(b, y);
+    ttpu_val yr0 = ttpu_ew_mulk(b, yr, 0), yi0 = ttpu_ew_mulk(b, yi, 0);
+    ttpu_val scaled = ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, yr, rtol), yi0),
+                                       ttpu_ew_add(b, yr0, ttpu_ew_mulk(b, yi, rtol)));
+    ttpu_val neg = ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, yr, -1), yi0),
+                                    ttpu_ew_sub(b, yr0, yi));
+    allowed = ttpu_complex_magnitude(b, scaled);
+    actual = ttpu_complex_magnitude(b, ttpu_ew_add(b, x, neg));
+  } else {
+    ttpu_val xo = ttpu_hlo_convert(b, x, op), yo = ttpu_hlo_convert(b, y, op);
+    allowed = ttpu_hlo_unary(b, TTPU_ABS, round_to(b, ttpu_ew_mulk(b, yo, rtol), rdt));
+    actual = ttpu_hlo_unary(b, TTPU_ABS, round_to(b, ttpu_ew_sub(b, xo, yo), rdt));
+  }
+  allowed = round_to(b, ttpu_ew_addk(b, allowed, atol), rdt);
+  ttpu_val finite = ttpu_ew_cmpk(b, TTPU_LT, actual, INFINITY); /* false for NaN too */
+  ttpu_val within = ttpu_hlo_compare(b, TTPU_LE, actual, allowed);
+  ttpu_l_set_out(L, 0, ttpu_ew_or(b, close, ttpu_ew_and(b, finite, within)));
+  return NULL;
+}
+
 /* ------------------------------------------------------------ selection */
 
 /* where.self(condition, self, other): in the result type of self/other
@@ -824,6 +888,9 @@ const ttpu_op_def ttpu_ops_elementwise[] = {
     TTPU_CMP_DEFS(gt, TTPU_GT, .flags = 0),
     TTPU_CMP_DEFS(ge, TTPU_GE, .flags = 0),
 #undef TTPU_CMP_DEFS
+    /* a CompositeImplicitAutograd op: the glue's own kernel runs this for
+     * floating and complex operands (composite_kernels.cpp) */
+    {"isclose", lower_isclose, .kinds = TTPU_K_FLOAT, .kernel = "isclose", .complex_fn = lower_isclose},
     {"where.self", lower_where, .flags = TTPU_OP_COMPLEX_AS_IS, .variants = TTPU_V_OV_OUT},
     {"clamp", clamp_args, .param = TTPU_PARAMS(1, 2, 0), .variants = TTPU_V_INPLACE | TTPU_V_OUT},
     {"clamp.Tensor", clamp_args, .param = TTPU_PARAMS(1, 2, 0), .variants = TTPU_V_INPLACE | TTPU_V_OV_OUT},

@@ -3,10 +3,14 @@
 // whose CPU kernel checks what PyTorch's composite form does not.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/addr_native.h>
+#include <ATen/ops/isclose_native.h>
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
+
+#include "aten/ops.h"
 
 #include <vector>
 
@@ -119,10 +123,42 @@ at::Tensor& linear_combination_out_kernel(const at::Tensor& input, const at::Ten
   return out.add_(r.to(out.scalar_type()));
 }
 
+// isclose(self, other, rtol, atol, equal_nan): floating and complex
+// operands of one dtype on one device run the engine's isclose, one
+// program where PyTorch's composite form (which stays its definition:
+// the meta kernel that sizes the result and raises its errors is that
+// form) runs a dozen, one per shape each: the comparisons of every
+// assertEqual in PyTorch's tests. Other dtypes, mixed operands and
+// negative tolerances take the composite form, errors included.
+void isclose_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 5;
+  const at::Tensor& self = (*stack)[base].toTensor();
+  const at::Tensor& other = (*stack)[base + 1].toTensor();
+  const double rtol = (*stack)[base + 2].toDouble();
+  const double atol = (*stack)[base + 3].toDouble();
+  const bool equal_nan = (*stack)[base + 4].toBool();
+  const at::ScalarType dt = self.scalar_type();
+  const bool engine = dt == other.scalar_type() && self.device() == other.device() &&
+                      (dt == at::kHalf || dt == at::kBFloat16 || dt == at::kFloat ||
+                       dt == at::kDouble || dt == at::kComplexFloat || dt == at::kComplexDouble) &&
+                      rtol >= 0 && atol >= 0;
+  if (engine) {
+    // the CPU's words for shapes that do not broadcast (the meta kernel's
+    // are another message)
+    (void)at::infer_size(self.sizes(), other.sizes());
+    run_engine_op(op, stack);
+    return;
+  }
+  at::Tensor r = at::native::isclose(self, other, rtol, atol, equal_nan);
+  torch::jit::drop(*stack, 5);
+  torch::jit::push(*stack, std::move(r));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal_kernel);
+  m.impl("isclose", torch::CppFunction::makeFromBoxedFunction<&isclose_kernel>());
   m.impl("addr", addr_kernel);
   m.impl("addr.out", addr_out_kernel);
   m.impl("addr_", addr_inplace_kernel);

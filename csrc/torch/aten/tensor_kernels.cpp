@@ -458,7 +458,9 @@ const std::set<std::string>& direct_kernel_names() {
       "copy_", "_copy_from", "_copy_from_and_resize", "_to_copy",
       "_local_scalar_dense",
       // index_kernels.cpp: boolean masks / missing sizes resolved first
-      "index.Tensor", "_index_put_impl_", "repeat_interleave.Tensor"};
+      "index.Tensor", "_index_put_impl_", "repeat_interleave.Tensor",
+      // composite_kernels.cpp: floating and complex operands only
+      "isclose"};
   return names;
 }
 
