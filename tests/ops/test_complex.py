@@ -170,6 +170,27 @@ def test_unary(dtype):
     same(torch.isnan, n)
 
 
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_nan_and_inf_parts(dtype):
+    """|z| is C's hypot of the parts (inf beside NaN, NaN beside a finite
+    part), sgn NaN + NaN i where a part is not finite; XLA's own complex
+    abs and sign drop a NaN part beside a finite one (|1 + NaN i| = 1)."""
+    nan, inf = float("nan"), float("inf")
+    z = torch.tensor([complex(0, nan), complex(nan, 0), complex(inf, nan), complex(1, nan),
+                      complex(nan, -inf), complex(3, 4), complex(-inf, 2), complex(0, -0.0),
+                      complex(inf, 1), complex(2, -inf)], dtype=dtype)
+    for f in (torch.abs, torch.linalg.vector_norm,
+              lambda a: torch.linalg.vector_norm(a, 1), lambda a: torch.linalg.vector_norm(a, inf)):
+        for part in (z, z[5:6], z[7:8]):
+            torch.testing.assert_close(f(part.to(DEV)).cpu(), f(part), rtol=0, atol=0, equal_nan=True)
+    # the CPU's own sgn of a non-finite z is NaN + NaN i alone and may keep
+    # a 0 imaginary part inside a vectorized run: its real part is NaN
+    got = torch.view_as_real(torch.sgn(z.to(DEV)).cpu())
+    finite = z.isfinite()
+    torch.testing.assert_close(got[finite], torch.view_as_real(torch.sgn(z))[finite], rtol=0, atol=0)
+    assert got[~finite].isnan().all()
+
+
 def test_angle_of_real_like_cpu():
     x = torch.tensor([1.0, -2.0, 0.0, -0.0, float("nan"), float("-inf")])
     same(torch.angle, x)

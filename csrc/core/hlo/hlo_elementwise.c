@@ -1,4 +1,5 @@
 /* hlo_elementwise.c - binary/unary/compare/select/clamp/convert/bitcast. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -132,7 +133,32 @@ ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
       case TTPU_ABS: { /* |x| is real */
         ttpu_type r = t;
         r.dtype = dt == TTPU_C64 ? TTPU_F32 : TTPU_F64;
-        return ttpu_hloi_op(b, name, &x, 1, NULL, r);
+        ttpu_val m = ttpu_hloi_op(b, name, &x, 1, NULL, r);
+        /* as C's hypot of the parts: inf when a part is infinite, else
+         * NaN when one is NaN; stablehlo.abs on XLA drops a NaN part
+         * beside a finite one (|1 + NaN i| = 1) */
+        ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
+        ttpu_val inf = ttpu_hlo_const(b, r, INFINITY, 0);
+        ttpu_val nan = ttpu_hlo_binary(b, TTPU_OR, ttpu_hlo_compare(b, TTPU_NE, re, re),
+                                       ttpu_hlo_compare(b, TTPU_NE, im, im));
+        ttpu_val big = ttpu_hlo_binary(
+            b, TTPU_OR, ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, re), inf),
+            ttpu_hlo_compare(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, im), inf));
+        m = ttpu_hlo_select(b, nan, ttpu_hlo_const(b, r, NAN, 0), m);
+        return ttpu_hlo_select(b, big, inf, m);
+      }
+      case TTPU_SIGN: { /* x / |x|; NaN + NaN i where a part is not
+                         * finite, as the CPU's complex division by an
+                         * infinite or NaN |x| (XLA's sign gives 1 + NaN i
+                         * for its abs of 1 + NaN i) */
+        ttpu_val sg = ttpu_hloi_op(b, name, &x, 1, NULL, t);
+        ttpu_val re = ttpu_hlo_real(b, x), im = ttpu_hlo_imag(b, x);
+        ttpu_val finite = ttpu_hlo_binary(b, TTPU_AND, ttpu_hlo_unary(b, TTPU_IS_FINITE, re),
+                                          ttpu_hlo_unary(b, TTPU_IS_FINITE, im));
+        const ttpu_type* tr = ttpu_hloi_check(b, re, name);
+        if (!tr) return TTPU_VAL_ERROR;
+        ttpu_val nan = ttpu_hlo_const(b, *tr, NAN, 0);
+        return ttpu_hlo_select(b, finite, sg, ttpu_hlo_complex(b, nan, nan));
       }
       case TTPU_IS_FINITE: /* stablehlo.is_finite takes real values only */
         return ttpu_hlo_binary(
@@ -141,7 +167,7 @@ ttpu_val ttpu_hlo_unary(ttpu_hlo* b, ttpu_unop op, ttpu_val x) {
       case TTPU_NEG: case TTPU_EXP: case TTPU_EXPM1: case TTPU_LOG:
       case TTPU_LOG1P: case TTPU_SQRT: case TTPU_RSQRT: case TTPU_SIN:
       case TTPU_COS: case TTPU_TAN: case TTPU_TANH: case TTPU_LOGISTIC:
-      case TTPU_SIGN: case TTPU_ASIN: case TTPU_ACOS: case TTPU_ATAN:
+      case TTPU_ASIN: case TTPU_ACOS: case TTPU_ATAN:
       case TTPU_ASINH: case TTPU_ACOSH: case TTPU_ATANH:
         return ttpu_hloi_op(b, name, &x, 1, NULL, t);
       default:

@@ -367,18 +367,8 @@ static ttpu_status* lower_conj(ttpu_lower* L) {
 }
 
 /* abs of a complex value is its (real) magnitude, hypot(re, im) */
-ttpu_val ttpu_complex_magnitude(ttpu_hlo* b, ttpu_val z) {
-  ttpu_val re = ttpu_hlo_real(b, z), im = ttpu_hlo_imag(b, z);
-  ttpu_val m = ttpu_hlo_unary(b, TTPU_ABS, z);
-  ttpu_val nan = ttpu_ew_or(b, ttpu_ew_isnan(b, re), ttpu_ew_isnan(b, im));
-  ttpu_val inf = ttpu_ew_or(b, ttpu_ew_cmpk(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, re), INFINITY),
-                            ttpu_ew_cmpk(b, TTPU_EQ, ttpu_hlo_unary(b, TTPU_ABS, im), INFINITY));
-  m = ttpu_hlo_select(b, nan, ttpu_ew_k(b, m, NAN), m);
-  return ttpu_hlo_select(b, inf, ttpu_ew_k(b, m, INFINITY), m);
-}
-
 ttpu_status* ttpu_complex_abs(ttpu_lower* L) {
-  ttpu_l_set_out(L, 0, ttpu_complex_magnitude(ttpu_l_hlo(L), ttpu_l_tensor(L, 0)));
+  ttpu_l_set_out(L, 0, ttpu_hlo_unary(ttpu_l_hlo(L), TTPU_ABS, ttpu_l_tensor(L, 0)));
   return NULL;
 }
 

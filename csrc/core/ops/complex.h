@@ -32,10 +32,6 @@ ttpu_status* ttpu_complex_sigmoid_backward(ttpu_lower* L);
 /* pow.Tensor_Tensor / .Scalar / .Tensor_Scalar and their in-place forms */
 ttpu_status* ttpu_complex_pow(ttpu_lower* L);
 ttpu_status* ttpu_complex_abs(ttpu_lower* L);
-/* |z| of a complex value as C's hypot of its parts: inf when a part is
- * infinite, else NaN when a part is NaN (XLA's complex abs drops a NaN
- * part beside a finite one: |1 + NaN i| would be 1), else XLA's abs. */
-ttpu_val ttpu_complex_magnitude(ttpu_hlo* b, ttpu_val z);
 ttpu_status* ttpu_complex_angle(ttpu_lower* L);
 /* param a ttpu_cmp (EQ, NE) */
 ttpu_status* ttpu_complex_compare(ttpu_lower* L);

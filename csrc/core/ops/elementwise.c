@@ -659,8 +659,8 @@ static ttpu_status* lower_isclose(ttpu_lower* L) {
                                        ttpu_ew_add(b, yr0, ttpu_ew_mulk(b, yi, rtol)));
     ttpu_val neg = ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, yr, -1), yi0),
                                     ttpu_ew_sub(b, yr0, yi));
-    allowed = ttpu_complex_magnitude(b, scaled);
-    actual = ttpu_complex_magnitude(b, ttpu_ew_add(b, x, neg));
+    allowed = ttpu_hlo_unary(b, TTPU_ABS, scaled);
+    actual = ttpu_hlo_unary(b, TTPU_ABS, ttpu_ew_add(b, x, neg));
   } else {
     ttpu_val xo = ttpu_hlo_convert(b, x, op), yo = ttpu_hlo_convert(b, y, op);
     allowed = ttpu_hlo_unary(b, TTPU_ABS, round_to(b, ttpu_ew_mulk(b, yo, rtol), rdt));
