@@ -104,6 +104,25 @@ def test_rcond_cuts_rank():
         torch.linalg.lstsq(a.to(DEV), b.to(DEV), rcond=0.2)
 
 
+def test_rcond_is_a_run_time_value():
+    """rcond (None standing for eps * max(m, n)) goes to the program at run
+    time: every rcond of one driver's call shares one program, and the
+    ranks it cuts are still the CPU's."""
+    import torchtpu.debug as debug
+
+    g = torch.Generator().manual_seed(7)
+    u, _ = torch.linalg.qr(torch.randn(7, 7, generator=g))
+    a = (u[:, :3] * torch.tensor([3.0, 1.0, 0.2])) @ torch.linalg.qr(torch.randn(3, 3, generator=g))[0]
+    b = torch.randn(7, 2, generator=g)  # shapes no other test here uses: nothing cached
+    debug.compiles(clear=True)
+    for rcond in (None, -1, 1e-9, 0.001):
+        check(_lstsq, a, b, rcond=rcond, noncontig=False, **TOL)
+    for rcond in (None, 0.001, 0.1):  # 0.1 cuts 0.2: rank 2
+        check(_lstsq, a.T.contiguous(), b[:3], rcond=rcond, driver="gelsd", noncontig=False, **TOL)
+    whats = [c["what"] for c in debug.compiles(clear=True)]
+    assert whats.count("linalg_lstsq.out") == 2, whats
+
+
 def test_gels_singular_raises():
     a, b = _mats(11, (2, 5, 3), (2, 5, 2))
     a[1, :, 1] = 0

@@ -12,7 +12,8 @@
  *   tall (W = A):   X = V D W_f^T B,
  *   wide (W = A^T): X = W_f D V^T B,
  * D = diag(1 / s_i^2) over the kept singular values (s_i > rcond * s_max,
- * rcond defaulting to eps * max(m, n) as PyTorch passes it), 0 for the
+ * rcond defaulting to eps * max(m, n) as PyTorch passes it; a run-time
+ * value, so calls that differ in rcond alone share a program), 0 for the
  * others: pinv(A) B without normalising U. That is the solution gelsd and
  * gelss return; gelsy (QR with column pivoting) returns the same minimum
  * norm solution when what it cuts is rounding noise (exactly
@@ -133,7 +134,6 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   int nd = ta.ndim;
   int64_t m = ta.dims[nd - 2], n = ta.dims[nd - 1];
   double eps = ttpu_dtype_real(dt) == TTPU_F64 ? DBL_EPSILON : FLT_EPSILON;
-  double rcond = ttpu_l_is_none(L, 2) ? eps * (double)(m > n ? m : n) : ttpu_l_float(L, 2, 0);
 
   /* the right-hand sides as (batch..., m, k), the meta kernel's rule for
    * a vector per matrix */
@@ -185,8 +185,16 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   ttpu_val smax = ttpu_hlo_reduce(b, sv, TTPU_RED_MAX, &lastd, 1);
   int64_t map[TTPU_MAX_DIMS];
   for (int d = 0; d < nd - 2; ++d) map[d] = d;
-  ttpu_val cut = ttpu_hlo_broadcast_in_dim(b, bin(b, TTPU_MUL, smax, ttpu_hlo_const(b, ttpu_l_type(L, smax), rcond, 0)),
-                                           ts, map);
+  /* rcond: a run-time scalar from the glue (None comes as the default it
+   * stands for, so every rcond shares the program), a constant from
+   * callers that pass a float or None */
+  ttpu_type tmax = ttpu_l_type(L, smax);
+  ttpu_val rcond;
+  if (ttpu_l_kind(L, 2) == TTPU_ARG_SCALAR)
+    rcond = ttpu_hlo_broadcast_in_dim(b, ttpu_l_scalar(L, 2, tmax.dtype), tmax, NULL);
+  else
+    rcond = ttpu_hlo_const(b, tmax, ttpu_l_is_none(L, 2) ? eps * (double)(m > n ? m : n) : ttpu_l_float(L, 2, 0), 0);
+  ttpu_val cut = ttpu_hlo_broadcast_in_dim(b, bin(b, TTPU_MUL, smax, rcond), ts, map);
   ttpu_val keep = gels ? ttpu_hlo_compare(b, TTPU_EQ, sv, sv) : ttpu_hlo_compare(b, TTPU_GT, sv, cut);
   ttpu_val dinv = ttpu_hlo_select(b, keep, bin(b, TTPU_DIV, kc(b, ts, 1), s2), kc(b, ts, 0));
   if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, eps * (double)(m > n ? m : n));

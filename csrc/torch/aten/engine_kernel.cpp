@@ -311,7 +311,11 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
   }
 
   for (size_t i = 0; i < num_args; ++i) {
-    pack_argument(packer, info.roles[i], args[i], device);
+    std::optional<double> stands_for;
+    if (args[i].isNone() && info.hooks->none_float_means) {
+      stands_for = info.hooks->none_float_means(static_cast<int>(i), &args[0]);
+    }
+    pack_argument(packer, info.roles[i], stands_for ? c10::IValue(*stands_for) : args[i], device);
   }
   if (info.hooks->appends_cpu_int4_layout) {
     packer.add_int(TTPU_ARG_INT, cpu_int4_layout());

@@ -1,11 +1,35 @@
 // The per-op attributes of op_hooks.h, keyed by the lowering table's name.
 #include "aten/op_hooks.h"
 
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 namespace torchtpu {
 
 namespace {
+
+// linalg_lstsq's rcond when None: the dtype's epsilon times the larger
+// matrix dimension, as ATen's linalg_lstsq computes it.
+std::optional<double> lstsq_default_rcond(int index, const c10::IValue* args) {
+  if (index != 2 || !args[0].isTensor()) {
+    return std::nullopt;
+  }
+  const at::Tensor& input = args[0].toTensor();
+  if (input.dim() < 2) {
+    return std::nullopt;
+  }
+  const c10::ScalarType real = c10::toRealValueType(input.scalar_type());
+  double eps = 0;
+  if (real == at::kDouble) {
+    eps = std::numeric_limits<double>::epsilon();
+  } else if (real == at::kFloat) {
+    eps = std::numeric_limits<float>::epsilon();
+  } else {
+    return std::nullopt;
+  }
+  return eps * static_cast<double>(std::max<int64_t>(input.size(-2), input.size(-1)));
+}
 
 std::unordered_map<std::string, OpHooks> make_hooks() {
   std::unordered_map<std::string, OpHooks> hooks;
@@ -39,6 +63,8 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
                             "triangular_solve.X"}) {
     hooks[solve].matrix_operands = MatrixOperands::kSolve;
   }
+  hooks["linalg_lstsq.out"].runtime_float_args = {2};  // rcond
+  hooks["linalg_lstsq.out"].none_float_means = lstsq_default_rcond;
   return hooks;
 }
 

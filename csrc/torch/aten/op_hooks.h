@@ -4,6 +4,9 @@
 // never tests op names itself.
 #pragma once
 
+#include <ATen/core/ivalue.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,14 @@ struct OpHooks {
   // (host_layout.h), which the CPU's packing of
   // _convert_weight_to_int4pack_for_cpu depends on.
   bool appends_cpu_int4_layout = false;
+  // float arguments the program takes at run time, as it takes a Scalar's,
+  // rather than compiled in: calls that differ only in them share one
+  // program (linalg_lstsq's rcond).
+  std::vector<int> runtime_float_args;
+  // The value a None float argument stands for, where the op defines one
+  // from its other arguments (args: the call's), so that None and that
+  // value share a program too; nullopt leaves the None. NULL: none.
+  std::optional<double> (*none_float_means)(int index, const c10::IValue* args) = nullptr;
   // A matrix product (mm, bmm, addmm, baddbmm, ...) or triangular solve:
   // its operands reach the engine in few layouts (matrix_operands.h).
   MatrixOperands matrix_operands = MatrixOperands::kAsPassed;

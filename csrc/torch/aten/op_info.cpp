@@ -134,6 +134,11 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
         !argument.is_out() && argument.name() != "alpha" &&
         (role == ArgRole::kScalar || is_tensor_like(argument.real_type())));
   }
+  for (int index : info->hooks->runtime_float_args) {
+    if (index >= 0 && static_cast<size_t>(index) < info->roles.size()) {
+      info->roles[static_cast<size_t>(index)] = ArgRole::kScalar;
+    }
+  }
   for (const c10::Argument& ret : schema.returns()) {
     if (!is_tensor_like(ret.real_type())) {
       info->unsupported = "it returns a non-tensor value";
