@@ -74,6 +74,14 @@ ttpu_val ttpu_ew_in(ttpu_lower* L, int arg, ttpu_dtype dt) {
   return ttpu_ew_fit(L, v, dt);
 }
 
+ttpu_val ttpu_ew_round(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt) {
+  const ttpu_type* t = ttpu_hlo_type(b, v);
+  if (!t) return TTPU_VAL_ERROR;
+  if (t->dtype == dt) return v;
+  ttpu_dtype own = t->dtype;
+  return ttpu_hlo_convert(b, ttpu_hlo_convert(b, v, dt), own);
+}
+
 ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v) {
   const ttpu_type* t = ttpu_hlo_type(b, like);
   if (!t) return TTPU_VAL_ERROR;
@@ -609,12 +617,12 @@ static ttpu_status* compare(ttpu_lower* L) {
   return NULL;
 }
 
-/* v (in the opmath type) rounded to dt and back, as a separate CPU op
- * stores its half/bfloat16 result; nothing for other dtypes. */
-static ttpu_val round_to(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt) {
-  ttpu_dtype op = ttpu_ew_opmath(dt);
-  if (op == dt) return v;
-  return ttpu_hlo_convert(b, ttpu_hlo_convert(b, v, dt), op);
+/* z (c + 0i), z = re + im i, as the CPU's complex product with a real
+ * Scalar: (re c - im 0, re 0 + im c), so a NaN or infinite part spreads
+ * to both parts. */
+static ttpu_val times_real(ttpu_hlo* b, ttpu_val re, ttpu_val im, double c) {
+  return ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, re, c), ttpu_ew_mulk(b, im, 0)),
+                          ttpu_ew_add(b, ttpu_ew_mulk(b, re, 0), ttpu_ew_mulk(b, im, c)));
 }
 
 /* isclose(self, other, rtol, atol, equal_nan) for floating and complex
@@ -650,23 +658,16 @@ static ttpu_status* lower_isclose(ttpu_lower* L) {
   }
   ttpu_val allowed, actual;
   if (cx) {
-    /* The CPU's complex products with a real Scalar c, c + 0i: (a c - b 0,
-     * a 0 + b c), a NaN or infinite part spreading to both, for rtol *
-     * other and for the alpha of self - other (self + (-1 + 0i) other). */
+    /* rtol * other, and self - other as the CPU's self + (-1 + 0i) other */
     ttpu_val yr = ttpu_hlo_real(b, y), yi = ttpu_hlo_imag(b, y);
-    ttpu_val yr0 = ttpu_ew_mulk(b, yr, 0), yi0 = ttpu_ew_mulk(b, yi, 0);
-    ttpu_val scaled = ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, yr, rtol), yi0),
-                                       ttpu_ew_add(b, yr0, ttpu_ew_mulk(b, yi, rtol)));
-    ttpu_val neg = ttpu_hlo_complex(b, ttpu_ew_sub(b, ttpu_ew_mulk(b, yr, -1), yi0),
-                                    ttpu_ew_sub(b, yr0, yi));
-    allowed = ttpu_hlo_unary(b, TTPU_ABS, scaled);
-    actual = ttpu_hlo_unary(b, TTPU_ABS, ttpu_ew_add(b, x, neg));
+    allowed = ttpu_hlo_unary(b, TTPU_ABS, times_real(b, yr, yi, rtol));
+    actual = ttpu_hlo_unary(b, TTPU_ABS, ttpu_ew_add(b, x, times_real(b, yr, yi, -1)));
   } else {
     ttpu_val xo = ttpu_hlo_convert(b, x, op), yo = ttpu_hlo_convert(b, y, op);
-    allowed = ttpu_hlo_unary(b, TTPU_ABS, round_to(b, ttpu_ew_mulk(b, yo, rtol), rdt));
-    actual = ttpu_hlo_unary(b, TTPU_ABS, round_to(b, ttpu_ew_sub(b, xo, yo), rdt));
+    allowed = ttpu_hlo_unary(b, TTPU_ABS, ttpu_ew_round(b, ttpu_ew_mulk(b, yo, rtol), rdt));
+    actual = ttpu_hlo_unary(b, TTPU_ABS, ttpu_ew_round(b, ttpu_ew_sub(b, xo, yo), rdt));
   }
-  allowed = round_to(b, ttpu_ew_addk(b, allowed, atol), rdt);
+  allowed = ttpu_ew_round(b, ttpu_ew_addk(b, allowed, atol), rdt);
   ttpu_val finite = ttpu_ew_cmpk(b, TTPU_LT, actual, INFINITY); /* false for NaN too */
   ttpu_val within = ttpu_hlo_compare(b, TTPU_LE, actual, allowed);
   ttpu_l_set_out(L, 0, ttpu_ew_or(b, close, ttpu_ew_and(b, finite, within)));

@@ -50,6 +50,10 @@ ttpu_val ttpu_ew_fit(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
  * wider type receives the rounded result, as on the CPU: half + half into
  * a float64 out= overflows to inf). */
 void ttpu_ew_set(ttpu_lower* L, ttpu_val v, ttpu_dtype dt);
+/* v rounded to dt and back to its own dtype: the rounding a PyTorch op in
+ * dt does between the steps of a composite computation (v unchanged when
+ * it is of dt already). */
+ttpu_val ttpu_ew_round(ttpu_hlo* b, ttpu_val v, ttpu_dtype dt);
 /* A constant with the type of `like`. */
 ttpu_val ttpu_ew_k(ttpu_hlo* b, ttpu_val like, double v);
 /* x != x: bool, same shape. */

@@ -134,6 +134,7 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   int nd = ta.ndim;
   int64_t m = ta.dims[nd - 2], n = ta.dims[nd - 1];
   double eps = ttpu_dtype_real(dt) == TTPU_F64 ? DBL_EPSILON : FLT_EPSILON;
+  double noise = eps * (double)(m > n ? m : n); /* rounding's rcond, the default */
 
   /* the right-hand sides as (batch..., m, k), the meta kernel's rule for
    * a vector per matrix */
@@ -193,11 +194,11 @@ static ttpu_status* lower_lstsq(ttpu_lower* L) {
   if (ttpu_l_kind(L, 2) == TTPU_ARG_SCALAR)
     rcond = ttpu_hlo_broadcast_in_dim(b, ttpu_l_scalar(L, 2, tmax.dtype), tmax, NULL);
   else
-    rcond = ttpu_hlo_const(b, tmax, ttpu_l_is_none(L, 2) ? eps * (double)(m > n ? m : n) : ttpu_l_float(L, 2, 0), 0);
+    rcond = ttpu_hlo_const(b, tmax, ttpu_l_is_none(L, 2) ? noise : ttpu_l_float(L, 2, 0), 0);
   ttpu_val cut = ttpu_hlo_broadcast_in_dim(b, bin(b, TTPU_MUL, smax, rcond), ts, map);
   ttpu_val keep = gels ? ttpu_hlo_compare(b, TTPU_EQ, sv, sv) : ttpu_hlo_compare(b, TTPU_GT, sv, cut);
   ttpu_val dinv = ttpu_hlo_select(b, keep, bin(b, TTPU_DIV, kc(b, ts, 1), s2), kc(b, ts, 0));
-  if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, eps * (double)(m > n ? m : n));
+  if (strcmp(driver, "gelsy") == 0) gelsy_guard(L, sv, keep, noise);
   /* gels is LAPACK's QR solve, which fails on an exactly singular R */
   if (gels)
     check_any(L, ttpu_hlo_compare(b, TTPU_EQ, sv, kc(b, ts, 0)), TTPU_LINALG_ERROR,

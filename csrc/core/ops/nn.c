@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "elementwise.h"
 #include "ttpu_lower.h"
 
 enum { RED_NONE = 0, RED_MEAN = 1, RED_SUM = 2 }; /* at::Reduction */
@@ -706,13 +707,8 @@ static ttpu_status* lower_bce_bwd(ttpu_lower* L) {
   return NULL;
 }
 
-/* v rounded to dtype dt and back: the rounding a PyTorch op in dt does
- * between the steps of a composite computation. */
 static ttpu_val rnd(ttpu_lower* L, ttpu_val v, ttpu_dtype dt) {
-  ttpu_hlo* b = ttpu_l_hlo(L);
-  ttpu_dtype vd = ttpu_l_type(L, v).dtype;
-  if (vd == dt) return v;
-  return ttpu_hlo_convert(b, ttpu_hlo_convert(b, v, dt), vd);
+  return ttpu_ew_round(ttpu_l_hlo(L), v, dt);
 }
 
 /* binary_cross_entropy_with_logits(self, target, weight?, pos_weight?,

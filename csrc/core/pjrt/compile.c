@@ -312,7 +312,8 @@ static ttpu_status* add_override(unsigned char* buf, size_t* len, size_t cap,
 }
 
 /* The options identity: the portable options, then each CPU setting. */
-static void set_options_id(ttpu_pjrt_client* c, int level) {
+static void set_options_id(ttpu_pjrt_client* c) {
+  int level = c->opt_level;
   size_t cap = sizeof(c->options_id);
   int n = snprintf(c->options_id, cap, "%s", ttpu_pjrt_compile_options_id());
   if (!c->caps.host_code || n < 0) return;
@@ -353,7 +354,7 @@ ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
                             level);
   c->options_suffix_len = 0;
   if (!c->caps.host_code) {
-    set_options_id(c, -1);
+    set_options_id(c);
     if (level < 0) return NULL;
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
                             "an optimization level applies to the CPU plugin "
@@ -372,7 +373,7 @@ ttpu_status* ttpu_pjrt_client_set_opt_level(ttpu_pjrt_client* c, int level) {
     return st;
   }
   c->opt_level = level;
-  set_options_id(c, level);
+  set_options_id(c);
   return NULL;
 }
 
@@ -400,7 +401,7 @@ ttpu_status* ttpu_pjrt_client_set_small_programs(ttpu_pjrt_client* c,
   c->small_elements = max_elements;
   ttpu_status* st = build_small_suffix(c);
   if (st) c->small_elements = 0;
-  set_options_id(c, c->opt_level);
+  set_options_id(c);
   return st;
 }
 
