@@ -249,6 +249,50 @@ static void test_debug_mode_names_op(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* A group in strict mode: its ops run as one window (one program), the
+ * mode stays strict, and later ops run one program each again; in fused
+ * and debug mode a group does nothing. */
+static void test_strict_group(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  int64_t n = 8;
+  ttpu_buffer* x = make_f32(t, rt, 1, n);
+  ttpu_buffer* y = make_f32(t, rt, 10, n);
+  ttpu_buffer *a = NULL, *o = NULL;
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &a));
+  TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, (size_t)n * 4, &o));
+  int grouped = -1;
+  TTPU_CHECK_OK(t, ttpu_runtime_group_begin(rt, &grouped));
+  TTPU_CHECK(t, grouped == 1 && ttpu_runtime_mode(rt) == TTPU_MODE_STRICT);
+  TTPU_CHECK_OK(t, add(rt, x, y, a, &n, 1.0));
+  TTPU_CHECK_OK(t, add(rt, a, x, o, &n, 2.0));
+  TTPU_CHECK_OK(t, ttpu_runtime_group_end(rt, grouped));
+  TTPU_CHECK_OK(t, add(rt, o, y, a, &n, 1.0)); /* strict again */
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  ttpu_stats st;
+  ttpu_runtime_stats(rt, -1, &st);
+  TTPU_CHECK(t, st.windows == 1 && st.window_ops == 2 && st.executions == 2);
+  float r[8];
+  TTPU_CHECK_OK(t, ttpu_buffer_download(a, r, sizeof(r)));
+  for (int i = 0; i < 8; ++i) {
+    float xv = 1.0f + (float)i, yv = 10.0f + (float)i;
+    TTPU_CHECK(t, r[i] == ((xv + yv) + 2.0f * xv) + yv);
+  }
+  ttpu_mode others[2] = {TTPU_MODE_FUSED, TTPU_MODE_DEBUG};
+  for (int k = 0; k < 2; ++k) {
+    TTPU_CHECK_OK(t, ttpu_runtime_set_mode(rt, others[k]));
+    TTPU_CHECK_OK(t, ttpu_runtime_group_begin(rt, &grouped));
+    TTPU_CHECK(t, grouped == 0);
+    TTPU_CHECK_OK(t, ttpu_runtime_group_end(rt, grouped));
+    TTPU_CHECK(t, ttpu_runtime_mode(rt) == others[k]);
+  }
+  ttpu_buffer_release(x);
+  ttpu_buffer_release(y);
+  ttpu_buffer_release(a);
+  ttpu_buffer_release(o);
+  ttpu_runtime_destroy(rt);
+}
+
 static int count_files(const char* dir) {
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "find '%s' -name '*.prog' | wc -l", dir);
@@ -352,6 +396,7 @@ static const ttpu_test kTests[] = {
     {"graph_ignores_limit", test_graph_ignores_limit},
     {"graph_replay", test_graph_replay},
     {"debug_mode_names_op", test_debug_mode_names_op},
+    {"strict_group", test_strict_group},
     {"disk_cache", test_disk_cache},
     {"same_text_shares", test_same_text_shares},
     {NULL, NULL},

@@ -87,6 +87,31 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode) {
   return s;
 }
 
+ttpu_status* ttpu_runtime_group_begin(ttpu_runtime* rt, int* grouped) {
+  *grouped = 0;
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  /* strict holds nothing back: there is nothing to flush before */
+  if (rt->exec == &ttpu_executor_strict) {
+    rt->exec = &ttpu_executor_fused;
+    *grouped = 1;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
+ttpu_status* ttpu_runtime_group_end(ttpu_runtime* rt, int grouped) {
+  if (!grouped) return NULL;
+  ttpu_status* s = ttpu_rt_enter(rt);
+  if (s) return s;
+  if (rt->exec == &ttpu_executor_fused && rt->mode == TTPU_MODE_STRICT) {
+    s = rt->exec->flush(rt, TTPU_END_SYNC);
+    rt->exec = &ttpu_executor_strict;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return s;
+}
+
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt) {
   if (ttpu_rt_forked(rt)) return rt->mode;
   pthread_mutex_lock(&rt->mu);

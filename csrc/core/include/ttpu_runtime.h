@@ -271,6 +271,15 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
 /* Runs the recorded fused window now (enqueued, not awaited). */
 ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt);
+/* The calls between group_begin and group_end run as one fused window
+ * when the runtime is in strict mode: a composite op (einsum) compiles and
+ * runs one program instead of one per op it decomposes into. In debug and
+ * fused mode, inside a graph and inside a function body it does nothing.
+ * *grouped says whether a group began; pass it to group_end, which runs
+ * the window (enqueued, not awaited) and goes back to strict mode. Groups
+ * do not nest (a group_begin inside one does nothing). */
+ttpu_status* ttpu_runtime_group_begin(ttpu_runtime* rt, int* grouped);
+ttpu_status* ttpu_runtime_group_end(ttpu_runtime* rt, int grouped);
 /* A whole graph as one program (torch.compile): the ops recorded from
  * begin to end run as one program, whatever the mode, with no op limit and
  * no repeat cuts; `name` labels it in the compile log. end returns the

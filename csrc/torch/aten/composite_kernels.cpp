@@ -5,12 +5,14 @@
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/addr_native.h>
+#include <ATen/ops/einsum_native.h>
 #include <ATen/ops/isclose_native.h>
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include "aten/ops.h"
+#include "runtime/runtime.h"
 
 #include <vector>
 
@@ -154,9 +156,80 @@ void isclose_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::push(*stack, std::move(r));
 }
 
+// The ops of one composite call run as one program in strict mode
+// (ttpu_runtime_group_begin); a no-op in the other modes.
+class StrictGroup {
+ public:
+  explicit StrictGroup(const char* what) : what_(what) {
+    check(ttpu_runtime_group_begin(runtime(), &grouped_), what_);
+  }
+  StrictGroup(const StrictGroup&) = delete;
+  StrictGroup& operator=(const StrictGroup&) = delete;
+  // Runs the group's program (enqueued); its error, if any, is raised.
+  void end() {
+    const int grouped = grouped_;
+    grouped_ = 0;
+    check(ttpu_runtime_group_end(runtime(), grouped), what_);
+  }
+  // Left by an exception: back to strict mode, the group's ops run, and
+  // the exception already in flight is the one raised.
+  ~StrictGroup() {
+    if (grouped_ != 0) {
+      if (ttpu_status* status = ttpu_runtime_group_end(runtime(), grouped_)) {
+        ttpu_status_free(status);
+      }
+    }
+  }
+
+ private:
+  const char* what_;
+  int grouped_ = 0;
+};
+
+// einsum(equation, tensors, path): PyTorch's composite form (its parsing,
+// broadcasting, diagonals, the contraction order `path` gives, autograd
+// through the ops it runs, autocast of those ops), with those ops run as
+// one program in strict mode, where each of its permutes, products and
+// sums was a program per shape: one compile and one launch per call.
+// Tensors of a subclass or a tracing mode (Python key) take the composite
+// form alone.
+void einsum_kernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 3;
+  const std::string equation((*stack)[base].toStringRef());
+  const std::vector<at::Tensor> tensors = (*stack)[base + 1].toTensorVector();
+  const std::optional<std::vector<int64_t>> path =
+      (*stack)[base + 2].isNone() ? std::nullopt
+                                  : std::optional<std::vector<int64_t>>((*stack)[base + 2].toIntVector());
+  const at::OptionalIntArrayRef path_ref =
+      path ? at::OptionalIntArrayRef(*path) : at::OptionalIntArrayRef(std::nullopt);
+  bool plain = !tensors.empty();
+  for (const at::Tensor& t : tensors) {
+    plain = plain && t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 &&
+            !t.key_set().has(c10::DispatchKey::Python);
+  }
+  at::Tensor result;
+  if (plain) {
+    StrictGroup group("einsum");
+    result = at::native::einsum(equation, tensors, path_ref);
+    group.end();
+  } else {
+    result = at::native::einsum(equation, tensors, path_ref);
+  }
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, std::move(result));
+}
+
 }  // namespace
 
+// einsum is CompositeImplicitAutograd: a kernel for tpu's autograd key runs
+// it with autograd (einsum_kernel's composite form records the gradients
+// of the ops it runs), the one for the backend key in inference mode.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("einsum", torch::CppFunction::makeFromBoxedFunction<&einsum_kernel>());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("einsum", torch::CppFunction::makeFromBoxedFunction<&einsum_kernel>());
   m.impl("equal", equal_kernel);
   m.impl("isclose", torch::CppFunction::makeFromBoxedFunction<&isclose_kernel>());
   m.impl("addr", addr_kernel);

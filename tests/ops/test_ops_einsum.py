@@ -1,0 +1,110 @@
+"""einsum on tpu against the CPU.
+
+einsum stays PyTorch's composite form (parsing, broadcasting, diagonals,
+the contraction order of `path`, autograd and autocast through the ops it
+runs); in strict mode the ops of one call run as one program, where each
+of its permutes, products and sums was a program per shape."""
+import pytest
+import torch
+import torch.backends.opt_einsum as opt_einsum
+
+import torchtpu
+import torchtpu.debug as debug
+from optest import DEV, assert_close, check_fb, rand, same_error
+
+# (equation, operand shapes): products, sums, diagonals, ellipses with
+# broadcasting, implicit outputs, size-1 labels that broadcast, 3-4 operands
+CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ij->", [(3, 4)]),
+    ("ii->i", [(4, 4)]),
+    ("iji->j", [(3, 2, 3)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("ij...,jk...", [(3, 4, 2), (4, 5, 1)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 2)]),
+    ("ij,ij->ij", [(3, 1), (3, 4)]),
+    ("Aa,aB->AB", [(2, 3), (3, 4)]),
+]
+
+
+def operands(shapes, dtype=torch.float32, grad=True):
+    return [rand(*s, dtype=dtype, requires_grad=grad, seed=k) for k, s in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+def test_forward_and_backward_like_cpu(eq, shapes):
+    check_fb(lambda *ts: torch.einsum(eq, *ts), *operands(shapes), noncontig=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.complex64])
+def test_dtypes(dtype):
+    for eq, shapes in (CASES[1], CASES[6], CASES[8]):
+        check_fb(lambda *ts: torch.einsum(eq, *ts), *operands(shapes, dtype))
+
+
+def test_sublist_format_and_paths():
+    a, b, c = operands([(2, 3), (3, 4), (4, 5)], torch.float64, grad=False)
+    expected = torch.einsum("ij,jk,kl->il", a, b, c)
+    ta, tb, tc = a.to(DEV), b.to(DEV), c.to(DEV)
+    assert_close(torch.einsum(ta, [0, 1], tb, [1, 2], tc, [2, 3], [0, 3]), expected)
+    if opt_einsum.is_available():
+        for strategy in ("greedy", "optimal"):
+            with opt_einsum.flags(enabled=True, strategy=strategy):
+                assert_close(torch.einsum("ij,jk,kl->il", ta, tb, tc), expected)
+        with opt_einsum.flags(enabled=False):
+            assert_close(torch.einsum("ij,jk,kl->il", ta, tb, tc), expected)
+
+
+def test_one_program_per_call_in_strict_mode():
+    x, y, z = (t.to(DEV) for t in operands([(3, 4, 5), (5, 6), (6, 2)], grad=False))
+    torch.tpu.synchronize()
+    debug.compiles(clear=True)
+    r = torch.einsum("ijk,kl,lm->im", x, y, z)  # a sum, two products, permutes
+    torch.tpu.synchronize()
+    log = debug.compiles(clear=True)
+    assert len(log) == 1 and log[0]["what"].startswith("fused window"), log
+    again = torch.einsum("ijk,kl,lm->im", x, y, z)
+    torch.tpu.synchronize()
+    assert debug.compiles(clear=True) == []
+    assert_close(again, r.cpu())
+    assert torchtpu.get_eager_mode() == "strict"
+    with torch.inference_mode():  # no autograd key: the backend's kernel
+        torch.einsum("ijk,kl->il", x, y)
+        torch.tpu.synchronize()
+    assert len(debug.compiles(clear=True)) == 1
+
+
+def test_other_modes_unchanged():
+    x, y = (t.to(DEV) for t in operands([(3, 4), (4, 5)], grad=False))
+    with torchtpu.set_eager_mode("fused"):
+        r = torch.einsum("ij,jk->ik", x, y) + 1  # one window with the add
+        assert torchtpu.get_eager_mode() == "fused"
+    with torchtpu.set_eager_mode("debug"):
+        d = torch.einsum("ij,jk->ik", x, y) + 1
+    assert_close(r, d.cpu())
+
+
+def test_errors_like_cpu_and_mode_restored():
+    same_error(lambda dev: torch.einsum("ij,jk->ik", torch.ones(2, 3, device=dev), torch.ones(4, 5, device=dev)))
+    same_error(lambda dev: torch.einsum("ij->k", torch.ones(2, 3, device=dev)))
+    same_error(lambda dev: torch.einsum("ii->i", torch.ones(2, 3, device=dev)))
+    assert torchtpu.get_eager_mode() == "strict"
+    t = torch.ones(2, 2, device=DEV)
+    assert torch.einsum("ij->", t).item() == 4.0  # the runtime still runs
+
+
+def test_mixed_devices_refused_like_cuda():
+    with pytest.raises(RuntimeError):
+        torch.einsum("ij,jk->ik", torch.ones(2, 3, device=DEV), torch.ones(3, 4)).cpu()
+
+
+def test_compiled_and_autocast():
+    a, b = operands([(2, 3, 4), (2, 4, 5)], grad=False)
+    fn = torch.compile(lambda x, y: torch.einsum("bij,bjk->bik", x, y).relu(), backend="tpu")
+    assert_close(fn(a.to(DEV), b.to(DEV)), torch.einsum("bij,bjk->bik", a, b).relu())
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        r = torch.einsum("bij,bjk->bik", a.to(DEV), b.to(DEV))
+    assert r.dtype == torch.bfloat16  # the product inside was autocast, as on the CPU
