@@ -14,6 +14,9 @@
 #include "aten/ops.h"
 #include "runtime/runtime.h"
 
+#include <bitset>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace torchtpu {
@@ -186,9 +189,155 @@ class StrictGroup {
   int grouped_ = 0;
 };
 
+// einsum's labels: A-Z as 0-25, a-z as 26-51, the dims an ellipsis
+// stands for (aligned from the right over every operand) from 52 on.
+constexpr int kEllipsisLabel = 52;
+using LabelSet = std::bitset<kEllipsisLabel + 64>;
+
+// The contraction order tpu's einsum uses for three operands or more:
+// greedy, as opt_einsum's greedy strategy, the pair whose result is
+// smallest first (then the one with fewer products, then the first pair),
+// in the path format PyTorch's einsum takes (each step's two positions in
+// the list of what is left, its result appended). It depends on the
+// equation and the shapes alone, so a call compiles one program whatever
+// torch.backends.opt_einsum says. nullopt where the equation does not
+// parse: PyTorch's composite form then raises its error.
+std::optional<std::vector<int64_t>> einsum_greedy_path(const std::string& equation,
+                                                       const std::vector<at::Tensor>& tensors) {
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  const size_t n = tensors.size();
+  std::vector<std::vector<int>> labels(n);  // per operand, -1 for an ellipsis
+  size_t k = 0;
+  for (size_t i = 0; i < lhs.size(); ++i) {
+    const char ch = lhs[i];
+    if (ch == ',') {
+      if (++k >= n) {
+        return std::nullopt;
+      }
+    } else if (ch == '.') {
+      if (lhs.compare(i, 3, "...") != 0) {
+        return std::nullopt;
+      }
+      labels[k].push_back(-1);
+      i += 2;
+    } else if (ch >= 'A' && ch <= 'Z') {
+      labels[k].push_back(ch - 'A');
+    } else if (ch >= 'a' && ch <= 'z') {
+      labels[k].push_back(26 + (ch - 'a'));
+    } else if (ch != ' ') {
+      return std::nullopt;
+    }
+  }
+  if (k + 1 != n) {
+    return std::nullopt;
+  }
+  // Each operand's labels by dim, and the size of each label.
+  int64_t ellipsis = 0;
+  std::vector<int64_t> ell_dims(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t named = static_cast<int64_t>(labels[i].size()) -
+                          std::count(labels[i].begin(), labels[i].end(), -1);
+    const bool has_ell = named != static_cast<int64_t>(labels[i].size());
+    ell_dims[i] = tensors[i].dim() - named;
+    if (ell_dims[i] < 0 || (!has_ell && ell_dims[i] != 0) ||
+        named + (has_ell ? 1 : 0) != static_cast<int64_t>(labels[i].size())) {
+      return std::nullopt;
+    }
+    ellipsis = std::max(ellipsis, ell_dims[i]);
+  }
+  if (ellipsis > 64) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> size(kEllipsisLabel + 64, 1);
+  std::vector<int> count(kEllipsisLabel + 64, 0);
+  std::vector<LabelSet> sets(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t dim = 0;
+    for (int label : labels[i]) {
+      if (label < 0) {
+        for (int64_t e = 0; e < ell_dims[i]; ++e, ++dim) {
+          const int id = kEllipsisLabel + static_cast<int>(ellipsis - ell_dims[i] + e);
+          size[id] = std::max(size[id], tensors[i].size(dim));
+          sets[i].set(id);
+        }
+        continue;
+      }
+      size[label] = std::max(size[label], tensors[i].size(dim++));
+      sets[i].set(label);
+      ++count[label];
+    }
+  }
+  LabelSet out;
+  for (int64_t e = 0; e < ellipsis; ++e) {
+    out.set(kEllipsisLabel + e);
+  }
+  if (arrow == std::string::npos) {
+    for (int label = 0; label < kEllipsisLabel; ++label) {
+      if (count[label] == 1) {
+        out.set(label);
+      }
+    }
+  } else {
+    LabelSet named;
+    for (const char ch : equation.substr(arrow + 2)) {
+      if (ch >= 'A' && ch <= 'Z') {
+        named.set(ch - 'A');
+      } else if (ch >= 'a' && ch <= 'z') {
+        named.set(26 + (ch - 'a'));
+      }
+    }
+    for (int label = 0; label < kEllipsisLabel; ++label) {
+      out[label] = named[label];
+    }
+  }
+  auto elements = [&](const LabelSet& set) {
+    double e = 1.0;
+    for (size_t id = 0; id < set.size(); ++id) {
+      if (set[id]) {
+        e *= static_cast<double>(size[id]);
+      }
+    }
+    return e;
+  };
+  std::vector<int64_t> path;
+  while (sets.size() > 1) {
+    size_t best_i = 0, best_j = 1;
+    double best_size = -1.0, best_products = 0.0;
+    LabelSet best;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      for (size_t j = i + 1; j < sets.size(); ++j) {
+        LabelSet kept = out;
+        for (size_t o = 0; o < sets.size(); ++o) {
+          if (o != i && o != j) {
+            kept |= sets[o];
+          }
+        }
+        const LabelSet result = (sets[i] | sets[j]) & kept;
+        const double result_size = elements(result);
+        const double products = elements(sets[i] | sets[j]);
+        if (best_size < 0 || result_size < best_size ||
+            (result_size == best_size && products < best_products)) {
+          best_size = result_size;
+          best_products = products;
+          best_i = i;
+          best_j = j;
+          best = result;
+        }
+      }
+    }
+    path.push_back(static_cast<int64_t>(best_i));
+    path.push_back(static_cast<int64_t>(best_j));
+    sets.erase(sets.begin() + static_cast<std::ptrdiff_t>(best_j));
+    sets.erase(sets.begin() + static_cast<std::ptrdiff_t>(best_i));
+    sets.push_back(best);
+  }
+  return path;
+}
+
 // einsum(equation, tensors, path): PyTorch's composite form (its parsing,
-// broadcasting, diagonals, the contraction order `path` gives, autograd
-// through the ops it runs, autocast of those ops), with those ops run as
+// broadcasting, diagonals, autograd through the ops it runs, autocast of
+// those ops) in tpu's contraction order, with those ops run as
 // one program in strict mode, where each of its permutes, products and
 // sums was a program per shape: one compile and one launch per call.
 // Tensors of a subclass or a tracing mode (Python key) take the composite
@@ -197,9 +346,17 @@ void einsum_kernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) 
   const size_t base = stack->size() - 3;
   const std::string equation((*stack)[base].toStringRef());
   const std::vector<at::Tensor> tensors = (*stack)[base + 1].toTensorVector();
-  const std::optional<std::vector<int64_t>> path =
-      (*stack)[base + 2].isNone() ? std::nullopt
-                                  : std::optional<std::vector<int64_t>>((*stack)[base + 2].toIntVector());
+  // Three operands or more are contracted in tpu's order
+  // (einsum_greedy_path), where the equation parses.
+  std::optional<std::vector<int64_t>> path;
+  if (!(*stack)[base + 2].isNone()) {
+    path = (*stack)[base + 2].toIntVector();
+  }
+  if (tensors.size() > 2) {
+    if (std::optional<std::vector<int64_t>> greedy = einsum_greedy_path(equation, tensors)) {
+      path = std::move(greedy);
+    }
+  }
   const at::OptionalIntArrayRef path_ref =
       path ? at::OptionalIntArrayRef(*path) : at::OptionalIntArrayRef(std::nullopt);
   bool plain = !tensors.empty();
