@@ -14,6 +14,7 @@
 #include "aten/ops.h"
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <bitset>
 #include <optional>
 #include <string>
@@ -268,9 +269,11 @@ std::optional<std::vector<int64_t>> einsum_greedy_path(const std::string& equati
       ++count[label];
     }
   }
-  LabelSet out;
-  for (int64_t e = 0; e < ellipsis; ++e) {
-    out.set(kEllipsisLabel + e);
+  LabelSet out;  // an ellipsis left out of an explicit output is summed
+  if (arrow == std::string::npos || equation.find("...", arrow + 2) != std::string::npos) {
+    for (int64_t e = 0; e < ellipsis; ++e) {
+      out.set(kEllipsisLabel + e);
+    }
   }
   if (arrow == std::string::npos) {
     for (int label = 0; label < kEllipsisLabel; ++label) {
