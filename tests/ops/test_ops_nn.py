@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from optest import DEV, assert_close, check, rand
+from optest import DEV, assert_close, check, rand, same_error
 
 FLOATS = [torch.float32, torch.bfloat16]
 A = torch.ops.aten
@@ -170,6 +170,22 @@ def test_nll_loss(reduction, weighted):
     # one sample, no batch dim
     check(lambda a, ww: F.nll_loss(a[0], torch.tensor(3, device=a.device), ww, reduction=reduction),
           x, w, grad=True)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_nll_loss_byte_target(reduction):
+    # the CPU kernel takes uint8 class indices as int64 ones
+    x = F.log_softmax(rand(6, 5), 1).requires_grad_(True)
+    t = torch.tensor([0, 4, 2, 255, 1, 3], dtype=torch.uint8)
+    w = rand(5, seed=1, low=0.1, high=2.0)
+    check(lambda a, tt, ww: F.nll_loss(a, tt, ww, reduction=reduction, ignore_index=255),
+          x, t, w, grad=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8])
+def test_nll_loss_other_target_dtypes_refused_like_cpu(dtype):
+    same_error(lambda dev: F.nll_loss(torch.zeros(3, 5, device=dev),
+                                      torch.tensor([1, 2, 3], dtype=dtype, device=dev)))
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])

@@ -158,6 +158,21 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     }
   }
 
+  // A uint8 class index read as int64 (op_hooks.h); other dtypes are
+  // refused below, after the meta kernel's own checks, as the CPU orders
+  // them.
+  const at::Tensor* target = nullptr;
+  if (info.hooks->long_or_byte_target_arg >= 0) {
+    const size_t index = static_cast<size_t>(info.hooks->long_or_byte_target_arg);
+    c10::IValue& value = (*stack)[stack->size() - num_args + index];
+    if (value.isTensor() && value.toTensor().defined()) {
+      if (value.toTensor().scalar_type() == at::kByte) {
+        value = value.toTensor().to(at::kLong);
+      }
+      target = &value.toTensor();
+    }
+  }
+
   // Devices: every tensor on one tpu device (CPU scalars exempt).
   DeviceCheck devices;
   std::optional<c10::DeviceIndex> requested_device;
@@ -222,6 +237,10 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       meta_geometry(op, info, args);
   if (!geometry->warning.empty()) {
     TORCH_WARN(geometry->warning);
+  }
+  if (target != nullptr) {
+    TORCH_CHECK(target->scalar_type() == at::kLong,
+                "expected target dtype to be Long or Byte, but got ", target->scalar_type());
   }
 
   // out= tensors take the geometry the meta kernel resized them to.

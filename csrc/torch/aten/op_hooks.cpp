@@ -49,6 +49,12 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["linspace.out"].out_keeps_numel_geometry = true;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;
+  for (const char* name : {"nll_loss_forward", "nll_loss_forward.output"}) {
+    hooks[name].long_or_byte_target_arg = 1;
+  }
+  for (const char* name : {"nll_loss_backward", "nll_loss_backward.grad_input"}) {
+    hooks[name].long_or_byte_target_arg = 2;
+  }
   hooks["max_pool3d_with_indices"].unbatched_as_batch_of_one = true;
   hooks["index_reduce_"].same_dtype_as_self_arg = 3;  // source
   hooks["_convert_weight_to_int4pack_for_cpu"].appends_cpu_int4_layout = true;

@@ -35,6 +35,11 @@ struct OpHooks {
   // The argument whose uint8 index tensors (masks) draw the CPU's
   // deprecation warning, or -1.
   int byte_mask_arg = -1;
+  // A class-index argument the CPU kernel takes as int64 or uint8 and
+  // refuses in other dtypes (nll_loss's target, which PyTorch's meta
+  // kernel takes in int32 and refuses in uint8): a uint8 one is read as
+  // int64, another dtype fails with the CPU's message. -1: none.
+  int long_or_byte_target_arg = -1;
   // A 4-d (unbatched) input is pooled as its batch of one, as the CPU
   // kernel does: where that batch is channels_last_3d contiguous, so are
   // the returns (the meta kernel makes them contiguous).
