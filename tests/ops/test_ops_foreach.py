@@ -184,6 +184,24 @@ def test_pow_scalar_and_tensor():
 # ------------------------------------------------------------------ ternary
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("weight", ["List", "Scalar", "ScalarList"])
+def test_lerp_of_integers_refused_like_cpu(dtype, weight):
+    # the CPU's lerp of each tensor: NotImplementedError, its kernel named
+    # by the weight's kind; nothing is written
+    for device in ("cpu", DEV):
+        xs = [torch.ones(3, dtype=dtype, device=device) for _ in range(2)]
+        ends = [torch.zeros(3, dtype=dtype, device=device) for _ in range(2)]
+        w = {"List": [torch.ones(3, dtype=dtype, device=device)] * 2, "Scalar": 0.5,
+             "ScalarList": [0.5, 0.25]}[weight]
+        for f in (torch._foreach_lerp, torch._foreach_lerp_):
+            with pytest.raises(NotImplementedError) as e:
+                f(xs, ends, w)
+            kernel = "lerp_kernel_tensor" if weight == "List" else "lerp_kernel_scalar"
+            assert f'"{kernel}" not implemented' in str(e.value)
+        assert all(bool((x == 1).all()) for x in xs)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("inplace", [False, True])
 def test_lerp(inplace, dtype):

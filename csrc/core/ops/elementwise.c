@@ -7,6 +7,7 @@
  * elementwise.h shared with unary.c and activation.c. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "complex.h"
 #include "elementwise.h"
@@ -726,7 +727,10 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
   /* lerp does not promote: the weight Scalar must not make an integer
    * self look floating */
   ttpu_dtype dt = ttpu_l_out_type(L, 0).dtype;
-  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, "lerp_kernel_scalar")) return NULL;
+  /* the CPU's kernel for a weight tensor and the one for a Scalar */
+  const char* kernel = strstr(ttpu_op_name(ttpu_l_call(L)->op), ".Tensor")
+                           ? "lerp_kernel_tensor" : "lerp_kernel_scalar";
+  if (!ttpu_ew_accepts(L, dt, TTPU_EW_FLOAT, kernel)) return NULL;
   ttpu_dtype md = ttpu_ew_opmath(dt);
   ttpu_val s = ttpu_ew_in(L, 0, md), e = ttpu_ew_in(L, 1, md);
   ttpu_val w = ttpu_ew_in(L, 2, md);

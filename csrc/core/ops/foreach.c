@@ -290,10 +290,13 @@ static ttpu_status* lower_pow_scalar_and_tensor(ttpu_lower* L) {
 /* ------------------------------------------------------------ ternary */
 
 /* _foreach_lerp[_].{List,Scalar,ScalarList}(self, end, weight): CPU's
- * two-sided formula, exact at both ends. */
+ * two-sided formula, exact at both ends. Integer and Boolean lists fail
+ * as the CPU's lerp of each tensor does (its kernel named by the
+ * weight's kind). */
 static ttpu_status* lower_lerp(ttpu_lower* L) {
   int n = ttpu_l_count(L, 0);
   ttpu_hlo* b = ttpu_l_hlo(L);
+  int tensor_weights = ttpu_l_kind(L, 2) == TTPU_ARG_TENSORS;
   for (int k = 0; k < n; ++k) {
     if (empty_element(L, k)) continue;
     rtstate st = rt_init();
@@ -301,6 +304,12 @@ static ttpu_status* lower_lerp(ttpu_lower* L) {
     rt_tensor(&st, ttpu_l_tensor_desc(L, 1, k));
     ttpu_dtype wt = opmath(rt_result(&st));
     ttpu_type ot = ttpu_l_out_type(L, k);
+    if (!ttpu_dtype_is_float(ot.dtype) && !ttpu_dtype_is_complex(ot.dtype)) {
+      ttpu_hlo_fail(b, TTPU_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
+                    tensor_weights ? "lerp_kernel_tensor" : "lerp_kernel_scalar",
+                    ttpu_dtype_torch_title(ot.dtype));
+      return NULL;
+    }
     ttpu_val x = arg_val(L, 0, k, wt, &ot);
     ttpu_val end = arg_val(L, 1, k, wt, &ot);
     ttpu_val w = arg_val(L, 2, k, wt, &ot);
