@@ -261,3 +261,39 @@ def test_amax_amin_out():
     x = rand(*SHAPE)
     check(lambda t: torch.amax(t, 1, out=torch.empty(3, 5, device=t.device)), x)
     check(lambda t: torch.amin(t, (0, 2), keepdim=True, out=torch.empty(1, 4, 1, device=t.device)), x)
+
+
+@pytest.mark.parametrize("warn_only", [False, True])
+def test_median_and_mode_raise_no_cuda_determinism_alert(warn_only):
+    # PyTorch's meta kernels alert for CUDA only; the CPU and tpu do not
+    x = rand(10, seed=3)
+    was, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    try:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for fn in (lambda t: torch.median(t, 0), lambda t: torch.nanmedian(t, 0), lambda t: torch.mode(t, 0),
+                       lambda t: torch.histc(t, bins=4)):
+                check(fn, x, noncontig=False)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled() == warn_only
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+
+
+def test_put_without_accumulate_raises_the_cpus_determinism_alert():
+    was, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for device in ("cpu", DEV):
+            a = torch.zeros(4, device=device)
+            idx = torch.tensor([0, 0], device=device)
+            src = torch.tensor([1.0, 2.0], device=device)
+            for fn in (lambda: a.put_(idx, src), lambda: torch.put(a, idx, src)):
+                with pytest.raises(RuntimeError, match="put_ does not have a deterministic implementation"):
+                    fn()
+            a.put_(idx, src, accumulate=True)  # deterministic: no alert
+            assert a.cpu().tolist() == [3.0, 0.0, 0.0, 0.0]
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)

@@ -173,6 +173,14 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
     }
   }
 
+  // The CPU's nondeterminism alert, before its checks (op_hooks.h).
+  if (info.hooks->deterministic_when_arg >= 0 && at::globalContext().deterministicAlgorithms()) {
+    const c10::IValue& flag = args[static_cast<size_t>(info.hooks->deterministic_when_arg)];
+    if (!(flag.isBool() && flag.toBool())) {
+      at::globalContext().alertNotDeterministic(info.hooks->nondeterministic_name);
+    }
+  }
+
   // Devices: every tensor on one tpu device (CPU scalars exempt).
   DeviceCheck devices;
   std::optional<c10::DeviceIndex> requested_device;

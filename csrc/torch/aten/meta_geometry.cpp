@@ -252,6 +252,43 @@ std::optional<std::string> foreign_python_error(PyObject* type,
   return message;
 }
 
+// PyTorch's Python meta kernels take a meta tensor for a CUDA one
+// (torch._meta_registrations.device_hint), and some raise CUDA's own
+// nondeterminism alerts under torch.use_deterministic_algorithms (median
+// and mode with indices, histc of floats: OpHooks::cuda_only_alert);
+// tpu's programs for them are deterministic, as the CPU's kernels that
+// raise none, so the alerts are off while those meta kernels run (alerts
+// that every device raises, max_unpool's or put_'s, stay). The mutex keeps
+// two threads from restoring each other's setting.
+class NoCudaDeterminismAlerts {
+ public:
+  NoCudaDeterminismAlerts() {
+    at::Context& ctx = at::globalContext();
+    if (!ctx.deterministicAlgorithms()) {
+      return;
+    }
+    static std::mutex mutex;
+    lock_ = std::unique_lock<std::mutex>(mutex);
+    if (ctx.deterministicAlgorithms()) {
+      warn_only_ = ctx.deterministicAlgorithmsWarnOnly();
+      ctx.setDeterministicAlgorithms(false, false);
+      restore_ = true;
+    }
+  }
+  NoCudaDeterminismAlerts(const NoCudaDeterminismAlerts&) = delete;
+  NoCudaDeterminismAlerts& operator=(const NoCudaDeterminismAlerts&) = delete;
+  ~NoCudaDeterminismAlerts() {
+    if (restore_) {
+      at::globalContext().setDeterministicAlgorithms(true, warn_only_);
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  bool warn_only_ = false;
+  bool restore_ = false;
+};
+
 // The op's meta kernel on `stack` (meta copies of the arguments): ours
 // from the meta-shape registry when PyTorch ships none, else the
 // dispatcher's.
@@ -259,6 +296,10 @@ void call_meta_kernel(const OpInfo& info, const c10::OperatorHandle& op,
                       torch::jit::Stack* stack) {
   std::optional<std::string> translated;
   try {
+    std::optional<NoCudaDeterminismAlerts> no_cuda_alerts;
+    if (info.hooks->cuda_only_alert) {
+      no_cuda_alerts.emplace();
+    }
     if (info.meta_shape != nullptr) {
       info.meta_shape->callBoxed(
           op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);

@@ -49,6 +49,14 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["linspace.out"].out_keeps_numel_geometry = true;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;
+  for (const char* name : {"put", "put_"}) {
+    hooks[name].deterministic_when_arg = 3;  // accumulate
+    hooks[name].nondeterministic_name = "put_";
+  }
+  for (const char* name : {"median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values",
+                           "mode", "mode.values", "histc", "histc.out"}) {
+    hooks[name].cuda_only_alert = true;
+  }
   for (const char* name : {"nll_loss_forward", "nll_loss_forward.output"}) {
     hooks[name].long_or_byte_target_arg = 1;
   }

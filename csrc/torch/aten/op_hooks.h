@@ -35,6 +35,17 @@ struct OpHooks {
   // The argument whose uint8 index tensors (masks) draw the CPU's
   // deprecation warning, or -1.
   int byte_mask_arg = -1;
+  // The op is nondeterministic unless its Boolean argument at this index
+  // is true (put_ without accumulate: which of several writes to one
+  // element lands is undefined): it raises the CPU's alert, named
+  // nondeterministic_name, under torch.use_deterministic_algorithms. -1:
+  // none.
+  int deterministic_when_arg = -1;
+  const char* nondeterministic_name = nullptr;
+  // PyTorch's meta kernel raises a nondeterminism alert meant for CUDA
+  // (median/mode with indices, histc): the meta kernel runs with the
+  // alerts off (meta_geometry.cpp).
+  bool cuda_only_alert = false;
   // A class-index argument the CPU kernel takes as int64 or uint8 and
   // refuses in other dtypes (nll_loss's target, which PyTorch's meta
   // kernel takes in int32 and refuses in uint8): a uint8 one is read as
