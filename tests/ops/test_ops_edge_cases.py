@@ -181,6 +181,35 @@ def test_deterministic_fill_of_new_memory(dtype):
     assert torch.empty(3, device="tpu").dtype == torch.float32
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint64])
+def test_deterministic_fill_of_new_memory_largest_values(dtype):
+    # uint64's fill is its largest value, a Scalar beyond int64's range
+    def fresh(d):
+        with deterministic():
+            return torch.empty(4, dtype=dtype, device=d)
+
+    torch.testing.assert_close(fresh("tpu").cpu(), fresh("cpu"), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.uint64,
+                                   torch.float16, torch.float32, torch.bool, torch.complex64])
+@pytest.mark.parametrize("value", [1000, -1, 2**31, 2**63 - 1, 2**64 - 1, 1e39, 1e6, 1 + 2j, float("inf")])
+def test_fills_convert_their_scalar_like_cpu(dtype, value):
+    # the CPU's checked conversion: an overflow (or an imaginary part for a
+    # real dtype) fails, uint8 wraps -1. Left out: Boolean tensors with a
+    # value beyond int64 or a complex one (the CPU takes any nonzero as
+    # True), and masked_fill/index_fill of uint64, which the CPU lacks.
+    if dtype == torch.bool and (value == 2**64 - 1 or isinstance(value, complex)):
+        return
+    same_outcome(lambda d: torch.zeros(3, dtype=dtype, device=d).fill_(value))
+    if dtype == torch.uint64:
+        return
+    same_outcome(lambda d: torch.zeros(3, dtype=dtype, device=d).masked_fill(
+        torch.tensor([True, False, True], device=d), value))
+    same_outcome(lambda d: torch.zeros(3, dtype=dtype, device=d).index_fill(
+        0, torch.tensor([1], device=d), value))
+
+
 @pytest.mark.parametrize("dtype", [torch.bool, torch.int16, torch.float32])
 def test_xlog1py_keeps_nan(dtype):
     y = torch.tensor([-1.0, 0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan"), -2.0])

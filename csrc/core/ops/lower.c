@@ -329,7 +329,10 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
         }
         if (ttpu_dtype_is_float(g->scalar_dtype))
           return ttpu_hlo_convert(L->b, ttpu_hlo_const_f(L->b, TTPU_F64, g->f), dt);
-        return ttpu_hlo_convert(L->b, ttpu_hlo_const_i(L->b, TTPU_I64, g->i), dt);
+        ttpu_val v = ttpu_hlo_const_i(L->b, TTPU_I64, g->i);
+        /* a uint64 value beyond int64's: its bits, read as unsigned */
+        if (g->scalar_dtype == TTPU_U64) v = ttpu_hlo_convert(L->b, v, TTPU_U64);
+        return ttpu_hlo_convert(L->b, v, dt);
       }
       if (ttpu_dtype_is_complex(g->scalar_dtype)) { /* (re, im) in the pack */
         int at = arg_scalar[arg];
@@ -342,6 +345,8 @@ ttpu_val ttpu_l_scalar_at(ttpu_lower* L, int arg, int k, ttpu_dtype dt) {
       }
       if (ttpu_dtype_is_float(g->scalar_dtype))
         return pack_element(L, L->su.fpack, f_index(L, arg_scalar[arg]), dt);
+      if (g->scalar_dtype == TTPU_U64)
+        return ttpu_hlo_convert(L->b, pack_element(L, L->su.ipack, i_index(L, arg_scalar[arg]), TTPU_U64), dt);
       return pack_element(L, L->su.ipack, i_index(L, arg_scalar[arg]), dt);
     case TTPU_ARG_SCALARS:
       if (k < 0 || k >= g->n)

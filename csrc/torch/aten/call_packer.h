@@ -81,6 +81,12 @@ class CallPacker {
     } else if (scalar.isBoolean()) {
       arg.i = scalar.toBool() ? 1 : 0;
       arg.f = static_cast<double>(arg.i);
+    } else if (scalar.type() == c10::ScalarType::UInt64) {
+      // beyond int64 (uint64's largest values): its bits, marked unsigned
+      const uint64_t value = scalar.toUInt64();
+      arg.i = static_cast<int64_t>(value);
+      arg.f = static_cast<double>(value);
+      dtype = TTPU_U64;
     } else {
       arg.i = scalar.toLong();
       arg.f = static_cast<double>(arg.i);

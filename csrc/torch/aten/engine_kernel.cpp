@@ -16,6 +16,7 @@
 #include "runtime/generator.h"
 #include "runtime/runtime.h"
 
+#include <ATen/Dispatch_v2.h>
 #include <ATen/core/List.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -245,6 +246,18 @@ void run_engine_op_with(const OpInfo& info, const c10::OperatorHandle& op,
       meta_geometry(op, info, args);
   if (!geometry->warning.empty()) {
     TORCH_WARN(geometry->warning);
+  }
+  if (info.hooks->scalar_fits_self_arg >= 0 && args[0].isTensor()) {
+    const c10::IValue& value = args[static_cast<size_t>(info.hooks->scalar_fits_self_arg)];
+    // (a uint64 beyond int64's range is no isScalar() IValue)
+    if (!value.isTensor() && !value.isNone()) {
+      const c10::Scalar scalar = value.toScalar();
+      AT_DISPATCH_V2(args[0].toTensor().scalar_type(), "scalar_fits_self",
+                     AT_WRAP([&] { (void)scalar.to<scalar_t>(); }),
+                     AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool,
+                     at::kComplexHalf, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES),
+                     AT_EXPAND(AT_FLOAT8_TYPES));
+    }
   }
   if (target != nullptr) {
     TORCH_CHECK(target->scalar_type() == at::kLong,

@@ -49,6 +49,13 @@ std::unordered_map<std::string, OpHooks> make_hooks() {
   hooks["linspace.out"].out_keeps_numel_geometry = true;
   hooks["logspace.out"].out_keeps_numel_geometry = true;
   hooks["_index_put_impl_"].byte_mask_arg = 1;
+  hooks["fill_.Scalar"].scalar_fits_self_arg = 1;
+  for (const char* name : {"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out"}) {
+    hooks[name].scalar_fits_self_arg = 2;
+  }
+  for (const char* name : {"index_fill.int_Scalar", "index_fill_.int_Scalar"}) {
+    hooks[name].scalar_fits_self_arg = 3;
+  }
   for (const char* name : {"put", "put_"}) {
     hooks[name].deterministic_when_arg = 3;  // accumulate
     hooks[name].nondeterministic_name = "put_";

@@ -42,6 +42,10 @@ struct OpHooks {
   // none.
   int deterministic_when_arg = -1;
   const char* nondeterministic_name = nullptr;
+  // A Scalar argument the CPU kernel converts to self's dtype with its
+  // checked conversion (fill_, masked_fill, index_fill): a value that
+  // overflows that dtype fails with the CPU's message. -1: none.
+  int scalar_fits_self_arg = -1;
   // PyTorch's meta kernel raises a nondeterminism alert meant for CUDA
   // (median/mode with indices, histc): the meta kernel runs with the
   // alerts off (meta_geometry.cpp).
