@@ -379,7 +379,75 @@ void einsum_kernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) 
   torch::jit::push(*stack, std::move(result));
 }
 
+// Whether every tensor argument on the stack's last n values is a plain
+// tpu tensor (no subclass or tracing mode: no Python key), and there is one.
+bool plain_tpu_arguments(const torch::jit::Stack& stack, size_t n) {
+  bool any = false;
+  auto plain = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      return true;
+    }
+    any = true;
+    return t.device().type() == c10::DeviceType::PrivateUse1 &&
+           !t.key_set().has(c10::DispatchKey::Python);
+  };
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& value = stack[i];
+    if (value.isTensor()) {
+      if (!plain(value.toTensor())) {
+        return false;
+      }
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorVector()) {
+        if (!plain(t)) {
+          return false;
+        }
+      }
+    }
+  }
+  return any;
+}
+
+// A CompositeImplicitAutograd op whose decomposition runs several
+// programs (scaled_dot_product_attention's math form: nine in strict mode):
+// its composite kernel, with autograd and autocast through the ops it runs
+// as always, those ops grouped into one program in strict mode.
+void grouped_composite_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  if (plain_tpu_arguments(*stack, n)) {
+    StrictGroup group(op.schema().name().c_str());
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    group.end();
+    return;
+  }
+  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+}
+
 }  // namespace
+
+std::vector<std::string> register_grouped_composites() {
+  // Kept for the life of the process: dropping them would deregister.
+  static auto* backend = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                            __FILE__, __LINE__);
+  static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
+                                             c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  std::vector<std::string> registered;
+  for (const char* name : {"scaled_dot_product_attention", "cosine_similarity", "pairwise_distance",
+                           "cosine_embedding_loss", "triplet_margin_loss", "margin_ranking_loss",
+                           "kl_div", "cross_entropy_loss"}) {
+    const std::optional<c10::OperatorHandle> handle =
+        c10::Dispatcher::singleton().findSchema({std::string("aten::") + name, ""});
+    // a composite only, and one that has no tpu kernel of its own
+    if (!handle || !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    backend->impl(name, torch::CppFunction::makeFromBoxedFunction<&grouped_composite_kernel>());
+    autograd->impl(name, torch::CppFunction::makeFromBoxedFunction<&grouped_composite_kernel>());
+    registered.emplace_back(name);
+  }
+  return registered;
+}
 
 // einsum is CompositeImplicitAutograd: a kernel for tpu's autograd key runs
 // it with autograd (einsum_kernel's composite form records the gradients

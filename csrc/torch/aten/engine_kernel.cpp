@@ -494,6 +494,9 @@ const KernelRegistration& register_engine_kernels() {
     for (std::string& name : register_out_forms()) {
       result.registered.push_back(std::move(name));
     }
+    for (std::string& name : register_grouped_composites()) {
+      result.registered.push_back(std::move(name));
+    }
     return result;
   }();
   return registration;

@@ -40,6 +40,12 @@ const KernelRegistration& register_engine_kernels();
 // names. Called once, by register_engine_kernels, after the engine ops.
 std::vector<std::string> register_out_forms();
 
+// Registers, for tpu's backend and autograd keys, a kernel that runs a
+// CompositeImplicitAutograd op's decomposition as one program in strict
+// mode (composite_kernels.cpp), for the ops whose decomposition runs
+// several; returns their names. Called once, by register_engine_kernels.
+std::vector<std::string> register_grouped_composites();
+
 // The overload name of an out= overload's functional counterpart by ATen's
 // naming ("out"/"values" -> "", "dim_max"/"dim_min" -> "dim", "<ov>_out"
 // and "<ov>_values" -> "<ov>"), "-" when the name gives none.

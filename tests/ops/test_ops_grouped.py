@@ -1,9 +1,11 @@
-"""einsum on tpu against the CPU.
+"""einsum and other composite ops on tpu against the CPU.
 
 einsum stays PyTorch's composite form (parsing, broadcasting, diagonals,
-the contraction order of `path`, autograd and autocast through the ops it
-runs); in strict mode the ops of one call run as one program, where each
-of its permutes, products and sums was a program per shape."""
+autograd and autocast through the ops it runs) in tpu's contraction order;
+in strict mode the ops of one call run as one program, where each of its
+permutes, products and sums was a program per shape. Other composites whose
+decomposition runs several programs (scaled_dot_product_attention, losses,
+distances) are grouped the same way."""
 import pytest
 import torch
 import torch.backends.opt_einsum as opt_einsum
@@ -128,3 +130,48 @@ def test_compiled_and_autocast():
     with torch.autocast("tpu", dtype=torch.bfloat16):
         r = torch.einsum("bij,bjk->bik", a.to(DEV), b.to(DEV))
     assert r.dtype == torch.bfloat16  # the product inside was autocast, as on the CPU
+
+
+# ------------------------------------------------------------------ other composites
+# CompositeImplicitAutograd ops whose decomposition runs several programs
+# are grouped the same way in strict mode (register_grouped_composites).
+
+F = torch.nn.functional
+GROUPED = [
+    ("scaled_dot_product_attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+     [(2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)]),
+    ("causal sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     [(1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 4)]),
+    ("cosine_similarity", lambda a, b: F.cosine_similarity(a, b, dim=1), [(4, 6), (4, 6)]),
+    ("pairwise_distance", lambda a, b: F.pairwise_distance(a, b), [(4, 6), (4, 6)]),
+    ("triplet_margin_loss", lambda a, b, c: F.triplet_margin_loss(a, b, c), [(4, 6), (4, 6), (4, 6)]),
+    ("kl_div", lambda a, b: F.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean"), [(4, 6), (4, 6)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", GROUPED, ids=[g[0] for g in GROUPED])
+def test_grouped_composites_like_cpu(name, fn, shapes):
+    check_fb(fn, *operands(shapes), noncontig=True)
+
+
+def test_grouped_composites_one_program():
+    q, k, v = (t.to(DEV) for t in operands([(2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)], grad=False))
+    t = torch.randint(0, 6, (4,)).to(DEV)
+    x = rand(4, 6, seed=9).to(DEV)
+    for fn in (lambda: F.scaled_dot_product_attention(q, k, v), lambda: F.cross_entropy(x, t),
+               lambda: F.pairwise_distance(x, x + 1)):
+        fn()
+        torch.tpu.synchronize()
+        before = debug.metrics()["executions"]
+        fn()
+        torch.tpu.synchronize()
+        # pairwise_distance's `x + 1` is its own program
+        assert debug.metrics()["executions"] - before <= 2
+    by_op = torch.ops.aten.scaled_dot_product_attention.default.decompose
+    by_op(q, k, v)
+    torch.tpu.synchronize()
+    before = debug.metrics()["executions"]
+    by_op(q, k, v)
+    torch.tpu.synchronize()
+    assert debug.metrics()["executions"] - before >= 5  # its math form op by op
+    assert torchtpu.get_eager_mode() == "strict"
