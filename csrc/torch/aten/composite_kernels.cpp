@@ -190,6 +190,35 @@ class StrictGroup {
   int grouped_ = 0;
 };
 
+// Whether every tensor argument on the stack's last n values is a plain
+// tpu tensor (no subclass or tracing mode: no Python key), and there is one.
+bool plain_tpu_arguments(const torch::jit::Stack& stack, size_t n) {
+  bool any = false;
+  auto plain = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      return true;
+    }
+    any = true;
+    return t.device().type() == c10::DeviceType::PrivateUse1 &&
+           !t.key_set().has(c10::DispatchKey::Python);
+  };
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& value = stack[i];
+    if (value.isTensor()) {
+      if (!plain(value.toTensor())) {
+        return false;
+      }
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorVector()) {
+        if (!plain(t)) {
+          return false;
+        }
+      }
+    }
+  }
+  return any;
+}
+
 // einsum's labels: A-Z as 0-25, a-z as 26-51, the dims an ellipsis
 // stands for (aligned from the right over every operand) from 52 on.
 constexpr int kEllipsisLabel = 52;
@@ -362,13 +391,8 @@ void einsum_kernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) 
   }
   const at::OptionalIntArrayRef path_ref =
       path ? at::OptionalIntArrayRef(*path) : at::OptionalIntArrayRef(std::nullopt);
-  bool plain = !tensors.empty();
-  for (const at::Tensor& t : tensors) {
-    plain = plain && t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 &&
-            !t.key_set().has(c10::DispatchKey::Python);
-  }
   at::Tensor result;
-  if (plain) {
+  if (plain_tpu_arguments(*stack, 3)) {
     StrictGroup group("einsum");
     result = at::native::einsum(equation, tensors, path_ref);
     group.end();
@@ -377,35 +401,6 @@ void einsum_kernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) 
   }
   torch::jit::drop(*stack, 3);
   torch::jit::push(*stack, std::move(result));
-}
-
-// Whether every tensor argument on the stack's last n values is a plain
-// tpu tensor (no subclass or tracing mode: no Python key), and there is one.
-bool plain_tpu_arguments(const torch::jit::Stack& stack, size_t n) {
-  bool any = false;
-  auto plain = [&](const at::Tensor& t) {
-    if (!t.defined()) {
-      return true;
-    }
-    any = true;
-    return t.device().type() == c10::DeviceType::PrivateUse1 &&
-           !t.key_set().has(c10::DispatchKey::Python);
-  };
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::IValue& value = stack[i];
-    if (value.isTensor()) {
-      if (!plain(value.toTensor())) {
-        return false;
-      }
-    } else if (value.isTensorList()) {
-      for (const at::Tensor& t : value.toTensorVector()) {
-        if (!plain(t)) {
-          return false;
-        }
-      }
-    }
-  }
-  return any;
 }
 
 // A CompositeImplicitAutograd op whose decomposition runs several
