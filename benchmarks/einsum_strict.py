@@ -11,6 +11,7 @@ both are compiled (a host read at the end of each timed block), median of
 five alternating blocks.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -48,7 +49,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
     args = ap.parse_args()
-    import os
     print(f"strict mode, load average {os.getloadavg()[0]:.2f}")
     print("| equation | programs per call: one program / op by op | us per call: one program / op by op |")
     print("|---|---|---|")

@@ -9,6 +9,7 @@ distances) are grouped the same way."""
 import pytest
 import torch
 import torch.backends.opt_einsum as opt_einsum
+import torch.nn.functional as F
 
 import torchtpu
 import torchtpu.debug as debug
@@ -118,6 +119,23 @@ def test_errors_like_cpu_and_mode_restored():
     assert torch.einsum("ij->", t).item() == 4.0  # the runtime still runs
 
 
+def test_empty_and_special_values_like_cpu():
+    nan, inf = float("nan"), float("inf")
+    cases = [
+        ("ij,jk->ik", [torch.ones(0, 3), torch.ones(3, 4)]),
+        ("ij,jk->ik", [torch.ones(2, 0), torch.ones(0, 4)]),  # an empty contraction: zeros
+        ("ij,jk,kl->il", [torch.ones(2, 0), torch.ones(0, 4), torch.ones(4, 2)]),
+        ("ij,jk,k->i", [torch.tensor([[nan, 1.0], [2.0, 3.0]]), torch.ones(2, 3), torch.tensor([1.0, inf, 0.0])]),
+    ]
+    for eq, ts in cases:
+        assert_close(torch.einsum(eq, *(t.to(DEV) for t in ts)), torch.einsum(eq, *ts))
+    q = torch.ones(0, 2, 3, 4)
+    assert_close(F.scaled_dot_product_attention(q.to(DEV), q.to(DEV), q.to(DEV)),
+                 F.scaled_dot_product_attention(q, q, q))
+    x, t = torch.tensor([[nan, 1.0], [0.0, 1.0]]), torch.tensor([0, 1])
+    assert_close(F.cross_entropy(x.to(DEV), t.to(DEV)), F.cross_entropy(x, t))
+
+
 def test_mixed_devices_refused_like_cuda():
     with pytest.raises(RuntimeError):
         torch.einsum("ij,jk->ik", torch.ones(2, 3, device=DEV), torch.ones(3, 4)).cpu()
@@ -136,7 +154,6 @@ def test_compiled_and_autocast():
 # CompositeImplicitAutograd ops whose decomposition runs several programs
 # are grouped the same way in strict mode (register_grouped_composites).
 
-F = torch.nn.functional
 GROUPED = [
     ("scaled_dot_product_attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
      [(2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)]),
