@@ -154,6 +154,69 @@ static void test_evict_while_running(ttpu_test_ctx* t) {
   ttpu_runtime_destroy(rt);
 }
 
+/* Versions replaced, and storages released, while executions that read
+ * them are still queued (large matmuls, so the queue is long): the old
+ * buffers are destroyed once those executions finish, the host does not
+ * wait for them, and every result is right. */
+static void test_drop_while_running(ttpu_test_ctx* t) {
+  ttpu_runtime* rt = ttpu_test_runtime(t, 1);
+  if (!rt) return;
+  enum { N = 256, STEPS = 6 };
+  float* v = malloc(sizeof(float) * N * N);
+  float* r = malloc(sizeof(float) * N * N);
+  if (!v || !r) {
+    free(v);
+    free(r);
+    TTPU_CHECK(t, 0);
+    ttpu_runtime_destroy(rt);
+    return;
+  }
+  for (int i = 0; i < N * N; ++i) v[i] = (float)(i % 7) / 8.0f;
+  int64_t dims[2] = {N, N}, st[2] = {N, 1};
+  ttpu_buffer* x = ttpu_test_upload_f32(t, rt, v, (int64_t)N * N);
+  ttpu_buffer* acc = ttpu_test_upload_f32(t, rt, v, (int64_t)N * N);
+  if (!x || !acc) goto out;
+  ttpu_stats s;
+  ttpu_runtime_stats(rt, -1, &s);
+  int64_t live = s.live_buffers;
+  for (int k = 0; k < STEPS; ++k) {
+    /* a temporary read by the matmul, released at once */
+    ttpu_buffer* tmp = NULL;
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, sizeof(float) * N * N, &tmp));
+    if (!tmp) break;
+    ttpu_tensor tx = {x, TTPU_F32, 2, dims, st, 0};
+    ttpu_tensor tt = {tmp, TTPU_F32, 2, dims, st, 0};
+    ttpu_tensor ta = {acc, TTPU_F32, 2, dims, st, 0};
+    TTPU_CHECK_OK(t, ttpu_test_add(rt, &tx, &tx, &tt, 1.0));
+    ttpu_buffer* prod = NULL;
+    TTPU_CHECK_OK(t, ttpu_buffer_create(rt, 0, sizeof(float) * N * N, &prod));
+    if (!prod) {
+      ttpu_buffer_release(tmp);
+      break;
+    }
+    ttpu_tensor tp = {prod, TTPU_F32, 2, dims, st, 0};
+    TTPU_CHECK_OK(t, ttpu_test_binary(rt, "mm", &tt, &tx, &tp, NULL));
+    ttpu_buffer_release(tmp);
+    /* acc's version replaced while the matmul above may still run */
+    TTPU_CHECK_OK(t, ttpu_test_add(rt, &ta, &tp, &ta, 0.0));
+    ttpu_buffer_release(prod);
+  }
+  /* acc = x + 0 * products: x again, read through every replaced version */
+  TTPU_CHECK_OK(t, ttpu_buffer_download(acc, r, sizeof(float) * N * N));
+  int same = 1;
+  for (int i = 0; i < N * N; ++i) same &= r[i] == v[i];
+  TTPU_CHECK(t, same);
+  TTPU_CHECK_OK(t, ttpu_runtime_synchronize(rt, -1));
+  ttpu_runtime_stats(rt, -1, &s);
+  TTPU_CHECK(t, s.live_buffers == live);
+out:
+  ttpu_buffer_release(x);
+  ttpu_buffer_release(acc);
+  free(v);
+  free(r);
+  ttpu_runtime_destroy(rt);
+}
+
 /* The byte the child wrote to fd within `seconds` (-1: none); then reaps
  * the child, killing it if it lingers. The verdict travels through a pipe,
  * not the exit status: a memory checker running the child may replace that
@@ -284,6 +347,7 @@ static const ttpu_test kTests[] = {
     {"cache_lru", test_cache_lru},
     {"program_cache_bound", test_program_cache_bound},
     {"evict_while_running", test_evict_while_running},
+    {"drop_while_running", test_drop_while_running},
     {"fork_child_refuses", test_fork_child_refuses},
     {"injected_plugin_faults", test_injected_plugin_faults},
     {NULL, NULL},

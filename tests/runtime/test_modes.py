@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchtpu
+import torchtpu.debug
 from torchtpu.demo import GPT, batches, load_text
 
 from _proc import ROOT
@@ -153,6 +154,62 @@ def test_fused_data_dependent_error_at_host_read():
             y.cpu()
         # the process and the mode stay usable
         assert (x[:2] * 0).sum().item() == 0
+
+
+def test_fused_check_of_a_flushed_window_at_next_wait():
+    """A window that ends without the host waiting (here an explicit
+    flush; a pass, a layer or the op limit alike) leaves its checks to the
+    next point where the host waits: the flush and the ops after it return
+    at once, and the error is raised once, by the next read or
+    synchronize, whatever it reads."""
+    x = torch.randn(5, 3, device="tpu")
+    other = torch.arange(4.0, device="tpu")
+    idx = torch.tensor([0, 7], device="tpu")
+    with torchtpu.set_eager_mode("fused"):
+        y = x.index_select(0, idx)
+        torchtpu.flush()
+        z = y * 2  # recorded; nothing raised yet
+        with pytest.raises(IndexError, match="out of range"):
+            other.cpu()
+        # raised once: the next reads are clean
+        assert other.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+        del z
+        y = x.index_select(0, idx)
+        torchtpu.flush()
+        with pytest.raises(IndexError, match="out of range"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+        # a good index after a bad one: nothing left to raise
+        y = x.index_select(0, torch.tensor([4], device="tpu"))
+        torchtpu.flush()
+        torch.tpu.synchronize()
+        assert torch.equal(y.cpu(), x.cpu()[4:5])
+
+
+def test_fused_check_at_a_pass_cut_raised_by_the_read():
+    """A training step whose forward window ends at the backward pass: the
+    window's target check (cross-entropy's) does not make the backward
+    wait for the forward, and a bad target is raised by the loss's read,
+    not by an op of the backward."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1024, 2048).to("tpu")
+    x = torch.randn(4096, 1024, device="tpu")
+    good = torch.randint(0, 2048, (4096,)).to("tpu")
+    bad = good.clone()
+    bad[5] = 5000
+    with torchtpu.set_eager_mode("fused"):
+        for target, ok in ((good, True), (bad, False), (good, True)):
+            ends = torchtpu.debug.metrics()["fused_window_ends"]["autograd_pass"]
+            loss = torch.nn.functional.cross_entropy(model(x), target)
+            loss.backward()  # never raises: the check waits for a read
+            model.zero_grad()
+            # the forward window ended at the pass (it writes 64 MiB)
+            assert torchtpu.debug.metrics()["fused_window_ends"]["autograd_pass"] > ends
+            if ok:
+                loss.item()
+            else:
+                with pytest.raises(IndexError, match="out of bounds|out of range"):
+                    loss.item()
 
 
 def _loop(model, opt, batches_, read_every_step):

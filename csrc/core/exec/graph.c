@@ -40,8 +40,8 @@ int ttpu_graph_replay_op_count(const ttpu_graph_replay* g) {
 void ttpu_graph_replay_free_locked(ttpu_runtime* rt, ttpu_graph_replay* g) {
   if (!g) return;
   if (g->e) g->e->pins--;
-  if (g->fbuf) ttpu_pjrt_buffer_destroy(rt->client, g->fbuf);
-  if (g->ibuf) ttpu_pjrt_buffer_destroy(rt->client, g->ibuf);
+  ttpu_rt_drop_pjrt(rt, g->fbuf);
+  ttpu_rt_drop_pjrt(rt, g->ibuf);
   free(g->key);
   free(g->st);
   free(g);
@@ -178,8 +178,8 @@ ttpu_graph_replay* ttpu_graph_capture(ttpu_runtime* rt, const ttpu_window* w,
   if (r) r->st = calloc((size_t)n_st + 1, sizeof(*r->st));
   if (r && !e) r->key = malloc(n_key * sizeof(int64_t) + 1);
   if (!r || !r->st || (!e && !r->key)) {
-    if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-    if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+    ttpu_rt_drop_pjrt(rt, fbuf);
+    ttpu_rt_drop_pjrt(rt, ibuf);
     if (r) free(r->st);
     if (r) free(r->key);
     free(r);

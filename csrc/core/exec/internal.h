@@ -58,6 +58,17 @@ void ttpu_rt_account(ttpu_runtime* rt, int device, int64_t delta_bytes,
  * cache evicts it meanwhile. Call once per event of one launch. */
 void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
                          ttpu_pjrt_event* ev);
+/* Destroys a device buffer nothing refers to any more once every execution
+ * enqueued so far has finished (under rt->mu; pb may be NULL). Destroying
+ * it at once would wait there for the executions that read it (the XLA
+ * CPU plugin's buffer destroy does), and the host would stop issuing
+ * work for as long as the device runs it. */
+void ttpu_rt_drop_pjrt(ttpu_runtime* rt, ttpu_pjrt_buffer* pb);
+/* Reads the data-dependent checks kept by windows that ended without the
+ * host waiting, waiting for their programs: the first that fired, or
+ * NULL (under rt->mu). Every point where the host waits for the device
+ * calls it, so such an error is raised there. */
+ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt);
 
 /* The runtime's parts collectives use: the program context it embeds
  * (what prog/ is called with), and the pieces below. */

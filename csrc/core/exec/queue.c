@@ -98,7 +98,7 @@ static ttpu_status* pack_buffer(ttpu_runtime* rt, int dev, const void* data,
   ttpu_status* s = ttpu_pjrt_buffer_from_host(rt->client, dev, data, dtype,
                                               &dims, 1, &pb);
   if (s) return s;
-  if (oldest->pb) ttpu_pjrt_buffer_destroy(rt->client, oldest->pb);
+  ttpu_rt_drop_pjrt(rt, oldest->pb);
   oldest->pb = pb;
   oldest->dtype = dtype;
   oldest->n = n;
@@ -156,8 +156,8 @@ static ttpu_status* launch(ttpu_runtime* rt, const launch_args* a,
   ttpu_rt_add_pending(rt, dev, e, done_event);
   s = ttpu_prog_take_results(&rt->prog, dev, e, outs, buffer_of, ctx, a->pads);
 done:
-  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  ttpu_rt_drop_pjrt(rt, fbuf);
+  ttpu_rt_drop_pjrt(rt, ibuf);
   if (outs != stack_outs) free(outs);
   return s;
 }

@@ -13,6 +13,7 @@
 #include "ttpu_aot.h"
 #include "../cache/cache.h"
 #include "../prog/plan.h"
+#include "../prog/program.h"
 #include "../base/env.h"
 #include "../base/heap.h"
 
@@ -85,6 +86,11 @@ static void prog_compile_end(void* host, int device, const char* what,
 static ttpu_buffer* prog_rng_state(void* host, int device) {
   return ttpu_rt_rng_state(host, device);
 }
+static void prog_drop_buffer(void* host, ttpu_pjrt_buffer* pb) {
+  ttpu_rt_drop_pjrt(host, pb);
+}
+static int prog_keep_check(void* host, int device, const ttpu_result_plan* rp,
+                           ttpu_pjrt_buffer* pb);
 
 /* What the program layer gets from the runtime, handed down once: it
  * never reaches up for any of it. */
@@ -102,7 +108,9 @@ static void prog_context_init(ttpu_runtime* rt) {
                                 .warn = prog_warn,
                                 .compile_begin = prog_compile_begin,
                                 .compile_end = prog_compile_end,
-                                .rng_state = prog_rng_state};
+                                .rng_state = prog_rng_state,
+                                .drop_buffer = prog_drop_buffer,
+                                .keep_check = prog_keep_check};
 }
 
 /* ------------------------------------------------------------ programs */
@@ -118,7 +126,124 @@ static int64_t completed_below(const ttpu_runtime* rt) {
   return rt->n_pending ? rt->pending_ticket[0] : rt->exec_ticket + 1;
 }
 
+/* Keeps s as the asynchronous error synchronize reports, unless an older
+ * one is waiting already (under rt->mu; s may be NULL). */
+static void keep_async_error(ttpu_runtime* rt, ttpu_status* s) {
+  if (s && !rt->async_error) rt->async_error = s;
+  else ttpu_status_free(s);
+}
+
+struct ttpu_dropped {
+  ttpu_pjrt_buffer* pb;
+  int64_t ticket; /* the last execution enqueued when it was dropped */
+};
+
+/* Every execution with a ticket below this has completed, as far as the
+ * device has got: the ticket of the first pending event not ready yet.
+ * The pending list is left as it is (under rt->mu). */
+static int64_t ready_below(const ttpu_runtime* rt) {
+  for (int i = 0; i < rt->n_pending; ++i)
+    if (!ttpu_pjrt_event_is_ready(rt->client, rt->pending[i]))
+      return rt->pending_ticket[i];
+  return rt->exec_ticket + 1;
+}
+
+/* Destroys the dropped buffers whose executions have all completed. */
+static void reap_dropped(ttpu_runtime* rt) {
+  if (!rt->n_dropped) return;
+  int64_t done = ready_below(rt);
+  while (rt->n_dropped && rt->dropped[rt->dropped_head].ticket < done) {
+    ttpu_pjrt_buffer_destroy(rt->client, rt->dropped[rt->dropped_head].pb);
+    rt->dropped_head++;
+    rt->n_dropped--;
+  }
+  if (!rt->n_dropped) rt->dropped_head = 0;
+}
+
+void ttpu_rt_drop_pjrt(ttpu_runtime* rt, ttpu_pjrt_buffer* pb) {
+  if (!pb) return;
+  reap_dropped(rt);
+  if (!rt->n_dropped && ready_below(rt) > rt->exec_ticket) {
+    ttpu_pjrt_buffer_destroy(rt->client, pb);
+    return;
+  }
+  if (rt->dropped_head + rt->n_dropped == rt->cap_dropped) {
+    if (rt->dropped_head) {
+      memmove(rt->dropped, rt->dropped + rt->dropped_head,
+              (size_t)rt->n_dropped * sizeof(*rt->dropped));
+      rt->dropped_head = 0;
+    } else {
+      int cap = rt->cap_dropped ? rt->cap_dropped * 2 : 64;
+      struct ttpu_dropped* d = realloc(rt->dropped, (size_t)cap * sizeof(*d));
+      if (!d) {
+        /* Out of host memory: destroy it now, waiting if it must. */
+        ttpu_pjrt_buffer_destroy(rt->client, pb);
+        return;
+      }
+      rt->dropped = d;
+      rt->cap_dropped = cap;
+    }
+  }
+  rt->dropped[rt->dropped_head + rt->n_dropped].pb = pb;
+  rt->dropped[rt->dropped_head + rt->n_dropped].ticket = rt->exec_ticket;
+  rt->n_dropped++;
+}
+
+/* ------------------------------------------------------------ kept checks */
+
+struct ttpu_kept_check {
+  int device;
+  ttpu_pjrt_buffer* pb;
+  ttpu_result_plan plan; /* a copy: the program may be evicted meanwhile */
+};
+
+/* Most checks kept unread: a loop that never reads reads the oldest half
+ * once this many wait, so their buffers do not pile up. */
+#define KEPT_CHECKS_MAX 64
+
+/* Reads the oldest n kept checks (waiting for their programs), keeping
+ * the first error that fired in check_error. */
+static void read_checks(ttpu_runtime* rt, int n) {
+  for (int k = 0; k < n; ++k) {
+    struct ttpu_kept_check* c = &rt->checks[k];
+    ttpu_status* e = rt->check_error
+                         ? NULL
+                         : ttpu_prog_read_check(&rt->prog, c->device, &c->plan,
+                                                c->pb);
+    if (e) rt->check_error = e;
+    ttpu_pjrt_buffer_destroy(rt->client, c->pb);
+  }
+  rt->n_checks -= n;
+  memmove(rt->checks, rt->checks + n, (size_t)rt->n_checks * sizeof(*rt->checks));
+}
+
+static int prog_keep_check(void* host, int device, const ttpu_result_plan* rp,
+                           ttpu_pjrt_buffer* pb) {
+  ttpu_runtime* rt = host;
+  if (rt->n_checks == KEPT_CHECKS_MAX) read_checks(rt, KEPT_CHECKS_MAX / 2);
+  if (rt->n_checks == rt->cap_checks) {
+    int cap = rt->cap_checks ? rt->cap_checks * 2 : 8;
+    struct ttpu_kept_check* c = realloc(rt->checks, (size_t)cap * sizeof(*c));
+    if (!c) return 0; /* read at once instead */
+    rt->checks = c;
+    rt->cap_checks = cap;
+  }
+  struct ttpu_kept_check* c = &rt->checks[rt->n_checks++];
+  c->device = device;
+  c->pb = pb;
+  c->plan = *rp;
+  return 1;
+}
+
+ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt) {
+  if (rt->n_checks) read_checks(rt, rt->n_checks);
+  ttpu_status* s = rt->check_error;
+  rt->check_error = NULL;
+  return s;
+}
+
 static void reap_retired(ttpu_runtime* rt) {
+  reap_dropped(rt);
   if (!rt->n_retired) return;
   int64_t done = completed_below(rt);
   int keep = 0;
@@ -133,12 +258,6 @@ static void reap_retired(ttpu_runtime* rt) {
 
 static void await_all_locked(ttpu_runtime* rt);
 
-/* Keeps s as the asynchronous error synchronize reports, unless an older
- * one is waiting already (under rt->mu; s may be NULL). */
-static void keep_async_error(ttpu_runtime* rt, ttpu_status* s) {
-  if (s && !rt->async_error) rt->async_error = s;
-  else ttpu_status_free(s);
-}
 
 /* The cache evicted e (under rt->mu): its executable goes now, or once
  * the executions that may still use it have finished. */
@@ -375,6 +494,9 @@ void ttpu_runtime_destroy(ttpu_runtime* rt) {
   free(rt->pending_device);
   free(rt->pending_ticket);
   free(rt->retired);
+  free(rt->dropped);
+  free(rt->checks);
+  ttpu_status_free(rt->check_error);
   ttpu_status_free(rt->async_error);
   free_options(&rt->opts);
   pthread_cond_destroy(&rt->event_cv);
@@ -495,6 +617,12 @@ ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   ttpu_status* err = ttpu_rt_enter(rt);
   if (err) return err;
   err = ttpu_exec_flush(rt, TTPU_END_SYNC);
+  /* A check of an earlier window fired before anything this flush found. */
+  ttpu_status* c = ttpu_rt_take_checks(rt);
+  if (c) {
+    ttpu_status_free(err);
+    err = c;
+  }
   /* An earlier asynchronous failure is reported once, here, before (and
    * instead of) anything newer. */
   if (rt->async_error) {
@@ -666,7 +794,7 @@ void ttpu_buffer_retain(ttpu_buffer* b) {
 static void buffer_free_locked(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   if (b->sweep_noted) ttpu_bucket_forget(&rt->prog, b);
-  if (b->pb) ttpu_pjrt_buffer_destroy(rt->client, b->pb);
+  ttpu_rt_drop_pjrt(rt, b->pb);
   ttpu_status_free(b->error);
   ttpu_rt_account(rt, b->device, -(int64_t)b->nbytes, -1);
   free(b);
@@ -844,6 +972,16 @@ ttpu_status* ttpu_buffer_pad_dim(ttpu_buffer* b, ttpu_dtype dtype,
   return s;
 }
 
+/* The host is about to wait for the device: a kept check that fired
+ * comes first (it is older than anything s, the flush before the wait,
+ * found). */
+static ttpu_status* host_wait(ttpu_runtime* rt, ttpu_status* s) {
+  ttpu_status* c = ttpu_rt_take_checks(rt);
+  if (!c) return s;
+  ttpu_status_free(s);
+  return c;
+}
+
 ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes != b->nbytes)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
@@ -853,7 +991,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_exec_host_read(rt, b);
+  s = host_wait(rt, ttpu_exec_host_read(rt, b));
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
@@ -925,7 +1063,7 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = ttpu_exec_touch(rt, b, 0);
+  s = host_wait(rt, ttpu_exec_touch(rt, b, 0));
   if (!s) s = storage_error(b);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
@@ -982,7 +1120,7 @@ ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
     free(a);
     return s;
   }
-  s = ttpu_exec_touch(rt, b, write);
+  s = host_wait(rt, ttpu_exec_touch(rt, b, write));
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   /* Unwritten: zeros, as a flat version the host can address. */
@@ -1034,7 +1172,7 @@ void ttpu_buffer_host_end(ttpu_host_access* a) {
     if (--pin->refs == 0) {
       ttpu_pjrt_buffer_unpin(rt->client, pin->pb);
       if (b->pin == pin) b->pin = NULL; /* still the current version */
-      else ttpu_pjrt_buffer_destroy(rt->client, pin->pb);
+      else ttpu_rt_drop_pjrt(rt, pin->pb);
       free(pin);
     }
     pthread_mutex_unlock(&rt->mu);

@@ -103,6 +103,17 @@ struct ttpu_runtime {
    * still run: destroyed once every ticket up to theirs has completed. */
   struct ttpu_retired* retired;
   int n_retired, cap_retired;
+  /* Device buffers dropped while executions were pending
+   * (ttpu_rt_drop_pjrt), in ticket order from dropped_head: each is
+   * destroyed once every ticket up to its own has completed. */
+  struct ttpu_dropped* dropped;
+  int dropped_head, n_dropped, cap_dropped;
+  /* Data-dependent checks of fused windows that ended without the host
+   * waiting (ttpu_rt_keep_check), oldest first: read where the host next
+   * waits, which raises the first that fired (check_error). */
+  struct ttpu_kept_check* checks;
+  int n_checks, cap_checks;
+  ttpu_status* check_error; /* a kept check that fired, not yet raised */
   int fork_generation;   /* the process's fork generation at creation */
   ttpu_status* async_error; /* first asynchronous failure not yet reported */
   ttpu_runtime_options opts; /* copied at creation, strings owned */

@@ -920,7 +920,13 @@ static ttpu_status* run_one(ttpu_runtime* rt, ttpu_window* w,
     goto done;
   }
   for (int k = 0; k < w->n_st; ++k) pads[k] = w->st[k].pad;
+  /* A window that ended for anything but a host read (a pass, a layer,
+   * its op limit, a flush) leaves its checks to be read where the host
+   * next waits: reading one here would wait for the program, and the host
+   * would stop recording the next window meanwhile. */
+  rt->prog.defer_checks = !w->owner && why != TTPU_END_READ;
   s = ttpu_prog_take_results(&rt->prog, dev, e, outs, store_buffer, w, pads);
+  rt->prog.defer_checks = 0;
   free(pads);
   const ttpu_window_owner* own = w->owner;
   if (own) own->ran(own->user);
@@ -930,8 +936,8 @@ static ttpu_status* run_one(ttpu_runtime* rt, ttpu_window* w,
     fbuf = ibuf = NULL; /* kept by the replay, or freed by capture */
   }
 done:
-  if (fbuf) ttpu_pjrt_buffer_destroy(rt->client, fbuf);
-  if (ibuf) ttpu_pjrt_buffer_destroy(rt->client, ibuf);
+  ttpu_rt_drop_pjrt(rt, fbuf);
+  ttpu_rt_drop_pjrt(rt, ibuf);
   free(args);
   free(outs);
   free(c.stores);

@@ -6,7 +6,8 @@
  * "set by the owner" once at creation, creates the caches, and frees
  * everything at ttpu_runtime_destroy (ttpu_prog_ctx_free_state). The
  * hooks are how the program layer reports back: a warning for the user,
- * a compile's trace range, a device's rng state storage.
+ * a compile's trace range, a device's rng state storage, a replaced
+ * version to destroy.
  *
  * Thread rule: every field, and every function of prog/ that takes a
  * context, is used under the owner's lock; the context takes none. */
@@ -35,6 +36,14 @@ typedef struct {
                       int from_disk, int failed);
   /* Device `device`'s rng state storage (ui64[2]), borrowed. */
   ttpu_buffer* (*rng_state)(void* host, int device);
+  /* Takes a storage's replaced version, to destroy once the executions
+   * that may read it have finished (NULL: destroyed at once). */
+  void (*drop_buffer)(void* host, ttpu_pjrt_buffer* pb);
+  /* Takes a data-dependent check's result to read later (while the
+   * owner's defer_checks is set); returns 0 when it did not take it, and
+   * the check is read at once. */
+  int (*keep_check)(void* host, int device, const ttpu_result_plan* rp,
+                    ttpu_pjrt_buffer* pb);
 } ttpu_prog_hooks;
 
 typedef struct ttpu_prog_ctx {
@@ -46,6 +55,10 @@ typedef struct ttpu_prog_ctx {
   int n_devices;
   ttpu_stats* stats[TTPU_MAX_DEVICES]; /* per device, borrowed */
   ttpu_prog_hooks hooks;
+  /* Set by the owner around ttpu_prog_take_results: nonzero hands each
+   * check's result to hooks.keep_check instead of reading it there, so
+   * that the launch does not wait for the program. */
+  int defer_checks;
 
   /* The program layer's own state. */
   ttpu_cache* cache;        /* compiled programs by signature key */

@@ -118,6 +118,8 @@ void ttpu_prog_log_compile(ttpu_prog_ctx* pc, const char* what,
                            const char* reason, double seconds, int from_disk,
                            int n_ops);
 
+/* Whether data-dependent checks are read (the check indices option). */
+int ttpu_prog_checks_on(const ttpu_prog_ctx* pc);
 /* Reads a data-dependent check result; NULL when it passed (results.c). */
 ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
                                   const ttpu_result_plan* rp,

@@ -8,13 +8,19 @@
 #include "../base/env.h"
 
 /* A program's data-dependent error check (ttpu_l_check): the one place an
- * op waits for its own result. The check indices option (TORCHTPU_CHECK_INDICES=0) skips the read. */
+ * op waits for its own result (or, for a check the owner took to read
+ * later, where the host next waits). The check indices option
+ * (TORCHTPU_CHECK_INDICES=0) skips the read. */
+int ttpu_prog_checks_on(const ttpu_prog_ctx* pc) {
+  int check = pc->opts->check_indices;
+  if (check < 0) check = ttpu_env_check_indices();
+  return check != 0;
+}
+
 ttpu_status* ttpu_prog_read_check(ttpu_prog_ctx* pc, int dev,
                                 const ttpu_result_plan* rp,
                                 ttpu_pjrt_buffer* buf) {
-  int check = pc->opts->check_indices;
-  if (check < 0) check = ttpu_env_check_indices();
-  if (!check) return NULL;
+  if (!ttpu_prog_checks_on(pc)) return NULL;
   int64_t info[4];
   ttpu_status* s = ttpu_pjrt_buffer_to_host(pc->client, buf, info, sizeof(info));
   if (s) return s;
@@ -66,6 +72,10 @@ ttpu_status* ttpu_prog_take_results(ttpu_prog_ctx* pc, int dev,
   for (int r = 0; r < e->n_results; ++r) {
     const ttpu_result_plan* rp = &e->results[r];
     if (rp->slot == TTPU_RESULT_CHECK) {
+      if (!s && pc->defer_checks && pc->hooks.keep_check &&
+          ttpu_prog_checks_on(pc) &&
+          pc->hooks.keep_check(pc->hooks.host, dev, rp, outs[r]))
+        continue;
       ttpu_status* c = s ? NULL : ttpu_prog_read_check(pc, dev, rp, outs[r]);
       if (c) s = c;
       ttpu_pjrt_buffer_destroy(pc->client, outs[r]);
@@ -97,7 +107,8 @@ void ttpu_prog_set_version(ttpu_prog_ctx* pc, ttpu_buffer* b,
   if (b->pin) {
     if (b->pin->pb != pb) b->pin = NULL;
   } else if (b->pb && b->pb != pb) {
-    ttpu_pjrt_buffer_destroy(pc->client, b->pb);
+    if (pc->hooks.drop_buffer) pc->hooks.drop_buffer(pc->hooks.host, b->pb);
+    else ttpu_pjrt_buffer_destroy(pc->client, b->pb);
   }
   ttpu_status_free(b->error);
   b->error = NULL;
