@@ -22,7 +22,12 @@ Per mode (medians over rounds):
 - windows (fused): windows per step, ops per window, and why they ended;
 - faults: the process's minor page faults per step (getrusage), and its
   kernel (system) CPU time per step: a program whose temporaries the
-  plugin maps afresh at each run pays for them here.
+  plugin maps afresh at each run pays for them here;
+- CPU: the process's CPU time per step (user and system, every thread:
+  the plugin's, which run the programs, and the host's), the calling
+  thread's share of it (Python, dispatch, recording), and the cores' idle
+  time (cores x step - CPU): on the CPU plugin host and programs share
+  the cores, so host time a mode adds slows its programs too.
 """
 import argparse
 import os
@@ -38,6 +43,8 @@ import torchtpu.dynamo  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from steady import training_step  # noqa: E402
+
+CORES = len(os.sched_getaffinity(0))
 
 
 def device_time(fn):
@@ -77,6 +84,7 @@ def main(argv=None):
         m0 = torchtpu.debug.metrics()  # (synchronizes too)
         issue = 0.0
         r0 = resource.getrusage(resource.RUSAGE_SELF)
+        h0 = time.thread_time()
         t0 = time.perf_counter()
         with torchtpu.set_eager_mode("strict" if mode == "compiled" else mode):
             for _ in range(steps):
@@ -86,11 +94,15 @@ def main(argv=None):
                 loss.item()
             torch.tpu.synchronize()
         wall = time.perf_counter() - t0
+        host = time.thread_time() - h0
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         m1 = torchtpu.debug.metrics()
         d = {k: (m1[k] - m0[k]) / steps for k in ("executions", "fused_windows", "fused_ops")}
         d["faults"] = (r1.ru_minflt - r0.ru_minflt) / steps
         d["sys"] = (r1.ru_stime - r0.ru_stime) / steps
+        d["cpu"] = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / steps
+        d["host"] = host / steps
+        d["idle"] = CORES * wall / steps - d["cpu"]
         d["ends"] = {k: (v - m0["fused_window_ends"].get(k, 0)) / steps
                      for k, v in m1["fused_window_ends"].items() if v - m0["fused_window_ends"].get(k, 0)}
         return wall / steps, issue / steps, d
@@ -118,11 +130,15 @@ def main(argv=None):
     # ATen ops per step as the engine sees them: strict mode runs one
     # program per op.
     ops = rows["strict"][-1][2]["executions"]
+
+    def med(mode, key):
+        return statistics.median(r[2][key] for r in rows[mode]) * 1e3
+
     print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW; load average "
           f"{os.getloadavg()[0]:.2f}; medians of {a.rounds} rounds")
-    print("| mode | step ms | issue ms | issue us/op | device ms (programs) | windows/step | ends "
-          "| faults/step | kernel ms/step |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| mode | step ms | issue ms | issue us/op | device ms (programs) | windows/step | ends "
+          f"| faults/step | kernel ms/step | CPU ms/step (calling thread) | idle core-ms/step ({CORES} cores) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
         wall = statistics.median(r[0] for r in rows[mode]) * 1e3
         issue = statistics.median(r[1] for r in rows[mode]) * 1e3
@@ -131,7 +147,8 @@ def main(argv=None):
         ends = ", ".join(f"{k} {v:.0f}" for k, v in d["ends"].items()) if mode == "fused" else "-"
         print(f"| {mode} | {wall:.1f} | {issue:.1f} | {issue * 1e3 / max(ops, 1):.1f} | "
               f"{dev[mode][0] * 1e3:.1f} ({dev[mode][1]}) | {win} | {ends} | "
-              f"{d['faults']:.0f} | {d['sys'] * 1e3:.0f} |")
+              f"{d['faults']:.0f} | {d['sys'] * 1e3:.0f} | "
+              f"{med(mode, 'cpu'):.0f} ({med(mode, 'host'):.0f}) | {med(mode, 'idle'):.0f} |")
     for mode in modes:
         print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")

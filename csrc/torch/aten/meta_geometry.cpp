@@ -160,6 +160,45 @@ class SignatureKey {
     return true;
   }
 
+  // A Scalar (or a list of them) by its kind alone, for meta kernels
+  // whose answer does not depend on the values (OpInfo's
+  // meta_scalar_kinds_only); false when it is not a Scalar.
+  bool add_kind(const c10::IValue& value) {
+    if (value.isList()) {
+      put('[');
+      put(value.toListRef().size());
+      for (const c10::IValue& element : value.toListRef()) {
+        if (!add_kind(element)) {
+          return false;
+        }
+      }
+      put(']');
+      return true;
+    }
+    if (value.isDoubleList()) {
+      put('D');
+      put(value.toDoubleList().size());
+      return true;
+    }
+    if (value.isIntList()) {
+      put('I');
+      put(value.toIntList().size());
+      return true;
+    }
+    if (value.isBool()) {
+      put('b');
+    } else if (value.isInt() || value.isSymInt()) {
+      put('i');
+    } else if (value.isDouble()) {
+      put('d');
+    } else if (value.isComplexDouble()) {
+      put('c');
+    } else {
+      return add(value);  // not a Scalar: keyed as ever
+    }
+    return true;
+  }
+
   const std::string& bytes() const {
     return bytes_;
   }
@@ -564,8 +603,12 @@ std::shared_ptr<const MetaGeometry> meta_geometry(
     return run_meta(op, info, args);
   }
   SignatureKey key(op);
-  for (const c10::IValue& value : args) {
-    if (!key.add(value)) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args[i];
+    const bool kind_only =
+        info.meta_scalar_kinds_only && i < info.roles.size() &&
+        (info.roles[i] == ArgRole::kScalar || info.roles[i] == ArgRole::kScalarList);
+    if (!(kind_only ? key.add_kind(value) : key.add(value))) {
       return run_meta(op, info, args);
     }
   }

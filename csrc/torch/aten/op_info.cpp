@@ -91,6 +91,28 @@ void find_functional_of_outs(const c10::OperatorHandle& op, OpInfo* info) {
   }
 }
 
+// The arithmetic an optimizer or a schedule runs with a new Scalar every
+// step, whose meta kernels check no Scalar's value (see OpInfo): the
+// foreach ops but pow, and the pointwise ones below.
+bool meta_scalar_kinds_only(const std::string& name) {
+  std::string base = name.substr(0, name.find('.'));
+  if (base.rfind("_foreach_", 0) == 0) {
+    return base.find("pow") == std::string::npos;
+  }
+  if (!base.empty() && base.back() == '_') {
+    base.pop_back();
+  }
+  static const char* const kArithmetic[] = {"add", "sub", "mul", "div", "rsub",
+                                            "addcmul", "addcdiv", "lerp",
+                                            "true_divide", "multiply", "subtract"};
+  for (const char* arithmetic : kArithmetic) {
+    if (base == arithmetic) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   auto info = std::make_unique<OpInfo>();
@@ -104,6 +126,7 @@ std::unique_ptr<OpInfo> make_op_info(const c10::OperatorHandle& op) {
   const auto& arguments = schema.arguments();
   info->num_args = arguments.size();
   const std::string& qualified = schema.operator_name().name;
+  info->meta_scalar_kinds_only = meta_scalar_kinds_only(info->name);
   if (op.hasTag(at::Tag::pointwise) && !arguments.empty() && !arguments[0].is_out() &&
       arguments[0].alias_info() != nullptr && arguments[0].alias_info()->isWrite() &&
       qualified.size() > 1 && qualified.back() == '_' &&

@@ -38,6 +38,11 @@ struct OpInfo {
   // PyTorch's own composite kernel (what the CPU runs: one op per tensor)
   // serves calls with complex tensors or Scalars.
   bool complex_by_composite = false;
+  // The meta kernel's answer depends on its Scalar arguments' kinds (bool,
+  // integer, floating, complex), not their values: a pointwise op or a
+  // foreach op (an optimizer's step sizes change every step, and keyed by
+  // value each step would run the meta kernel again). See meta_geometry.
+  bool meta_scalar_kinds_only = false;
   // An in-place pointwise op (mul_.Scalar): its functional form (mul.Scalar),
   // whose result dtype self must be able to hold (see
   // check_inplace_result_type).
