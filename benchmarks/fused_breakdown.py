@@ -27,7 +27,9 @@ Per mode (medians over rounds):
   the plugin's, which run the programs, and the host's), the calling
   thread's share of it (Python, dispatch, recording), and the cores' idle
   time (cores x step - CPU): on the CPU plugin host and programs share
-  the cores, so host time a mode adds slows its programs too.
+  the cores, so host time a mode adds slows its programs too; and the
+  CPU time by thread name (the plugin's tf_XLAEigen threads run the
+  programs).
 """
 import argparse
 import os
@@ -45,6 +47,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from steady import training_step  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu():
+    """CPU seconds so far by thread name (/proc: the plugin's threads that
+    run programs, the host's, autograd's)."""
+    by = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        by[name] = by.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return by
 
 
 def device_time(fn):
@@ -85,6 +104,7 @@ def main(argv=None):
         issue = 0.0
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         h0 = time.thread_time()
+        c0 = thread_cpu()
         t0 = time.perf_counter()
         with torchtpu.set_eager_mode("strict" if mode == "compiled" else mode):
             for _ in range(steps):
@@ -95,6 +115,7 @@ def main(argv=None):
             torch.tpu.synchronize()
         wall = time.perf_counter() - t0
         host = time.thread_time() - h0
+        c1 = thread_cpu()
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         m1 = torchtpu.debug.metrics()
         d = {k: (m1[k] - m0[k]) / steps for k in ("executions", "fused_windows", "fused_ops")}
@@ -103,6 +124,7 @@ def main(argv=None):
         d["cpu"] = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / steps
         d["host"] = host / steps
         d["idle"] = CORES * wall / steps - d["cpu"]
+        d["threads"] = {k: (v - c0.get(k, 0.0)) / steps for k, v in c1.items() if v - c0.get(k, 0.0) > 0}
         d["ends"] = {k: (v - m0["fused_window_ends"].get(k, 0)) / steps
                      for k, v in m1["fused_window_ends"].items() if v - m0["fused_window_ends"].get(k, 0)}
         return wall / steps, issue / steps, d
@@ -149,6 +171,11 @@ def main(argv=None):
               f"{dev[mode][0] * 1e3:.1f} ({dev[mode][1]}) | {win} | {ends} | "
               f"{d['faults']:.0f} | {d['sys'] * 1e3:.0f} | "
               f"{med(mode, 'cpu'):.0f} ({med(mode, 'host'):.0f}) | {med(mode, 'idle'):.0f} |")
+    for mode in modes:
+        names = sorted({k for r in rows[mode] for k in r[2]["threads"]})
+        by = {k: sum(r[2]["threads"].get(k, 0.0) for r in rows[mode]) / len(rows[mode]) * 1e3 for k in names}
+        print(f"{mode}: CPU ms/step by thread (mean of rounds; clock ticks of {1e3 / TICK:.0f} ms) " +
+              ", ".join(f"{k} {v:.1f}" for k, v in sorted(by.items(), key=lambda p: -p[1])))
     for mode in modes:
         print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")
