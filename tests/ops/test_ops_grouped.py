@@ -192,3 +192,16 @@ def test_grouped_composites_one_program():
     torch.tpu.synchronize()
     assert debug.metrics()["executions"] - before >= 5  # its math form op by op
     assert torchtpu.get_eager_mode() == "strict"
+
+
+def test_grouped_composite_error_at_its_op_in_strict_mode():
+    """A grouped composite runs as one window in strict mode, and strict
+    mode raises a data-dependent error at its op: cross-entropy's target
+    check is read when the group ends, not left for the next read."""
+    x = torch.randn(4, 3)
+    t = torch.tensor([0, 2, 5, 1])
+    with torchtpu.set_eager_mode("strict"):
+        same_error(lambda d: F.cross_entropy(x.to(d), t.to(d)))
+        # nothing left over for the next read
+        assert F.cross_entropy(x.to(DEV), t.clamp(max=2).to(DEV)).item() == pytest.approx(
+            F.cross_entropy(x, t.clamp(max=2)).item(), rel=1e-6)

@@ -109,8 +109,9 @@ struct ttpu_runtime {
   struct ttpu_dropped* dropped;
   int dropped_head, n_dropped, cap_dropped;
   /* Data-dependent checks of fused windows that ended without the host
-   * waiting (ttpu_rt_keep_check), oldest first: read where the host next
-   * waits, which raises the first that fired (check_error). */
+   * waiting (kept by the program layer's keep_check hook), oldest first:
+   * read where the host next waits (ttpu_rt_take_checks), which raises the
+   * first that fired (check_error). */
   struct ttpu_kept_check* checks;
   int n_checks, cap_checks;
   ttpu_status* check_error; /* a kept check that fired, not yet raised */
