@@ -65,10 +65,12 @@ void ttpu_rt_add_pending(ttpu_runtime* rt, int device, ttpu_cache_entry* e,
  * work for as long as the device runs it. */
 void ttpu_rt_drop_pjrt(ttpu_runtime* rt, ttpu_pjrt_buffer* pb);
 /* Reads the data-dependent checks kept by windows that ended without the
- * host waiting, waiting for their programs: the first that fired, or
- * NULL (under rt->mu). Every point where the host waits for the device
- * calls it, so such an error is raised there. */
-ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt);
+ * host waiting, waiting for their programs, and returns the first that
+ * fired in place of s (freed), else s (under rt->mu; s may be NULL): a
+ * kept check is older than anything s, the flush before the wait, found.
+ * Every point where the host waits for the device calls it, so such an
+ * error is raised there. */
+ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt, ttpu_status* s);
 
 /* The runtime's parts collectives use: the program context it embeds
  * (what prog/ is called with), and the pieces below. */

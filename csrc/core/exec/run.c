@@ -108,11 +108,7 @@ ttpu_status* ttpu_runtime_group_end(ttpu_runtime* rt, int grouped) {
     s = rt->exec->flush(rt, TTPU_END_SYNC);
     /* Strict mode raises a data-dependent error at its op: the group's
      * checks are read here, not left for the next host wait. */
-    ttpu_status* c = ttpu_rt_take_checks(rt);
-    if (c) {
-      ttpu_status_free(s);
-      s = c;
-    }
+    s = ttpu_rt_take_checks(rt, s);
     rt->exec = &ttpu_executor_strict;
   }
   pthread_mutex_unlock(&rt->mu);

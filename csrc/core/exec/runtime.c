@@ -148,10 +148,9 @@ static int64_t ready_below(const ttpu_runtime* rt) {
   return rt->exec_ticket + 1;
 }
 
-/* Destroys the dropped buffers whose executions have all completed. */
-static void reap_dropped(ttpu_runtime* rt) {
-  if (!rt->n_dropped) return;
-  int64_t done = ready_below(rt);
+/* Destroys the dropped buffers whose executions all have tickets below
+ * done (ready_below). */
+static void reap_dropped_below(ttpu_runtime* rt, int64_t done) {
   while (rt->n_dropped && rt->dropped[rt->dropped_head].ticket < done) {
     ttpu_pjrt_buffer_destroy(rt->client, rt->dropped[rt->dropped_head].pb);
     rt->dropped_head++;
@@ -160,10 +159,15 @@ static void reap_dropped(ttpu_runtime* rt) {
   if (!rt->n_dropped) rt->dropped_head = 0;
 }
 
+static void reap_dropped(ttpu_runtime* rt) {
+  if (rt->n_dropped) reap_dropped_below(rt, ready_below(rt));
+}
+
 void ttpu_rt_drop_pjrt(ttpu_runtime* rt, ttpu_pjrt_buffer* pb) {
   if (!pb) return;
-  reap_dropped(rt);
-  if (!rt->n_dropped && ready_below(rt) > rt->exec_ticket) {
+  int64_t done = ready_below(rt);
+  reap_dropped_below(rt, done);
+  if (!rt->n_dropped && done > rt->exec_ticket) {
     ttpu_pjrt_buffer_destroy(rt->client, pb);
     return;
   }
@@ -235,9 +239,11 @@ static int prog_keep_check(void* host, int device, const ttpu_result_plan* rp,
   return 1;
 }
 
-ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt) {
+ttpu_status* ttpu_rt_take_checks(ttpu_runtime* rt, ttpu_status* s) {
   if (rt->n_checks) read_checks(rt, rt->n_checks);
-  ttpu_status* s = rt->check_error;
+  if (!rt->check_error) return s;
+  ttpu_status_free(s);
+  s = rt->check_error;
   rt->check_error = NULL;
   return s;
 }
@@ -617,12 +623,7 @@ ttpu_status* ttpu_runtime_synchronize(ttpu_runtime* rt, int device) {
   ttpu_status* err = ttpu_rt_enter(rt);
   if (err) return err;
   err = ttpu_exec_flush(rt, TTPU_END_SYNC);
-  /* A check of an earlier window fired before anything this flush found. */
-  ttpu_status* c = ttpu_rt_take_checks(rt);
-  if (c) {
-    ttpu_status_free(err);
-    err = c;
-  }
+  err = ttpu_rt_take_checks(rt, err);
   /* An earlier asynchronous failure is reported once, here, before (and
    * instead of) anything newer. */
   if (rt->async_error) {
@@ -972,16 +973,6 @@ ttpu_status* ttpu_buffer_pad_dim(ttpu_buffer* b, ttpu_dtype dtype,
   return s;
 }
 
-/* The host is about to wait for the device: a kept check that fired
- * comes first (it is older than anything s, the flush before the wait,
- * found). */
-static ttpu_status* host_wait(ttpu_runtime* rt, ttpu_status* s) {
-  ttpu_status* c = ttpu_rt_take_checks(rt);
-  if (!c) return s;
-  ttpu_status_free(s);
-  return c;
-}
-
 ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes != b->nbytes)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT,
@@ -991,7 +982,7 @@ ttpu_status* ttpu_buffer_download(ttpu_buffer* b, void* dst, size_t nbytes) {
   if (nbytes == 0) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = host_wait(rt, ttpu_exec_host_read(rt, b));
+  s = ttpu_rt_take_checks(rt, ttpu_exec_host_read(rt, b));
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   ttpu_pjrt_buffer* pb = b->pb;
@@ -1063,7 +1054,7 @@ ttpu_status* ttpu_buffer_wait(ttpu_buffer* b) {
   ttpu_runtime* rt = b->rt;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  s = host_wait(rt, ttpu_exec_touch(rt, b, 0));
+  s = ttpu_rt_take_checks(rt, ttpu_exec_touch(rt, b, 0));
   if (!s) s = storage_error(b);
   if (!s && b->pb) s = ttpu_pjrt_buffer_await(rt->client, b->pb);
   pthread_mutex_unlock(&rt->mu);
@@ -1120,7 +1111,7 @@ ttpu_status* ttpu_buffer_host_begin(ttpu_buffer* b, int write, void** data,
     free(a);
     return s;
   }
-  s = host_wait(rt, ttpu_exec_touch(rt, b, write));
+  s = ttpu_rt_take_checks(rt, ttpu_exec_touch(rt, b, write));
   if (!s) s = storage_error(b);
   ttpu_exec_note_host_work(rt);
   /* Unwritten: zeros, as a flat version the host can address. */

@@ -146,14 +146,7 @@ class SignatureKey {
     } else if (value.isGenerator()) {
       put('g');
     } else if (value.isList()) {
-      put('[');
-      put(value.toListRef().size());
-      for (const c10::IValue& element : value.toListRef()) {
-        if (!add(element)) {
-          return false;
-        }
-      }
-      put(']');
+      return add_list(value, &SignatureKey::add);
     } else {
       return false;
     }
@@ -165,15 +158,7 @@ class SignatureKey {
   // meta_scalar_kinds_only); false when it is not a Scalar.
   bool add_kind(const c10::IValue& value) {
     if (value.isList()) {
-      put('[');
-      put(value.toListRef().size());
-      for (const c10::IValue& element : value.toListRef()) {
-        if (!add_kind(element)) {
-          return false;
-        }
-      }
-      put(']');
-      return true;
+      return add_list(value, &SignatureKey::add_kind);
     }
     if (value.isDoubleList()) {
       put('D');
@@ -204,6 +189,20 @@ class SignatureKey {
   }
 
  private:
+  // A generic list, each element keyed by add_one (add or add_kind).
+  bool add_list(const c10::IValue& value,
+                bool (SignatureKey::*add_one)(const c10::IValue&)) {
+    put('[');
+    put(value.toListRef().size());
+    for (const c10::IValue& element : value.toListRef()) {
+      if (!(this->*add_one)(element)) {
+        return false;
+      }
+    }
+    put(']');
+    return true;
+  }
+
   template <typename T>
   void put(const T& value) {
     bytes_.append(reinterpret_cast<const char*>(&value), sizeof(T));
