@@ -30,6 +30,14 @@ Per mode (medians over rounds):
   the cores, so host time a mode adds slows its programs too; and the
   CPU time by thread name (the plugin's tf_XLAEigen threads run the
   programs).
+
+Then the floor every mode shares: the plugin's threads' CPU per step
+divided by the cores is the shortest step its programs allow on this
+machine (the least of the three modes'), and each mode's step against it;
+and the step's matrix-multiply
+work (torch.utils.flop_counter over the same model's forward and backward
+on the CPU) at the rate the plugin multiplies 1024x1024 matrices here, per
+core-second of its threads' CPU.
 """
 import argparse
 import os
@@ -81,6 +89,41 @@ def device_time(fn):
             n += 1
             each.append((e.name[:40], t))
     return total, n, sorted(each, key=lambda p: -p[1])[:4]
+
+
+def step_matmul_flops(d, layers):
+    """Matrix-multiply FLOPs of one training step of the model: forward
+    and backward on the CPU, counted by torch.utils.flop_counter (the
+    optimizer multiplies no matrices)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llama import Llama
+
+    torch.manual_seed(0)
+    model = Llama(512, d=d, layers=layers)
+    x = torch.randint(0, 512, (8, 128))
+    with FlopCounterMode(display=False) as counter:
+        model(x, x).backward()
+    return counter.get_total_flops()
+
+
+def plugin_matmul_rate(n=1024, reps=20):
+    """FLOPs per CPU-second of the plugin's threads for an n x n matrix
+    product on tpu (strict mode, one program per product)."""
+    a = torch.randn(n, n, device="tpu")
+    b = torch.randn(n, n, device="tpu")
+    with torchtpu.set_eager_mode("strict"):
+        for _ in range(3):
+            (a @ b).sum().item()
+        torch.tpu.synchronize()
+        c0 = thread_cpu()
+        for _ in range(reps):
+            c = a @ b
+        c.sum().item()
+        torch.tpu.synchronize()
+        c1 = thread_cpu()
+    cpu = sum(v - c0.get(k, 0.0) for k, v in c1.items() if k.startswith("tf_XLA"))
+    return 2 * n ** 3 * reps / max(cpu, 1e-9)
 
 
 def main(argv=None):
@@ -179,6 +222,24 @@ def main(argv=None):
     for mode in modes:
         print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")
+
+    def xla_cpu(mode):
+        return statistics.median(sum(v for k, v in r[2]["threads"].items() if k.startswith("tf_XLA"))
+                                 for r in rows[mode]) * 1e3
+
+    # Strict mode runs its smallest programs on the calling thread, so its
+    # share counts a little low; the least of the three is the floor.
+    own = {m: xla_cpu(m) / CORES for m in modes}
+    floor = min(own.values())
+    print(f"floor: the plugin's threads' CPU / {CORES} cores, ms/step: " +
+          ", ".join(f"{m} {own[m]:.0f}" for m in modes) +
+          f"; each step against the least ({floor:.0f}): " +
+          ", ".join(f"{m} {statistics.median(r[0] for r in rows[m]) * 1e3 / max(floor, 1e-9):.2f}x" for m in modes))
+    flops = step_matmul_flops(a.dim, a.layers)
+    rate = plugin_matmul_rate()
+    print(f"matmul work: {flops / 1e9:.1f} GFLOP a step; the plugin multiplies 1024x1024 matrices at "
+          f"{rate / 1e9:.0f} GFLOP per core-second here: {flops / rate * 1e3:.0f} core-ms a step, "
+          f"{flops / rate / CORES * 1e3:.0f} ms on {CORES} cores")
     return 0
 
 

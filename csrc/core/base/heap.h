@@ -8,8 +8,10 @@
  * each step (4-layer LLaMA step, d=256: 6,500 faults and a tenth of the
  * step's CPU time). ttpu_heap_keep_freed keeps freed memory for reuse, as
  * a device allocator's cache does: allocations up to 32 MiB come from the
- * heap and up to 1 GiB of free heap stays mapped. ttpu_heap_release gives
- * the free memory back (torch.tpu.empty_cache). */
+ * heap, up to 1 GiB of free heap stays mapped, and a thread's heap that
+ * empties (the plugin allocates on its own threads too) stays mapped
+ * rather than being unmapped and faulted in again at the next step.
+ * ttpu_heap_release gives the free memory back (torch.tpu.empty_cache). */
 #ifndef TTPU_BASE_HEAP_H_
 #define TTPU_BASE_HEAP_H_
 
