@@ -34,10 +34,9 @@ Per mode (medians over rounds):
 Then the floor every mode shares: the plugin's threads' CPU per step
 divided by the cores is the shortest step its programs allow on this
 machine (the least of the three modes'), and each mode's step against it;
-and the step's matrix-multiply
-work (torch.utils.flop_counter over the same model's forward and backward
-on the CPU) at the rate the plugin multiplies 1024x1024 matrices here, per
-core-second of its threads' CPU.
+and the step's matrix-multiply work (torch.utils.flop_counter over the
+same model's forward and backward on the CPU) at the rate the plugin
+multiplies 1024x1024 matrices here, per core-second of its threads' CPU.
 """
 import argparse
 import os
