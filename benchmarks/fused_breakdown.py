@@ -73,6 +73,13 @@ def thread_cpu():
     return by
 
 
+def plugin_cpu(by):
+    """The CPU seconds of a by-thread-name map (thread_cpu, or a
+    difference of two) that the plugin's threads, which run the programs,
+    spent."""
+    return sum(v for k, v in by.items() if k.startswith("tf_XLA"))
+
+
 def device_time(fn):
     """Run fn() under torch.profiler; return (seconds of tpu program time,
     programs launched, the four longest)."""
@@ -121,7 +128,7 @@ def plugin_matmul_rate(n=1024, reps=20):
         c.sum().item()
         torch.tpu.synchronize()
         c1 = thread_cpu()
-    cpu = sum(v - c0.get(k, 0.0) for k, v in c1.items() if k.startswith("tf_XLA"))
+    cpu = plugin_cpu({k: v - c0.get(k, 0.0) for k, v in c1.items()})
     return 2 * n ** 3 * reps / max(cpu, 1e-9)
 
 
@@ -223,8 +230,7 @@ def main(argv=None):
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")
 
     def xla_cpu(mode):
-        return statistics.median(sum(v for k, v in r[2]["threads"].items() if k.startswith("tf_XLA"))
-                                 for r in rows[mode]) * 1e3
+        return statistics.median(plugin_cpu(r[2]["threads"]) for r in rows[mode]) * 1e3
 
     # Strict mode runs its smallest programs on the calling thread, so its
     # share counts a little low; the least of the three is the floor.
