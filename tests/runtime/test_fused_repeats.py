@@ -152,3 +152,46 @@ def test_dropout_in_training_layers():
         torch.testing.assert_close(torch.tensor(fused), torch.tensor(strict), rtol=1e-5, atol=1e-6)
         print("ok")
     """)
+
+
+def test_a_remembered_window_runs_its_copies_while_it_is_recorded():
+    """Once a window's cuts are known (the first step), the next step's
+    window is cut as it is recorded, at the same ops: each copy's program
+    is launched when the next copy's first op arrives, so the device runs
+    the first layers while the host still records the rest of the forward
+    (in the first step, no window runs before the forward is recorded).
+    The windows are the first step's: nothing compiles after it; losses
+    equal the CPU's. (The device is idle at each step's start, so a
+    program starts when it is launched; the profiler's device track gives
+    the starts.)"""
+    _run("""
+        from torch.profiler import ProfilerActivity, profile, record_function
+        m = model(4)
+        tpu = copy.deepcopy(m).to("tpu")
+        opt = torch.optim.AdamW(tpu.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        got, early = [], []
+        with torchtpu.set_eager_mode("fused"):
+            for step in range(3):
+                idx = torch.randint(0, VOCAB, (2, T), generator=g).to("tpu")
+                torch.tpu.synchronize()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+                    with record_function("forward"):
+                        loss = tpu(idx, idx)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    got.append(loss.item())
+                    torch.tpu.synchronize()
+                end = next(e.time_range.end for e in prof.events() if e.name == "forward")
+                early.append(sum(1 for e in prof.events()
+                                 if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+                                 and e.name.startswith("fused window") and e.time_range.start < end))
+                if step == 0:
+                    n = len(windows())
+        assert early[0] == 0 and early[1] >= 1 and early[2] >= 1, early
+        assert len(windows()) == n, windows()[n:]
+        want = train(m, steps=3, device="cpu", mode="strict")
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+        print("ok")
+    """)

@@ -48,7 +48,11 @@ struct repeat_memo {
   int n;        /* its length; 0: unused */
   int n_cut;
   int cut[REPEAT_MAX_CUTS];
+  /* the sequence of the ops before each cut (their hashes mixed from
+   * SEQ_SEED), by which a later window is cut as it is recorded */
+  uint64_t at_cut[REPEAT_MAX_CUTS];
 };
+#define SEQ_SEED 0x7265706561747321ull
 /* Bytes a window must have written before an autograd pass boundary ends
  * it: glibc's largest mmap threshold, above which every allocation of a
  * program's temporaries is a fresh mapping. */
@@ -133,6 +137,15 @@ struct ttpu_window {
   /* repeated layers: the cuts of the last windows */
   struct repeat_memo memo[REPEAT_MEMO];
   int memo_next;
+  /* The window being recorded as the memo's cuts say (follow_cut): the
+   * ops recorded since it began, parts already run included, and their
+   * sequence; per memo, its next cut. */
+  int lpos;
+  uint64_t lseq;
+  uint64_t* lhash; /* the hashes of its lpos ops */
+  int cap_lhash;
+  size_t ran_bytes; /* written_bytes of its parts that ran */
+  int memo_at[REPEAT_MEMO];
   /* the previous window's op hashes, to say what changed on a recompile */
   uint64_t* last_hash;
   int* last_op;
@@ -321,6 +334,7 @@ static ttpu_window* window_of(ttpu_runtime* rt) {
     rt->window->rt = rt;
     int limit = rt->opts.fused_max_ops;
     rt->window->limit = limit > 0 ? limit : DEFAULT_LIMIT;
+    rt->window->lseq = SEQ_SEED;
   }
   return rt->window;
 }
@@ -376,6 +390,7 @@ void ttpu_window_destroy(ttpu_runtime* rt) {
   free(w->key);
   free(w->last_hash);
   free(w->last_op);
+  free(w->lhash);
   ttpu_cache_destroy(w->validated, rt->client);
   free(w);
   rt->window = NULL;
@@ -1001,20 +1016,18 @@ static void find_cuts(const uint64_t* h, int a, int b, int* cut, int* n, int cap
   find_cuts(h, s + R * P, b, cut, n, cap);
 }
 
-static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
-                               ttpu_window_end why);
-
 /* Runs the window as consecutive windows split at cut[0..n_cut) (inside
  * (0, n_recs), ascending): each part recorded again from its calls (so
- * every storage's bookkeeping is exact for it), then run (with split, as
- * run_window runs a window; ended by mid_why); the last part ends by why,
- * or with keep_last stays recorded, the start of the next window. A storage a
- * later part reads stays held until that part is recorded, so it is a
- * result of the part that writes it; one that nothing outside and no
- * later part holds is a temporary. */
+ * every storage's bookkeeping is exact for it), then run, ended by
+ * mid_why; the last part ends by why, or with keep_last stays recorded,
+ * the start of the next window, and the part before it ends by tail_why.
+ * A storage a later part reads stays held until that part is recorded, so
+ * it is a result of the part that writes it; one that nothing outside
+ * and no later part holds is a temporary. */
 static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w, const int* cut,
                               int n_cut, ttpu_window_end mid_why,
-                              ttpu_window_end why, int keep_last, int split) {
+                              ttpu_window_end why, int keep_last,
+                              ttpu_window_end tail_why) {
   int n = w->n_recs, total = 0;
   for (int k = 0; k < n; ++k) total += w->recs[k].plan.n_slots;
   ttpu_op_call** calls = malloc((size_t)n * sizeof(*calls));
@@ -1049,7 +1062,8 @@ static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w, const int* cut,
       for (int j = held_at[released]; j < held_at[released + 1]; ++j)
         ttpu_rt_release_locked(held[j]);
     if (s) window_clear(w);
-    else if (part < n_cut) s = split ? run_window(rt, w, mid_why) : run_one(rt, w, mid_why);
+    else if (part < n_cut)
+      s = run_one(rt, w, keep_last && part == n_cut - 1 ? tail_why : mid_why);
     else if (!keep_last) s = run_one(rt, w, why);
   }
   for (; released < n; ++released)
@@ -1062,42 +1076,100 @@ static ttpu_status* run_parts(ttpu_runtime* rt, ttpu_window* w, const int* cut,
   return s;
 }
 
-/* Runs the window: split at its repeated runs of ops where it has them
- * (fused mode, not a graph's), else as one program. */
-static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
-                               ttpu_window_end why) {
-  int n = w->n_recs;
-  if (w->owner || n < 2 * REPEAT_MIN_OPS || !rt->opts.fused_repeats)
-    return run_one(rt, w, why);
-  /* The search is quadratic in the window's length; a loop ends the same
-   * windows every step, so the cuts of the last few are remembered by
-   * their op sequence. */
-  uint64_t seq = 0x7265706561747321ull;
-  for (int k = 0; k < n; ++k) seq = mix(seq, w->recs[k].hash);
-  seq = mix(seq, (uint64_t)n);
+/* The window being recorded begins again with the ops it holds now
+ * (none, or the tail a cut kept): its position and sequence are theirs,
+ * no part of it has run, and every memo's next cut is searched anew. */
+static int logical_restart(ttpu_window* w) {
+  memset(w->memo_at, 0, sizeof(w->memo_at));
+  w->ran_bytes = 0;
+  w->lpos = 0;
+  w->lseq = SEQ_SEED;
+  if (grow((void**)&w->lhash, &w->cap_lhash, w->n_recs, sizeof(uint64_t)))
+    return -1;
+  for (int k = 0; k < w->n_recs; ++k) {
+    w->lhash[k] = w->recs[k].hash;
+    w->lseq = mix(w->lseq, w->recs[k].hash);
+  }
+  w->lpos = w->n_recs;
+  return 0;
+}
+
+/* Whether a remembered window had a cut after the ops recorded so far,
+ * and began with the same ops: then the ops recorded since the last cut
+ * are one part of it, run now, while the rest is recorded. */
+static int follow_cut(ttpu_window* w) {
+  for (int k = 0; k < REPEAT_MEMO; ++k) {
+    const struct repeat_memo* m = &w->memo[k];
+    if (!m->n) continue;
+    int j = w->memo_at[k];
+    while (j < m->n_cut && m->cut[j] < w->lpos) ++j;
+    w->memo_at[k] = j;
+    if (j < m->n_cut && m->cut[j] == w->lpos && m->at_cut[j] == w->lseq)
+      return 1;
+  }
+  return 0;
+}
+
+/* The cuts at repeated runs of ops in the window as recorded up to op L
+ * (lhash[0, L): the ops of parts that already ran included), as offsets
+ * into the ops still held, which begin at op L - held. The search is
+ * quadratic in the window's length; a loop ends the same windows every
+ * step, so the cuts of the last few are remembered by their op sequence,
+ * and a window that begins with one's ops is cut as it is recorded
+ * (ttpu_window_record), where that one was cut. */
+static int window_cuts(ttpu_window* w, int L, int held, int* cut) {
+  const uint64_t* h = w->lhash;
+  uint64_t seq = SEQ_SEED;
+  for (int k = 0; k < L; ++k) seq = mix(seq, h[k]);
+  seq = mix(seq, (uint64_t)L);
   struct repeat_memo* m = NULL;
   for (int k = 0; k < REPEAT_MEMO && !m; ++k)
-    if (w->memo[k].n == n && w->memo[k].seq == seq) m = &w->memo[k];
+    if (w->memo[k].n == L && w->memo[k].seq == seq) m = &w->memo[k];
   if (!m) {
-    uint64_t* h = malloc((size_t)n * sizeof(*h));
-    if (!h) return run_one(rt, w, why);
-    for (int k = 0; k < n; ++k) h[k] = w->recs[k].hash;
-    m = &w->memo[w->memo_next];
+    int slot = w->memo_next;
+    m = &w->memo[slot];
     w->memo_next = (w->memo_next + 1) % REPEAT_MEMO;
-    m->n = n;
+    m->n = L;
     m->seq = seq;
     m->n_cut = 0;
-    find_cuts(h, 0, n, m->cut, &m->n_cut, REPEAT_MAX_CUTS);
-    free(h);
+    find_cuts(h, 0, L, m->cut, &m->n_cut, REPEAT_MAX_CUTS);
+    uint64_t pre = SEQ_SEED;
+    for (int j = 0, k = 0; j < m->n_cut; ++j) {
+      for (; k < m->cut[j]; ++k) pre = mix(pre, h[k]);
+      m->at_cut[j] = pre;
+    }
+    w->memo_at[slot] = 0;
   }
-  int cut[REPEAT_MAX_CUTS], n_cut = m->n_cut;
-  memcpy(cut, m->cut, sizeof(int) * (size_t)n_cut);
-  /* At the op limit, the ops after the last cut (the start of a copy)
-   * stay in the window: a deeper model reaches the limit elsewhere, and
-   * its copies must still be cut where a shallower model's are. */
-  return n_cut ? run_parts(rt, w, cut, n_cut, TTPU_END_LAYER, why,
-                           why == TTPU_END_LIMIT, 0)
-               : run_one(rt, w, why);
+  int base = L - held, n_cut = 0;
+  for (int j = 0; j < m->n_cut; ++j)
+    if (m->cut[j] > base && m->cut[j] < L) cut[n_cut++] = m->cut[j] - base;
+  return n_cut;
+}
+
+/* Whether the window's repeats are searched: fused mode's (not a graph's)
+ * whose ops as recorded are all known (lhash). */
+static int searches_repeats(const ttpu_runtime* rt, const ttpu_window* w) {
+  return !w->owner && rt->opts.fused_repeats && w->lpos >= w->n_recs &&
+         w->lpos >= 2 * REPEAT_MIN_OPS;
+}
+
+/* Runs the window: split at its repeated runs of ops where it has them,
+ * else as one program. At the op limit, the ops after the last cut (the
+ * start of a copy) stay in the window: a deeper model reaches the limit
+ * elsewhere, and its copies must still be cut where a shallower model's
+ * are. */
+static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
+                               ttpu_window_end why) {
+  int keep_last = why == TTPU_END_LIMIT;
+  if (!searches_repeats(rt, w)) return run_one(rt, w, why);
+  int cut[REPEAT_MAX_CUTS];
+  int n_cut = window_cuts(w, w->lpos, w->n_recs, cut);
+  if (n_cut)
+    return run_parts(rt, w, cut, n_cut, TTPU_END_LAYER, why, keep_last,
+                     TTPU_END_LAYER);
+  if (keep_last && w->lpos > w->n_recs)
+    return NULL; /* all since the last cut that ran stays */
+  return run_one(rt, w, why);
 }
 
 /* Cuts the window before its last `tail` ops (the next step began): the
@@ -1105,9 +1177,14 @@ static ttpu_status* run_window(ttpu_runtime* rt, ttpu_window* w,
  * recorded, the start of the next window. */
 static ttpu_status* cut_before_tail(ttpu_runtime* rt, ttpu_window* w,
                                     int tail) {
-  int cut = w->n_recs - tail;
-  if (cut <= 0) return NULL;
-  return run_parts(rt, w, &cut, 1, TTPU_END_REPEAT, TTPU_END_REPEAT, 1, 1);
+  int n = w->n_recs, at = n - tail;
+  if (at <= 0) return NULL;
+  int cut[REPEAT_MAX_CUTS + 1], n_cut = 0;
+  if (searches_repeats(rt, w) && w->lpos - tail >= 2 * REPEAT_MIN_OPS)
+    n_cut = window_cuts(w, w->lpos - tail, at, cut);
+  cut[n_cut++] = at;
+  return run_parts(rt, w, cut, n_cut, TTPU_END_LAYER, TTPU_END_REPEAT, 1,
+                   TTPU_END_REPEAT);
 }
 
 ttpu_status* ttpu_window_touch(ttpu_runtime* rt, const ttpu_buffer* b,
@@ -1127,9 +1204,15 @@ ttpu_status* ttpu_window_host_read(ttpu_runtime* rt, const ttpu_buffer* b) {
 
 ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
   ttpu_window* w = rt->window;
-  if (!w || !w->n_recs) return NULL;
+  if (!w) return NULL;
+  if (!w->n_recs) {
+    logical_restart(w);
+    return NULL;
+  }
   if (why == TTPU_END_READ || why == TTPU_END_SYNC) w->since_anchor = 0;
-  return run_window(rt, w, why);
+  ttpu_status* s = run_window(rt, w, why);
+  logical_restart(w);
+  return s;
 }
 
 /* A fill (TTPU_OP_FILL: zero_, fill_ with a Scalar) of a storage the
@@ -1194,9 +1277,19 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
    * recorded, and every length in a bucket the same windows. A graph is
    * one program whatever records it. */
   if (w->n_recs && !w->owner && w->autograd_task != call->autograd_task &&
-      w->written_bytes >= PASS_CUT_BYTES) {
+      w->ran_bytes + w->written_bytes >= PASS_CUT_BYTES) {
     s = ttpu_window_flush(rt, TTPU_END_PASS);
     if (s) return s;
+  }
+  /* The ops since the last cut are a part a remembered window ran as its
+   * own program: it runs now, while the next ones are recorded. */
+  if (w->n_recs && !w->owner && rt->opts.fused_repeats && follow_cut(w)) {
+    w->ran_bytes += w->written_bytes;
+    s = run_one(rt, w, TTPU_END_LAYER);
+    if (s) {
+      logical_restart(w);
+      return s;
+    }
   }
   w->device = call->device;
   w->autograd_task = call->autograd_task;
@@ -1204,6 +1297,10 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   if (s) return s;
   if (w->owner) return NULL; /* a graph is one program, however long */
   const wrec* r = &w->recs[w->n_recs - 1];
+  if (grow((void**)&w->lhash, &w->cap_lhash, w->lpos + 1, sizeof(uint64_t)))
+    return ttpu_status_oom();
+  w->lhash[w->lpos++] = r->hash;
+  w->lseq = mix(w->lseq, r->hash);
   uint64_t h = r->hash, hf = step_hash(call);
   /* Repeat detector: the ring holds the last REPEAT_K op hashes. */
   w->recent[w->seen % REPEAT_K] = h;
@@ -1225,11 +1322,16 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
     if (same) {
       /* The step's first REPEAT_K ops again: the next step began. */
       w->since_anchor = REPEAT_K;
-      if (w->n_recs > REPEAT_K) return cut_before_tail(rt, w, REPEAT_K);
-      return NULL;
+      s = w->n_recs > REPEAT_K ? cut_before_tail(rt, w, REPEAT_K) : NULL;
+      logical_restart(w);
+      return s;
     }
   }
-  if (w->n_recs >= w->limit) return run_window(rt, w, TTPU_END_LIMIT);
+  if (w->lpos >= w->limit) {
+    s = run_window(rt, w, TTPU_END_LIMIT);
+    logical_restart(w);
+    return s;
+  }
   return NULL;
 }
 
@@ -1240,6 +1342,7 @@ ttpu_status* ttpu_window_set_owner(ttpu_runtime* rt,
   ttpu_window* w = window_of(rt);
   if (!w) return owner ? ttpu_status_oom() : NULL;
   w->owner = owner;
+  logical_restart(w);
   return NULL;
 }
 
