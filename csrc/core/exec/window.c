@@ -85,6 +85,7 @@ typedef struct {
   int* store;           /* per plan slot */
   int* f_map;           /* per float scalar of the plan: its index in w->f */
   int* i_map;           /* per int scalar: its index in w->i */
+  int cap_store, cap_f_map, cap_i_map;
   uint64_t hash;        /* the op's signature, for the repeat detector */
   size_t key_at;        /* where its words start in the window key */
 } wrec;
@@ -356,9 +357,14 @@ static void rec_free(wrec* r) {
   memset(r, 0, sizeof(*r));
 }
 
-/* Empties the window: recs freed, storages released. */
+/* Empties the window: recs emptied (their arrays kept for the next
+ * window's ops: a step records hundreds of ops, each with a dozen arrays),
+ * storages released. */
 static void window_clear(ttpu_window* w) {
-  for (int k = 0; k < w->n_recs; ++k) rec_free(&w->recs[k]);
+  for (int k = 0; k < w->n_recs; ++k) {
+    free(w->recs[k].call);
+    w->recs[k].call = NULL;
+  }
   w->n_recs = 0;
   for (int k = 0; k < w->n_st; ++k) ttpu_rt_release_locked(w->st[k].buf);
   w->n_st = 0;
@@ -377,6 +383,7 @@ void ttpu_window_destroy(ttpu_runtime* rt) {
   ttpu_window* w = rt->window;
   if (!w) return;
   window_clear(w);
+  for (int k = 0; k < w->cap_recs; ++k) rec_free(&w->recs[k]);
   free(w->recs);
   free(w->st);
   free(w->map_key);
@@ -518,20 +525,24 @@ static size_t phys_bytes(const wstore* x) {
 /* Adds the call as the window's next op (the window is on its device). */
 static ttpu_status* append(ttpu_runtime* rt, ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
+  int had = w->cap_recs;
   if (grow((void**)&w->recs, &w->cap_recs, w->n_recs + 1, sizeof(wrec)))
     return ttpu_status_oom();
-  wrec* r = &w->recs[w->n_recs];
-  memset(r, 0, sizeof(*r));
+  if (w->cap_recs > had)
+    memset(&w->recs[had], 0, (size_t)(w->cap_recs - had) * sizeof(wrec));
+  wrec* r = &w->recs[w->n_recs]; /* its arrays are an earlier op's, kept */
+  r->hash = 0;
+  r->key_at = 0;
   ttpu_status* s = copy_call(call, &r->call);
   if (s) return s;
   if (w->n_recs == 0) w->serial = ttpu_bucket_window_begins(&rt->prog);
   ttpu_store_view view = {window_lookup, w, 1, w->serial};
   s = ttpu_plan_build(&rt->prog, r->call, def, &view, &r->plan);
   if (!s) {
-    r->store = malloc(((size_t)r->plan.n_slots + 1) * sizeof(int));
-    r->f_map = malloc(((size_t)r->plan.n_f + 1) * sizeof(int));
-    r->i_map = malloc(((size_t)r->plan.n_i + 1) * sizeof(int));
-    if (!r->store || !r->f_map || !r->i_map) s = ttpu_status_oom();
+    if (grow((void**)&r->store, &r->cap_store, r->plan.n_slots + 1, sizeof(int)) ||
+        grow((void**)&r->f_map, &r->cap_f_map, r->plan.n_f + 1, sizeof(int)) ||
+        grow((void**)&r->i_map, &r->cap_i_map, r->plan.n_i + 1, sizeof(int)))
+      s = ttpu_status_oom();
   }
   if (!s) {
     for (int sl = 0; sl < r->plan.n_slots; ++sl) {
