@@ -7,7 +7,16 @@ layers (TORCHTPU_FUSED_REPEATS, default on) are cut as they are recorded
 from the second step on, so the device runs the first layers while the
 host records the later ones.
 
-    .venv/bin/python benchmarks/fused_overlap.py [--layers 4] [--dim 256] [--steps 8]
+Then what the host's work beside the programs costs them where both share
+the cores (the XLA CPU plugin): the windows' programs' summed run time per step
+when the host waits for the device after the forward, the backward and
+the update (nothing runs beside the programs) against the ordinary step
+(the next phase is recorded while the programs run), rounds of three steps
+alternating, and the wall time of each; then the same step under
+torch.compile (backend "tpu"), whose graphs' programs run with the host
+idle, measured the same way.
+
+    .venv/bin/python benchmarks/fused_overlap.py [--layers 4] [--dim 256] [--steps 8] [--rounds 6]
 
 The model is benchmarks/llama.py's (vocab 512, 8x128 tokens, AdamW), as
 in fused_breakdown.py; medians over the steps after three warm-up steps.
@@ -16,6 +25,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -26,11 +36,43 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama import Llama  # noqa: E402
 
 
+def compiled_rounds(model, opt, x, y, rounds):
+    """(programs ms, wall ms) a step of the step compiled with
+    torch.compile: rounds of three steps."""
+    import torchtpu.dynamo  # noqa: F401
+
+    def step(x, y):
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = torch.compile(step, backend="tpu")
+    for _ in range(3):
+        step(x, y).item()
+    out = []
+    for _ in range(rounds):
+        torch.tpu.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            t = time.perf_counter()
+            for _ in range(3):
+                step(x, y).item()
+            torch.tpu.synchronize()
+            wall = (time.perf_counter() - t) / 3 * 1e3
+        dev = sum(e.time_range.elapsed_us() for e in prof.events()
+                  if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+                  and e.name.startswith("graph")) / 1e3
+        out.append((dev / 3, wall))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=6)
     a = ap.parse_args(argv)
 
     torch.manual_seed(0)
@@ -39,13 +81,24 @@ def main(argv=None):
     x = torch.randint(0, 512, (8, 128)).to("tpu")
     y = torch.randint(0, 512, (8, 128)).to("tpu")
 
-    def step():
+    def step(wait=False):
         with record_function("forward"):
             loss = model(x, y)
+        if wait:
+            torch.tpu.synchronize()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if wait:
+            torch.tpu.synchronize()
         opt.step()
+        if wait:
+            torch.tpu.synchronize()
         return loss.item()
+
+    def device_ms(prof):
+        return sum(e.time_range.elapsed_us() for e in prof.events()
+                   if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+                   and e.name.startswith("fused window")) / 1e3
 
     rec, first, during = [], [], []
     with torchtpu.set_eager_mode("fused"):
@@ -64,12 +117,30 @@ def main(argv=None):
             rec.append((t1 - t0) / 1e3)
             first.append((starts[0] - t0) / 1e3)
             during.append(sum(1 for t in starts if t < t1))
+        alone = {False: [], True: []}
+        for _ in range(a.rounds):
+            for wait in (False, True):
+                torch.tpu.synchronize()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+                    t = time.perf_counter()
+                    for _ in range(3):
+                        step(wait)
+                    torch.tpu.synchronize()
+                    wall = (time.perf_counter() - t) / 3 * 1e3
+                alone[wait].append((device_ms(prof) / 3, wall))
     print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW, fused, "
           f"TORCHTPU_FUSED_REPEATS={os.environ.get('TORCHTPU_FUSED_REPEATS', '1')}; "
           f"load average {os.getloadavg()[0]:.2f}; medians of {a.steps} steps")
     print(f"forward recorded in {statistics.median(rec):.1f} ms; first program starts "
           f"{statistics.median(first):.1f} ms after the forward's start; "
           f"programs started while the forward was recorded: {statistics.median(during):g}")
+    alone["compiled"] = compiled_rounds(model, opt, x, y, a.rounds)
+    for key, label in ((False, "fused, ordinary step (host records beside the programs)"),
+                       (True, "fused, host waiting after each phase"),
+                       ("compiled", "torch.compile, the graphs' programs")):
+        dev = statistics.median(d for d, _ in alone[key])
+        wall = statistics.median(w for _, w in alone[key])
+        print(f"{label}: programs {dev:.1f} ms a step, wall {wall:.1f} ms (medians of {a.rounds} rounds of 3 steps)")
 
 
 if __name__ == "__main__":
