@@ -36,18 +36,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama import Llama  # noqa: E402
 
 
-def compiled_rounds(model, opt, x, y, rounds):
-    """(programs ms, wall ms) a step of the step compiled with
-    torch.compile: rounds of three steps."""
+def compiled_rounds(d, layers, rounds):
+    """(programs ms, wall ms) a step of the same step (steady.py's, a
+    model seeded alike) compiled with torch.compile: rounds of three
+    steps."""
     import torchtpu.dynamo  # noqa: F401
+    from steady import training_step
 
-    def step(x, y):
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step, x, y = training_step(d=d, layers=layers)
     step = torch.compile(step, backend="tpu")
     for _ in range(3):
         step(x, y).item()
@@ -134,7 +130,7 @@ def main(argv=None):
     print(f"forward recorded in {statistics.median(rec):.1f} ms; first program starts "
           f"{statistics.median(first):.1f} ms after the forward's start; "
           f"programs started while the forward was recorded: {statistics.median(during):g}")
-    alone["compiled"] = compiled_rounds(model, opt, x, y, a.rounds)
+    alone["compiled"] = compiled_rounds(a.dim, a.layers, a.rounds)
     for key, label in ((False, "fused, ordinary step (host records beside the programs)"),
                        (True, "fused, host waiting after each phase"),
                        ("compiled", "torch.compile, the graphs' programs")):
