@@ -17,8 +17,9 @@ Per mode (medians over rounds):
   called): Python, autograd, dispatch, the glue and recording (fused) or
   enqueueing (strict: programs may run inline meanwhile); per op: issue
   divided by the ATen ops strict mode runs;
-- device: the summed run time of the programs the step launched, from the
-  engine's own timing (torch.profiler's tpu track), and how many;
+- device: the time the device ran the programs the step launched, from the
+  engine's own timing (torch.profiler's tpu track; where programs are
+  launched while others run, each moment counted once), and how many;
 - windows (fused): windows per step, ops per window, and why they ended;
 - faults: the process's minor page faults per step (getrusage), and its
   kernel (system) CPU time per step: a program whose temporaries the
@@ -87,14 +88,27 @@ def device_time(fn):
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         fn()
-    total, n, each = 0.0, 0, []
+    spans, each = [], []
     for e in prof.events():
         if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1:
-            t = e.time_range.elapsed_us() / 1e6
-            total += t
-            n += 1
-            each.append((e.name[:40], t))
-    return total, n, sorted(each, key=lambda p: -p[1])[:4]
+            spans.append((e.time_range.start, e.time_range.end))
+            each.append((e.name[:40], e.time_range.elapsed_us() / 1e6))
+    return busy_us(spans) / 1e6, len(spans), sorted(each, key=lambda p: -p[1])[:4]
+
+
+def busy_us(spans):
+    """The time covered by (start, end) spans in microseconds, each moment
+    once: programs launched while others run overlap on the profiler's
+    track, and their sum would exceed the time the device was busy."""
+    total, until = 0.0, None
+    for start, end in sorted(spans):
+        if until is None or start >= until:
+            total += end - start
+            until = end
+        elif end > until:
+            total += end - until
+            until = end
+    return total
 
 
 def step_matmul_flops(d, layers):

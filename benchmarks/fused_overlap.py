@@ -33,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 import torchtpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fused_breakdown import busy_us  # noqa: E402
 from llama import Llama  # noqa: E402
 
 
@@ -56,9 +57,9 @@ def compiled_rounds(d, layers, rounds):
                 step(x, y).item()
             torch.tpu.synchronize()
             wall = (time.perf_counter() - t) / 3 * 1e3
-        dev = sum(e.time_range.elapsed_us() for e in prof.events()
-                  if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-                  and e.name.startswith("graph")) / 1e3
+        dev = busy_us([(e.time_range.start, e.time_range.end) for e in prof.events()
+                       if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+                       and e.name.startswith("graph")]) / 1e3
         out.append((dev / 3, wall))
     return out
 
@@ -92,9 +93,9 @@ def main(argv=None):
         return loss.item()
 
     def device_ms(prof):
-        return sum(e.time_range.elapsed_us() for e in prof.events()
-                   if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-                   and e.name.startswith("fused window")) / 1e3
+        return busy_us([(e.time_range.start, e.time_range.end) for e in prof.events()
+                        if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+                        and e.name.startswith("fused window")]) / 1e3
 
     rec, first, during = [], [], []
     with torchtpu.set_eager_mode("fused"):
