@@ -18,8 +18,9 @@ idle, measured the same way.
 
     .venv/bin/python benchmarks/fused_overlap.py [--layers 4] [--dim 256] [--steps 8] [--rounds 6]
 
-The model is benchmarks/llama.py's (vocab 512, 8x128 tokens, AdamW), as
-in fused_breakdown.py; medians over the steps after three warm-up steps.
+The model and optimizer are steady.py's (benchmarks/llama.py's model,
+vocab 512, 8x128 tokens, AdamW), as in fused_breakdown.py; medians over
+the steps after three warm-up steps.
 """
 import argparse
 import os
@@ -34,16 +35,21 @@ import torchtpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fused_breakdown import busy_us  # noqa: E402
-from llama import Llama  # noqa: E402
+from steady import training_setup, training_step  # noqa: E402
+
+
+def program_spans(prof, prefix):
+    """(start, end) of each program on the profiler's tpu track whose name
+    begins with prefix ("fused window", "graph")."""
+    return [(e.time_range.start, e.time_range.end) for e in prof.events()
+            if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
+            and e.name.startswith(prefix)]
 
 
 def compiled_rounds(d, layers, rounds):
     """(programs ms, wall ms) a step of the same step (steady.py's, a
     model seeded alike) compiled with torch.compile: rounds of three
-    steps."""
-    import torchtpu.dynamo  # noqa: F401
-    from steady import training_step
-
+    steps. (steady.py registers the "tpu" backend.)"""
     step, x, y = training_step(d=d, layers=layers)
     step = torch.compile(step, backend="tpu")
     for _ in range(3):
@@ -57,9 +63,7 @@ def compiled_rounds(d, layers, rounds):
                 step(x, y).item()
             torch.tpu.synchronize()
             wall = (time.perf_counter() - t) / 3 * 1e3
-        dev = busy_us([(e.time_range.start, e.time_range.end) for e in prof.events()
-                       if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-                       and e.name.startswith("graph")]) / 1e3
+        dev = busy_us(program_spans(prof, "graph")) / 1e3
         out.append((dev / 3, wall))
     return out
 
@@ -72,11 +76,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=6)
     a = ap.parse_args(argv)
 
-    torch.manual_seed(0)
-    model = Llama(512, d=a.dim, layers=a.layers).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    x = torch.randint(0, 512, (8, 128)).to("tpu")
-    y = torch.randint(0, 512, (8, 128)).to("tpu")
+    model, opt, x, y = training_setup(a.dim, a.layers)
 
     def step(wait=False):
         with record_function("forward"):
@@ -92,11 +92,6 @@ def main(argv=None):
             torch.tpu.synchronize()
         return loss.item()
 
-    def device_ms(prof):
-        return busy_us([(e.time_range.start, e.time_range.end) for e in prof.events()
-                        if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-                        and e.name.startswith("fused window")]) / 1e3
-
     rec, first, during = [], [], []
     with torchtpu.set_eager_mode("fused"):
         for _ in range(3):
@@ -107,9 +102,7 @@ def main(argv=None):
                 step()
                 torch.tpu.synchronize()
             fwd = next(e for e in prof.events() if e.name == "forward")
-            starts = sorted(e.time_range.start for e in prof.events()
-                            if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-                            and e.name.startswith("fused window"))
+            starts = sorted(start for start, _ in program_spans(prof, "fused window"))
             t0, t1 = fwd.time_range.start, fwd.time_range.end
             rec.append((t1 - t0) / 1e3)
             first.append((starts[0] - t0) / 1e3)
@@ -124,7 +117,7 @@ def main(argv=None):
                         step(wait)
                     torch.tpu.synchronize()
                     wall = (time.perf_counter() - t) / 3 * 1e3
-                alone[wait].append((device_ms(prof) / 3, wall))
+                alone[wait].append((busy_us(program_spans(prof, "fused window")) / 1e3 / 3, wall))
     print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW, fused, "
           f"TORCHTPU_FUSED_REPEATS={os.environ.get('TORCHTPU_FUSED_REPEATS', '1')}; "
           f"load average {os.getloadavg()[0]:.2f}; medians of {a.steps} steps")

@@ -23,14 +23,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama import Llama  # noqa: E402
 
 
-def training_step(d=256, layers=4, vocab=512):
-    """The measured step on tpu: (step(x, y) -> loss, x, y) for the LLaMA
-    model with AdamW, seeded, batch 8 x 128 tokens."""
+def training_setup(d=256, layers=4, vocab=512):
+    """The measured step's pieces on tpu: (model, optimizer, x, y) for the
+    LLaMA model with AdamW, seeded, batch 8 x 128 tokens."""
     torch.manual_seed(0)
     model = Llama(vocab, d=d, layers=layers).to("tpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     x = torch.randint(0, vocab, (8, 128)).to("tpu")
     y = torch.randint(0, vocab, (8, 128)).to("tpu")
+    return model, opt, x, y
+
+
+def training_step(d=256, layers=4, vocab=512):
+    """The measured step on tpu: (step(x, y) -> loss, x, y) for
+    training_setup's model and optimizer."""
+    model, opt, x, y = training_setup(d, layers, vocab)
 
     def step(x, y):
         loss = model(x, y)
