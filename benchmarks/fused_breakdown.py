@@ -5,9 +5,12 @@ step, and host syncs, side by side for strict, fused and compiled.
     .venv/bin/python benchmarks/fused_breakdown.py [--layers 4] [--dim 256] [--rounds 5]
 
 The model is benchmarks/llama.py's (vocab 512, 8x128 tokens, AdamW), one
-process: strict and fused alternate per round so load hits both alike,
-then compiled (once Dynamo has traced the step it wraps the optimizer, and
-eager steps after that are not today's eager steps).
+process: the three modes alternate per round, so load hits them alike, and
+each round's ratios (fused's step rate against strict's and compiled's in
+the same round) are reported with their median and range. Compiled mode
+trains its own copy of the model and optimizer, seeded alike: Dynamo wraps
+the optimizer whose step it traces, and the eager modes' optimizer stays
+untouched (their windows and programs are the same before and after).
 Per mode (medians over rounds):
 
 - step: wall time per step of a round of --steps steps, each ending with
@@ -29,8 +32,8 @@ Per mode (medians over rounds):
   thread's share of it (Python, dispatch, recording), and the cores' idle
   time (cores x step - CPU): on the CPU plugin host and programs share
   the cores, so host time a mode adds slows its programs too; and the
-  CPU time by thread name (the plugin's tf_XLAEigen threads run the
-  programs).
+  CPU time by thread (the plugin's threads, tf_XLAEigen and its unnamed
+  ones, run the programs).
 
 Then the floor every mode shares: the plugin's threads' CPU per step
 divided by the cores is the shortest step its programs allow on this
@@ -59,13 +62,21 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu():
-    """CPU seconds so far by thread name (/proc: the plugin's threads that
-    run programs, the host's, autograd's)."""
+    """CPU seconds so far by thread name (/proc): the calling thread
+    ("calling"), PyTorch's autograd thread (pt_autograd_0), the engine's
+    compile threads (ttpu_compile), the plugin's Eigen threads
+    (tf_XLAEigen), and the plugin's unnamed threads ("plugin other": they
+    launch programs and run parts of them; every other thread of this
+    process has a name)."""
     by = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip()
+            if int(tid) == os.getpid():
+                name = "calling"
+            elif name == "python":
+                name = "plugin other"
             with open(f"/proc/self/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
@@ -78,7 +89,7 @@ def plugin_cpu(by):
     """The CPU seconds of a by-thread-name map (thread_cpu, or a
     difference of two) that the plugin's threads, which run the programs,
     spent."""
-    return sum(v for k, v in by.items() if k.startswith("tf_XLA"))
+    return sum(v for k, v in by.items() if k.startswith("tf_XLA") or k == "plugin other")
 
 
 def device_time(fn):
@@ -155,8 +166,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     step, x, y = training_step(d=a.dim, layers=a.layers)
-
-    compiled = torch.compile(step, backend="tpu")
+    compiled = torch.compile(training_step(d=a.dim, layers=a.layers)[0], backend="tpu")
     modes = ("strict", "fused", "compiled")
 
     def one(mode, steps):
@@ -192,26 +202,22 @@ def main(argv=None):
                      for k, v in m1["fused_window_ends"].items() if v - m0["fused_window_ends"].get(k, 0)}
         return wall / steps, issue / steps, d
 
-    # Strict and fused alternate; compiled runs after them: once Dynamo has
-    # traced the step, its wrapping of the optimizer changes how the eager
-    # step runs.
     rows = {m: [] for m in modes}
     dev = {}
-    for group in (("strict", "fused"), ("compiled",)):
-        for mode in group:  # warm-up: every program compiled
-            one(mode, 3)
-        for _ in range(a.rounds):
-            for mode in group:
-                rows[mode].append(one(mode, a.steps))
-        for mode in group:
-            if mode == "compiled":
-                dev[mode] = device_time(lambda: (compiled(x, y).item(), torch.tpu.synchronize()))
-            else:
-                def f(mode=mode):
-                    with torchtpu.set_eager_mode(mode):
-                        step(x, y).item()
-                    torch.tpu.synchronize()
-                dev[mode] = device_time(f)
+    for mode in modes:  # warm-up: every program compiled
+        one(mode, 3)
+    for _ in range(a.rounds):
+        for mode in modes:
+            rows[mode].append(one(mode, a.steps))
+    for mode in modes:
+        if mode == "compiled":
+            dev[mode] = device_time(lambda: (compiled(x, y).item(), torch.tpu.synchronize()))
+        else:
+            def f(mode=mode):
+                with torchtpu.set_eager_mode(mode):
+                    step(x, y).item()
+                torch.tpu.synchronize()
+            dev[mode] = device_time(f)
     # ATen ops per step as the engine sees them: strict mode runs one
     # program per op.
     ops = rows["strict"][-1][2]["executions"]
@@ -242,6 +248,10 @@ def main(argv=None):
     for mode in modes:
         print(f"{mode}: longest programs " + ", ".join(f"{n} {t * 1e3:.1f} ms" for n, t in dev[mode][2]))
     print(f"ops per step (strict executions): {ops}; fused ops recorded: {rows['fused'][-1][2]['fused_ops']}")
+    for other in ("strict", "compiled"):
+        ratios = sorted(o[0] / f[0] for f, o in zip(rows["fused"], rows[other]))
+        print(f"fused's step rate against {other}'s, round by round: median {statistics.median(ratios):.2f}x, "
+              f"range {ratios[0]:.2f}-{ratios[-1]:.2f}x ({len(ratios)} rounds)")
 
     def xla_cpu(mode):
         return statistics.median(plugin_cpu(r[2]["threads"]) for r in rows[mode]) * 1e3

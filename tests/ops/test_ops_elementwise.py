@@ -995,3 +995,45 @@ def test_backward_ops_direct():
 ])
 def test_composite_gradients(fn):
     check(fn, rand(3, 4, requires_grad=True, low=-2, high=2), grad=True, noncontig=False)
+
+
+def test_silu_backward_is_one_op():
+    """silu_backward is CompositeImplicitAutograd in PyTorch (a tensor of
+    ones and six ops for a device without its own kernel); on tpu it is one
+    op with CPU's formula: values of each float dtype, special values,
+    non-contiguous inputs and its out= form against CPU, one program in
+    strict mode, and gradients of the gradient still through autograd."""
+    import torchtpu
+
+    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        x = rand(6, 10, dtype=dt, low=-8, high=8)
+        x[0, :5] = torch.tensor([NAN, INF, -INF, -100.0, 100.0], dtype=dt)
+        g = rand(6, 10, dtype=dt, seed=3)
+        same(torch.ops.aten.silu_backward, g, x)
+        same(lambda a, b: torch.ops.aten.silu_backward(a.t(), b.t()), g, x)
+        same(lambda a, b: torch.ops.aten.silu_backward.grad_input(
+            a.t(), b.t(), grad_input=torch.empty(10, 6, dtype=a.dtype, device=a.device)), g, x)
+    same(torch.ops.aten.silu_backward, rand(3, dtype=torch.int64), rand(3, dtype=torch.int64))
+
+    g, x = rand(64, 32).to(DEV), rand(64, 32, seed=4).to(DEV)
+    torch.ops.aten.silu_backward(g, x).cpu()
+    before = torchtpu.debug.metrics()["executions"]
+    with torchtpu.set_eager_mode("strict"):
+        r = torch.ops.aten.silu_backward(g, x)
+    torch.tpu.synchronize()
+    assert torchtpu.debug.metrics()["executions"] - before == 1
+    torch.testing.assert_close(r.cpu(), torch.ops.aten.silu_backward(g.cpu(), x.cpu()))
+
+    # the gradient of silu in bf16, and the gradient of the gradient
+    check(F.silu, rand(4, 4, dtype=torch.bfloat16, low=-4, high=4, requires_grad=True), grad=True,
+          noncontig=False)
+    xc = rand(5, 7, dtype=torch.float64, requires_grad=True)
+    xt = xc.detach().to(DEV).requires_grad_()
+    for mode in ("strict", "fused"):
+        with torchtpu.set_eager_mode(mode):
+            (gt,) = torch.autograd.grad(F.silu(xt).sum(), xt, create_graph=True)
+            (ggt,) = torch.autograd.grad((gt * gt).sum(), xt)
+        (gc,) = torch.autograd.grad(F.silu(xc).sum(), xc, create_graph=True)
+        (ggc,) = torch.autograd.grad((gc * gc).sum(), xc)
+        torch.testing.assert_close(gt.cpu(), gc)
+        torch.testing.assert_close(ggt.cpu(), ggc)

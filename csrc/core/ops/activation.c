@@ -134,6 +134,21 @@ static ttpu_status* lower_silu(ttpu_lower* L) {
   return NULL;
 }
 
+/* silu_backward(grad_output, self): CPU's formula, s = 1 / (1 + exp(-x)),
+ * g s (1 + x (1 - s)). PyTorch's composite for other devices builds a
+ * tensor of ones the size of the input and runs six ops over it. */
+static ttpu_status* lower_silu_backward(ttpu_lower* L) {
+  ttpu_hlo* b = ttpu_l_hlo(L);
+  ttpu_dtype md;
+  if (!act_type(L, TTPU_EW_FLOAT, "silu_backward_cpu", &md)) return NULL;
+  ttpu_val g = ttpu_ew_in(L, 0, md), x = ttpu_ew_in(L, 1, md);
+  ttpu_val e = ttpu_hlo_unary(b, TTPU_EXP, ttpu_hlo_unary(b, TTPU_NEG, x));
+  ttpu_val s = ttpu_ew_kdiv(b, 1, ttpu_ew_addk(b, e, 1));
+  ttpu_val r = ttpu_ew_addk(b, ttpu_ew_mul(b, x, ttpu_ew_ksub(b, 1, s)), 1);
+  ttpu_l_set_out(L, 0, ttpu_ew_mul(b, ttpu_ew_mul(b, g, s), r));
+  return NULL;
+}
+
 /* mish: x tanh(log1p(exp(x))) */
 static ttpu_status* lower_mish(ttpu_lower* L) {
   ttpu_hlo* b = ttpu_l_hlo(L);
@@ -540,6 +555,8 @@ const ttpu_op_def ttpu_ops_activation[] = {
     {"gelu_backward", lower_gelu_backward, .flags = 0},
     {"gelu_backward.grad_input", lower_gelu_backward, .flags = 0},
     {"silu", lower_silu, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "silu_cpu"},
+    {"silu_backward", lower_silu_backward, .flags = 0},
+    {"silu_backward.grad_input", lower_silu_backward, .flags = 0},
     {"mish", lower_mish, .variants = TTPU_V_INPLACE | TTPU_V_OUT, .kinds = TTPU_K_FLOAT, .kernel = "mish_cpu"},
     {"sigmoid_backward", lower_sigmoid_backward, .complex_fn = ttpu_complex_sigmoid_backward},
     {"sigmoid_backward.grad_input", lower_sigmoid_backward,

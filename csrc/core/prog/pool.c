@@ -65,6 +65,9 @@ static void run_job(ttpu_pool_job* j) {
 
 static void* worker(void* arg) {
   ttpu_pool* p = arg;
+  /* Named, so that top -H and a profiler tell the compile threads from
+   * the caller's and the plugin's (a name is only a label: no error). */
+  pthread_setname_np(pthread_self(), "ttpu_compile");
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->head && !p->stop) pthread_cond_wait(&p->work, &p->mu);

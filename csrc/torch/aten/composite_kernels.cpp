@@ -8,6 +8,7 @@
 #include <ATen/ops/einsum_native.h>
 #include <ATen/ops/isclose_native.h>
 
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -418,7 +420,42 @@ void grouped_composite_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
 }
 
+// CompositeImplicitAutograd ops whose decomposition is a poor way to run
+// them on tpu, each with an engine op that replaces it on the backend key.
+// silu_backward: PyTorch's form for devices without a kernel of their own
+// builds a tensor of ones of the input's size and runs six ops over it
+// (seven programs in strict mode; in fused mode the ones are a program of
+// their own each backward pass, and the window reads them from memory).
+constexpr const char* kEngineOverComposite[] = {"silu_backward"};
+
+// tpu's autograd key for those ops: the engine op, below autograd, unless
+// autograd must record the op's own ops (grad mode on and an input that
+// requires grad: a gradient of the gradient taken through this op rather
+// than through the formula autograd uses for it then) or an argument is
+// not a plain tpu tensor (a subclass, a tracing mode): then the
+// decomposition, as on any device without a kernel.
+void engine_over_composite_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  bool record = false;
+  if (c10::GradMode::is_enabled()) {
+    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+      const c10::IValue& value = (*stack)[i];
+      record = record || (value.isTensor() && value.toTensor().requires_grad());
+    }
+  }
+  if (record || !plain_tpu_arguments(*stack, n)) {
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    return;
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
 }  // namespace
+
+bool engine_op_replaces_composite(const std::string& name) {
+  return std::find(std::begin(kEngineOverComposite), std::end(kEngineOverComposite), name) !=
+         std::end(kEngineOverComposite);
+}
 
 std::vector<std::string> register_grouped_composites() {
   // Kept for the life of the process: dropping them would deregister.
@@ -449,6 +486,9 @@ std::vector<std::string> register_grouped_composites() {
 // of the ops it runs), the one for the backend key in inference mode.
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("einsum", torch::CppFunction::makeFromBoxedFunction<&einsum_kernel>());
+  for (const char* name : kEngineOverComposite) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&engine_over_composite_kernel>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

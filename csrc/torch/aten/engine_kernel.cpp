@@ -475,7 +475,8 @@ const KernelRegistration& register_engine_kernels() {
         continue;
       }
       if (handle->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeImplicitAutograd)) {
+              c10::DispatchKey::CompositeImplicitAutograd) &&
+          !engine_op_replaces_composite(name)) {
         // A backend kernel for a CompositeImplicitAutograd op would replace
         // its decomposition and silently lose autograd.
         result.skipped[name] =

@@ -46,6 +46,12 @@ std::vector<std::string> register_out_forms();
 // several; returns their names. Called once, by register_engine_kernels.
 std::vector<std::string> register_grouped_composites();
 
+// Whether a CompositeImplicitAutograd op has an engine op of its own that
+// replaces its decomposition on tpu's backend key (silu_backward): tpu's
+// autograd key then runs the decomposition only where autograd must record
+// its ops (composite_kernels.cpp). Asked by register_engine_kernels.
+bool engine_op_replaces_composite(const std::string& name);
+
 // The overload name of an out= overload's functional counterpart by ATen's
 // naming ("out"/"values" -> "", "dim_max"/"dim_min" -> "dim", "<ov>_out"
 // and "<ov>_values" -> "<ov>"), "-" when the name gives none.
