@@ -194,6 +194,26 @@ def test_grouped_composites_one_program():
     assert torchtpu.get_eager_mode() == "strict"
 
 
+def test_a_composites_fills_are_in_its_program():
+    """Causal attention's math form makes its own temporaries by filling
+    new tensors (the mask's ones, the -inf and zero scalars); a composite's
+    fills are recorded in its window, not launched each as a program before
+    it: one program a call in strict and in fused mode, where the fills were
+    four more, and the same values as the CPU."""
+    qc, kc, vc = operands([(2, 3, 6, 8), (2, 3, 6, 8), (2, 3, 6, 8)], grad=False)
+    q, k, v = qc.to(DEV), kc.to(DEV), vc.to(DEV)
+    expected = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True)
+    for mode in ("strict", "fused"):
+        with torchtpu.set_eager_mode(mode):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            torch.tpu.synchronize()
+            before = debug.metrics()["executions"]
+            r = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            torch.tpu.synchronize()
+            assert debug.metrics()["executions"] - before == 1, mode
+        assert_close(r, expected)
+
+
 def test_grouped_composite_error_at_its_op_in_strict_mode():
     """A grouped composite runs as one window in strict mode, and strict
     mode raises a data-dependent error at its op: cross-entropy's target

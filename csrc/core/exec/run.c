@@ -95,7 +95,10 @@ ttpu_status* ttpu_runtime_group_begin(ttpu_runtime* rt, int* grouped) {
   if (rt->exec == &ttpu_executor_strict) {
     rt->exec = &ttpu_executor_fused;
     *grouped = 1;
+  } else if (rt->exec == &ttpu_executor_fused) {
+    *grouped = 2; /* recorded already: the composite is only marked */
   }
+  if (*grouped) rt->composite_depth++;
   pthread_mutex_unlock(&rt->mu);
   return NULL;
 }
@@ -104,7 +107,9 @@ ttpu_status* ttpu_runtime_group_end(ttpu_runtime* rt, int grouped) {
   if (!grouped) return NULL;
   ttpu_status* s = ttpu_rt_enter(rt);
   if (s) return s;
-  if (rt->exec == &ttpu_executor_fused && rt->mode == TTPU_MODE_STRICT) {
+  if (rt->composite_depth > 0) rt->composite_depth--;
+  if (grouped == 1 && rt->exec == &ttpu_executor_fused &&
+      rt->mode == TTPU_MODE_STRICT) {
     s = rt->exec->flush(rt, TTPU_END_SYNC);
     /* Strict mode raises a data-dependent error at its op: the group's
      * checks are read here, not left for the next host wait. */

@@ -122,6 +122,9 @@ struct ttpu_runtime {
   const ttpu_executor_ops* exec; /* runs ops: the mode's, or the graph's */
   ttpu_window* window;   /* recorded ops of fused mode and graphs
                             (exec/fused.c) */
+  int composite_depth;   /* composite ops being recorded (group_begin to
+                            group_end): their fills of new storages are
+                            their own temporaries (exec/window.c) */
   ttpu_graph_state graph;
   ttpu_function_state function;
   char warning[1024];    /* pending warnings, "" when none */

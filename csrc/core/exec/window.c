@@ -1233,10 +1233,13 @@ ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
  * first step then records the same window as every later step: state a
  * step creates with zeros_like (an optimizer's moments) enters the window
  * as an input, as it does from the second step on, and the first window's
- * program is reused instead of compiling a second one. */
-static int is_outside_fill(const ttpu_window* w, const ttpu_op_call* call,
-                           const ttpu_op_def* def) {
-  if (!(def->flags & TTPU_OP_FILL)) return 0;
+ * program is reused instead of compiling a second one. A composite op's
+ * fills (ttpu_runtime_group_begin) stay in the window: they are its own
+ * temporaries, made at every call (attention's mask of ones, its -inf
+ * scalar), which the program folds instead of a launch and a read each. */
+static int is_outside_fill(const ttpu_runtime* rt, const ttpu_window* w,
+                           const ttpu_op_call* call, const ttpu_op_def* def) {
+  if (!(def->flags & TTPU_OP_FILL) || rt->composite_depth > 0) return 0;
   if (call->n_outputs != 1 || !call->outputs[0].buffer) return 0;
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
@@ -1270,7 +1273,7 @@ ttpu_status* ttpu_window_record(ttpu_runtime* rt, const ttpu_op_call* call,
   if (call->device < 0 || call->device >= rt->device_count)
     return ttpu_status_make(TTPU_INVALID_ARGUMENT, "invalid device tpu:%d",
                             call->device);
-  if (!w->owner && is_outside_fill(w, call, def))
+  if (!w->owner && is_outside_fill(rt, w, call, def))
     return ttpu_queue_run_op_now(rt, call, def);
   if (w->n_recs && w->device != call->device) {
     s = ttpu_window_flush(rt, TTPU_END_DEVICE);

@@ -271,13 +271,17 @@ ttpu_status* ttpu_runtime_set_mode(ttpu_runtime* rt, ttpu_mode mode);
 ttpu_mode ttpu_runtime_mode(ttpu_runtime* rt);
 /* Runs the recorded fused window now (enqueued, not awaited). */
 ttpu_status* ttpu_runtime_flush(ttpu_runtime* rt);
-/* The calls between group_begin and group_end run as one fused window
- * when the runtime is in strict mode: a composite op (einsum) compiles and
- * runs one program instead of one per op it decomposes into. In debug and
- * fused mode, inside a graph and inside a function body it does nothing.
- * *grouped says whether a group began; pass it to group_end, which runs
- * the window (enqueued, not awaited) and goes back to strict mode. Groups
- * do not nest (a group_begin inside one does nothing). */
+/* The calls between group_begin and group_end are one composite op's
+ * (einsum, scaled_dot_product_attention's math form). In strict mode they
+ * run as one fused window: the composite compiles and runs one program
+ * instead of one per op it decomposes into. In strict and fused mode a
+ * fill of a storage the window has not seen is recorded in the window (a
+ * composite's own temporary: an attention mask of ones, a scalar), where
+ * outside a composite it runs before the window. In debug mode, inside a
+ * graph and inside a function body it does nothing. *grouped says whether
+ * a group began; pass it to group_end, which in strict mode runs the
+ * window (enqueued, not awaited) and goes back to strict mode. A group
+ * inside a group runs in the outer one's window. */
 ttpu_status* ttpu_runtime_group_begin(ttpu_runtime* rt, int* grouped);
 ttpu_status* ttpu_runtime_group_end(ttpu_runtime* rt, int grouped);
 /* A whole graph as one program (torch.compile): the ops recorded from
