@@ -428,12 +428,12 @@ void grouped_composite_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
 // their own each backward pass, and the window reads them from memory).
 constexpr const char* kEngineOverComposite[] = {"silu_backward"};
 
-// tpu's autograd key for those ops: the engine op, below autograd, unless
-// autograd must record the op's own ops (grad mode on and an input that
-// requires grad: a gradient of the gradient taken through this op rather
-// than through the formula autograd uses for it then) or an argument is
-// not a plain tpu tensor (a subclass, a tracing mode): then the
-// decomposition, as on any device without a kernel.
+// tpu's autograd key for those ops: the engine op, below autograd. The
+// decomposition, as on any device without a kernel, where autograd must
+// record the call (grad mode on and an input that requires grad: the op
+// called directly inside a differentiable computation; silu's own double
+// backward uses another formula) or an argument is not a plain tpu tensor
+// (a subclass, a tracing mode).
 void engine_over_composite_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   bool record = false;
