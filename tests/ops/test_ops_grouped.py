@@ -214,6 +214,30 @@ def test_a_composites_fills_are_in_its_program():
         assert_close(r, expected)
 
 
+def test_a_backward_passs_fills_are_in_its_window():
+    """The zeros a backward formula writes a gradient into (slice_backward
+    for rotary embedding's halves) are recorded in the fused window: a step
+    launches its window and the loss's seed of ones, not a program per fill
+    as well; the gradient equals the CPU's."""
+    def f(x):
+        a, b = x[:, :8], x[:, 8:]
+        return torch.cat([-b, a], dim=-1).mul(x).sum()
+
+    xc = rand(4, 16, requires_grad=True)
+    xt = xc.detach().to(DEV).requires_grad_()
+    with torchtpu.set_eager_mode("fused"):
+        f(xt).backward()
+        xt.grad = None
+        torch.tpu.synchronize()
+        before = debug.metrics()["executions"]
+        f(xt).backward()
+        torch.tpu.synchronize()
+        launched = debug.metrics()["executions"] - before
+    f(xc).backward()
+    assert_close(xt.grad, xc.grad)
+    assert launched == 2, launched
+
+
 def test_grouped_composite_error_at_its_op_in_strict_mode():
     """A grouped composite runs as one window in strict mode, and strict
     mode raises a data-dependent error at its op: cross-entropy's target

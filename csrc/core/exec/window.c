@@ -1234,12 +1234,16 @@ ttpu_status* ttpu_window_flush(ttpu_runtime* rt, ttpu_window_end why) {
  * step creates with zeros_like (an optimizer's moments) enters the window
  * as an input, as it does from the second step on, and the first window's
  * program is reused instead of compiling a second one. A composite op's
- * fills (ttpu_runtime_group_begin) stay in the window: they are its own
- * temporaries, made at every call (attention's mask of ones, its -inf
- * scalar), which the program folds instead of a launch and a read each. */
+ * fills (ttpu_runtime_group_begin) and an autograd pass's stay in the
+ * window: they are temporaries made at every call (attention's mask of
+ * ones, its -inf scalar; the zeros slice_backward and cat's backward
+ * write a gradient into), which the program folds instead of a launch
+ * and a read each. */
 static int is_outside_fill(const ttpu_runtime* rt, const ttpu_window* w,
                            const ttpu_op_call* call, const ttpu_op_def* def) {
-  if (!(def->flags & TTPU_OP_FILL) || rt->composite_depth > 0) return 0;
+  if (!(def->flags & TTPU_OP_FILL) || rt->composite_depth > 0 ||
+      call->autograd_task > 0)
+    return 0;
   if (call->n_outputs != 1 || !call->outputs[0].buffer) return 0;
   return !w->n_recs || map_find(w, call->outputs[0].buffer) < 0;
 }
