@@ -99,12 +99,16 @@ def device_time(fn):
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         fn()
-    spans, each = [], []
-    for e in prof.events():
-        if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1:
-            spans.append((e.time_range.start, e.time_range.end))
-            each.append((e.name[:40], e.time_range.elapsed_us() / 1e6))
+    programs = tpu_events(prof)
+    spans = [(e.time_range.start, e.time_range.end) for e in programs]
+    each = [(e.name[:40], e.time_range.elapsed_us() / 1e6) for e in programs]
     return busy_us(spans) / 1e6, len(spans), sorted(each, key=lambda p: -p[1])[:4]
+
+
+def tpu_events(prof):
+    """The programs on a torch.profiler run's tpu track."""
+    return [e for e in prof.events()
+            if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1]
 
 
 def busy_us(spans):

@@ -34,16 +34,29 @@ from torch.profiler import ProfilerActivity, profile, record_function
 import torchtpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fused_breakdown import busy_us  # noqa: E402
+from fused_breakdown import busy_us, tpu_events  # noqa: E402
 from steady import training_setup, training_step  # noqa: E402
 
 
 def program_spans(prof, prefix):
     """(start, end) of each program on the profiler's tpu track whose name
     begins with prefix ("fused window", "graph")."""
-    return [(e.time_range.start, e.time_range.end) for e in prof.events()
-            if getattr(e, "device_type", None) == torch.autograd.DeviceType.PrivateUse1
-            and e.name.startswith(prefix)]
+    return [(e.time_range.start, e.time_range.end) for e in tpu_events(prof)
+            if e.name.startswith(prefix)]
+
+
+def three_steps(run, prefix):
+    """(programs ms, wall ms) a step over three calls of run(), from a
+    synchronized device to a synchronized device; the programs' time is
+    the time the device ran those whose name begins with prefix."""
+    torch.tpu.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        t = time.perf_counter()
+        for _ in range(3):
+            run()
+        torch.tpu.synchronize()
+        wall = (time.perf_counter() - t) / 3 * 1e3
+    return busy_us(program_spans(prof, prefix)) / 1e3 / 3, wall
 
 
 def compiled_rounds(d, layers, rounds):
@@ -54,18 +67,7 @@ def compiled_rounds(d, layers, rounds):
     step = torch.compile(step, backend="tpu")
     for _ in range(3):
         step(x, y).item()
-    out = []
-    for _ in range(rounds):
-        torch.tpu.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-            t = time.perf_counter()
-            for _ in range(3):
-                step(x, y).item()
-            torch.tpu.synchronize()
-            wall = (time.perf_counter() - t) / 3 * 1e3
-        dev = busy_us(program_spans(prof, "graph")) / 1e3
-        out.append((dev / 3, wall))
-    return out
+    return [three_steps(lambda: step(x, y).item(), "graph") for _ in range(rounds)]
 
 
 def main(argv=None):
@@ -110,14 +112,7 @@ def main(argv=None):
         alone = {False: [], True: []}
         for _ in range(a.rounds):
             for wait in (False, True):
-                torch.tpu.synchronize()
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-                    t = time.perf_counter()
-                    for _ in range(3):
-                        step(wait)
-                    torch.tpu.synchronize()
-                    wall = (time.perf_counter() - t) / 3 * 1e3
-                alone[wait].append((busy_us(program_spans(prof, "fused window")) / 1e3 / 3, wall))
+                alone[wait].append(three_steps(lambda: step(wait), "fused window"))
     print(f"LLaMA-style d={a.dim}, {a.layers} layers, 8x128 tokens, AdamW, fused, "
           f"TORCHTPU_FUSED_REPEATS={os.environ.get('TORCHTPU_FUSED_REPEATS', '1')}; "
           f"load average {os.getloadavg()[0]:.2f}; medians of {a.steps} steps")

@@ -1014,6 +1014,8 @@ def test_silu_backward_is_one_op():
         same(lambda a, b: torch.ops.aten.silu_backward.grad_input(
             a.t(), b.t(), grad_input=torch.empty(10, 6, dtype=a.dtype, device=a.device)), g, x)
     same(torch.ops.aten.silu_backward, rand(3, dtype=torch.int64), rand(3, dtype=torch.int64))
+    same(torch.ops.aten.silu_backward, rand(0, 3), rand(0, 3, seed=1))
+    same(torch.ops.aten.silu_backward, rand(2, 3), rand(3, seed=1))    # broadcast like CPU's kernel
 
     g, x = rand(64, 32).to(DEV), rand(64, 32, seed=4).to(DEV)
     torch.ops.aten.silu_backward(g, x).cpu()
